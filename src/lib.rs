@@ -1,1 +1,4 @@
+//! unpack: a package-unpack durability engine, the core of a dpkg-style installer.
 
+pub mod mountinfo;
+pub mod scratchfs;
