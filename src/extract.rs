@@ -342,14 +342,20 @@ impl<'a> Transaction<'a> {
     /// Undoes the write phase: removes every temporary name and every directory it created.
     /// Best effort; it must not fail, it runs on the way out of an error already reported.
     pub(crate) fn rollback(&mut self) {
-        for r in self.renames.drain(..).rev() {
-            let _ = rustix::fs::unlinkat(r.dir.fd(), &r.temp, AtFlags::empty());
-        }
-        for f in self.files.drain(..).rev() {
-            let _ = rustix::fs::unlinkat(f.dir.fd(), &f.temp_name, AtFlags::empty());
+        let mut parents: HashMap<PathBuf, Directory> = HashMap::new();
+        for (dir, temp) in self.temps.drain(..).rev() {
+            let _ = rustix::fs::unlinkat(dir.fd(), &temp, AtFlags::empty());
+            parents.entry(dir.path.clone()).or_insert(dir);
         }
         for d in self.created.drain(..).rev() {
             let _ = rustix::fs::unlinkat(d.parent.fd(), &d.name, AtFlags::REMOVEDIR);
+            parents.remove(&d.parent.path.join(&d.name));
+            parents.entry(d.parent.path.clone()).or_insert(d.parent);
+        }
+        // Adding and removing names changed the mtimes of the directories that were there
+        // before; put them back, so that a failed transaction leaves the tree as it found it.
+        for dir in parents.values() {
+            let _ = rustix::fs::futimens(dir.fd(), &dir.times_before);
         }
     }
 }

@@ -25,7 +25,6 @@ use std::fs::File;
 use std::io::{Seek, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Linux's own limit on symlinks followed in one lookup.
 const MAX_SYMLINKS: u32 = 40;
@@ -74,8 +73,7 @@ impl Root {
     pub fn open(path: &Path) -> Result<Root> {
         let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
             .map_err(|e| Error::root(path, "opening the root directory", e))?;
-        let dev = rustix::fs::fstat(&fd).map_err(|e| Error::root(path, "stat of the root", e))?.st_dev;
-        let root = Directory { fd: Arc::new(fd), dev, path: path.to_path_buf() };
+        let root = Directory::new(fd, path.to_path_buf()).map_err(|e| Error::root(path, "stat of the root", e))?;
         let mut dirs = HashMap::new();
         dirs.insert(PathBuf::new(), root);
         Ok(Root { path: path.to_path_buf(), dirs })
@@ -180,10 +178,9 @@ impl Root {
     fn open_child(&self, parent: &Directory, name: &OsStr, canon: &Path) -> Result<Child, ResolveError> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         match rustix::fs::openat(parent.fd(), name, flags, Mode::empty()) {
-            Ok(fd) => {
-                let dev = rustix::fs::fstat(&fd).map_err(|e| io(&self.display(canon), "stat", e))?.st_dev;
-                Ok(Child::Dir(Directory { fd: Arc::new(fd), dev, path: self.display(canon) }))
-            }
+            Ok(fd) => Directory::new(fd, self.display(canon))
+                .map(Child::Dir)
+                .map_err(|e| ResolveError::Io { path: self.display(canon), action: "stat", source: e }),
             Err(Errno::NOENT) => Ok(Child::Missing),
             Err(Errno::LOOP) | Err(Errno::NOTDIR) => {
                 let st = rustix::fs::statat(parent.fd(), name, AtFlags::SYMLINK_NOFOLLOW)

@@ -27,7 +27,7 @@ pub use writeback::Writeback;
 
 use crate::error::{Error, Result};
 use crate::syscalls::Syscalls;
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{Mode, OFlags, Timestamps};
 use std::ffi::OsString;
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -104,9 +104,21 @@ pub struct Directory {
     pub(crate) fd: Arc<OwnedFd>,
     pub(crate) dev: u64,
     pub(crate) path: PathBuf,
+    /// Its atime and mtime when the transaction first opened it, restored by a rollback.
+    pub(crate) times_before: Arc<Timestamps>,
 }
 
 impl Directory {
+    /// Wraps an open directory, remembering its device and times.
+    pub(crate) fn new(fd: OwnedFd, path: PathBuf) -> std::io::Result<Directory> {
+        let st = rustix::fs::fstat(&fd)?;
+        let times_before = Timestamps {
+            last_access: rustix::fs::Timespec { tv_sec: st.st_atime as _, tv_nsec: st.st_atime_nsec as _ },
+            last_modification: rustix::fs::Timespec { tv_sec: st.st_mtime as _, tv_nsec: st.st_mtime_nsec as _ },
+        };
+        Ok(Directory { fd: Arc::new(fd), dev: st.st_dev, path, times_before: Arc::new(times_before) })
+    }
+
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
