@@ -15,9 +15,9 @@
 //!   this module does not add it);
 //! - serve from more than one thread: the log's order is the order requests were answered;
 //! - allocate or write through a path that needs the loop device it serves: its thread is an
-//!   IO flusher (`PR_SET_IO_FLUSHER`, set by `vdisk::start` before the session's thread is
-//!   spawned, which inherits it), and its bytes live in a memfd, never on a filesystem that
-//!   could sit on top of this very device;
+//!   IO flusher where the process may be one (`PR_SET_IO_FLUSHER`, set before the session's
+//!   thread is spawned, which inherits it; see `VDisk::is_io_flusher`), and its bytes live in
+//!   a memfd, never on a filesystem that could sit on top of this very device;
 //! - answer `getxattr`: it stays ENOSYS so the kernel stops asking for `security.capability`
 //!   before every write. Marks arrive as `setxattr` of [`MARK_XATTR`], in band, so a mark is
 //!   logged after every write that completed before it was set.
