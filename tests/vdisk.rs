@@ -346,3 +346,57 @@ fn unpack_vdisk_serves_until_sigint_and_prints_the_counters() {
     assert!(stdout.contains("4096 bytes, 1 flushes"), "{stdout}");
     assert_eq!(place.leftovers(), Vec::<String>::new());
 }
+
+#[test]
+fn unpack_vdisk_will_not_stop_while_a_loop_device_uses_the_image() {
+    use std::io::BufRead;
+    let place = Place::new();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_unpack-vdisk"))
+        .args(["--profile", "flush=0ms", "--size", "64M"])
+        .arg(place.disk())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    struct Reap(Option<std::process::Child>, PathBuf);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            if let Some(mut child) = self.0.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+                let _ = Command::new("umount").arg(&self.1).status();
+            }
+        }
+    }
+    let mut reap = Reap(Some(child), place.disk());
+    let image = place.disk().join("disk.img");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(&image).map(|m| m.len()).ok() != Some(64 << 20) {
+        assert!(Instant::now() < deadline, "unpack-vdisk did not serve {}", image.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = rustix::process::Pid::from_raw(reap.0.as_ref().unwrap().id() as i32).unwrap();
+    // Declared after the server's guard, so it is detached before the server is killed.
+    let lo = unpack::scratchfs::LoopDevice::attach(&image).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let refusal = loop {
+        let line = rx.recv_timeout(Duration::from_secs(20)).expect("no refusal on stderr");
+        if line.contains("still attached") {
+            break line;
+        }
+    };
+    assert!(refusal.contains(&lo.path().display().to_string()), "{refusal}");
+    assert!(matches!(reap.0.as_mut().unwrap().try_wait(), Ok(None)), "it stopped under an attached loop device");
+    drop(lo);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = reap.0.take().unwrap().wait().unwrap();
+    assert!(status.success());
+    assert_eq!(place.leftovers(), Vec::<String>::new());
+}
