@@ -226,12 +226,14 @@ impl Drop for ScratchFs {
     }
 }
 
-/// The file a loop device is attached to, as the kernel names it; `None` when detached.
+/// The file a loop device is attached to, as the kernel names it (without the " (deleted)"
+/// it appends once the file is removed); `None` when detached.
 pub fn backing_file(device: &Path) -> Option<PathBuf> {
     let name = device.file_name()?;
     let sys = Path::new("/sys/block").join(name).join("loop/backing_file");
     let text = std::fs::read_to_string(sys).ok()?;
-    Some(PathBuf::from(text.trim_end_matches('\n')))
+    let text = text.trim_end_matches('\n');
+    Some(PathBuf::from(text.strip_suffix(" (deleted)").unwrap_or(text)))
 }
 
 /// Runs a command, returning its stdout, or an error carrying its stderr.
