@@ -25,6 +25,7 @@ pub mod report;
 pub mod root;
 pub mod scratchfs;
 pub mod syscalls;
+pub mod vdisk;
 
 pub use durability::Strategy;
 pub use error::{Error, ExitCode, Result};
