@@ -16,7 +16,8 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use std::fs::File;
 use std::io::Write;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Seconds spent in each commit phase.
@@ -35,28 +36,27 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     let root_dir = tx.root.dir().clone();
 
     let t = Instant::now();
-    tx.strategy.barrier(&tx.files, &root_dir, tx.calls)?;
+    tx.strategy.barrier(&tx.renames, &root_dir, tx.calls)?;
     times.barrier_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
     write_journal(tx, packages)?;
     tx.committing = true;
     // Directories whose entries changed, by canonical path, to make durable at the end.
-    let mut touched: BTreeMap<PathBuf, Directory> = BTreeMap::new();
+    let mut touched: BTreeMap<Arc<Path>, Directory> = BTreeMap::new();
     for r in &tx.renames {
         if r.replaces_empty_dir {
             rustix::fs::unlinkat(r.dir.fd(), &r.name, AtFlags::REMOVEDIR)
-                .map_err(|e| Error::root(&r.path, "removing the empty directory the package replaces", e))?;
+                .map_err(|e| Error::root(r.path(), "removing the empty directory the package replaces", e))?;
         }
-        tx.calls.rename(r.dir.fd(), &r.temp, &r.name).map_err(|e| Error::root(&r.path, "rename into place", e))?;
-        touched.entry(r.canon_dir.clone()).or_insert_with(|| r.dir.clone());
+        tx.calls.rename(r.dir.fd(), &r.temp_name(), &r.name).map_err(|e| Error::root(r.path(), "rename into place", e))?;
+        touched.entry(r.dir.path.clone()).or_insert_with(|| r.dir.clone());
     }
     times.rename_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
     for d in &tx.created {
-        let parent_canon = d.canon.parent().map(PathBuf::from).unwrap_or_default();
-        touched.entry(parent_canon).or_insert_with(|| d.parent.clone());
+        touched.entry(d.parent.path.clone()).or_insert_with(|| d.parent.clone());
     }
     // Deepest first, so that setting a directory's mtime is not undone by a change inside it.
     let mut metas: Vec<_> = tx.dir_meta.values().collect();
@@ -69,7 +69,7 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
         }
         rustix::fs::fchmod(m.dir.fd(), Mode::from_raw_mode(m.mode)).map_err(|e| Error::root(path, "chmod of directory", e))?;
         rustix::fs::futimens(m.dir.fd(), &timestamps(m.mtime)).map_err(|e| Error::root(path, "setting directory mtime", e))?;
-        touched.entry(m.canon.clone()).or_insert_with(|| m.dir.clone());
+        touched.entry(m.dir.path.clone()).or_insert_with(|| m.dir.clone());
     }
     let dirs: Vec<Directory> = touched.into_values().collect();
     tx.strategy.after_commit(&dirs, &root_dir, tx.calls)?;
@@ -99,7 +99,8 @@ fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
         let mut e = journal::Encoder::new(&mut file)?;
         packages.iter().for_each(|p| e.package(p));
         for r in &tx.renames {
-            e.rename(&r.canon_dir, &r.temp, &r.name, r.replaces_empty_dir);
+            let canon_dir = r.dir.path.strip_prefix(tx.root.path()).unwrap_or(Path::new(""));
+            e.rename(canon_dir, &r.temp_name(), &r.name, r.replaces_empty_dir);
         }
         for m in tx.dir_meta.values() {
             e.dir_meta(&journal::DirMetaRecord { dir: m.canon.clone(), mode: m.mode, uid: m.uid, gid: m.gid, mtime: m.mtime });

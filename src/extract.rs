@@ -30,19 +30,6 @@ pub const TEMP_SUFFIX: &str = ".unpack-new";
 /// Size of the copy buffer: large enough that a read and a write per 256 KiB is noise.
 const COPY_BUFFER: usize = 256 * 1024;
 
-/// One rename the commit phase will do.
-#[derive(Debug)]
-pub struct Rename {
-    pub dir: Directory,
-    pub canon_dir: PathBuf,
-    pub temp: OsString,
-    pub name: OsString,
-    /// `ROOT/path`, for messages.
-    pub path: PathBuf,
-    /// The root holds an empty directory at the final name: remove it just before the rename.
-    pub replaces_empty_dir: bool,
-}
-
 /// A package directory's metadata, applied in the commit phase.
 #[derive(Debug)]
 pub struct DirMeta {
@@ -78,8 +65,8 @@ pub struct Transaction<'a> {
     pub(crate) strategy: &'a dyn Strategy,
     pub(crate) calls: &'a Syscalls,
     slots: HashMap<PathBuf, (Slot, usize)>,
-    pub(crate) renames: Vec<Rename>,
-    pub(crate) files: Vec<TempFile>,
+    /// Every pending name, in archive order: what the commit renames.
+    pub(crate) renames: Vec<TempFile>,
     /// Every temporary name made so far, recorded the moment it exists: rollback removes them.
     temps: Vec<(Directory, OsString)>,
     pub(crate) created: Vec<CreatedDir>,
@@ -121,7 +108,6 @@ impl<'a> Transaction<'a> {
             calls,
             slots: HashMap::new(),
             renames: Vec::new(),
-            files: Vec::new(),
             temps: Vec::new(),
             created: Vec::new(),
             dir_meta: HashMap::new(),
@@ -200,7 +186,8 @@ impl<'a> Transaction<'a> {
             }
             Kind::Dir => return self.add_dir(pkg, package, entry, &canon),
         };
-        self.renames.push(Rename { dir, canon_dir, temp, name: name.to_os_string(), path: display, replaces_empty_dir });
+        let regular = matches!(entry.kind, Kind::File { .. });
+        self.renames.push(TempFile { dir, name: name.to_os_string(), regular, replaces_empty_dir });
         self.slots.insert(canon, (slot, pkg));
         Ok(())
     }
@@ -297,9 +284,7 @@ impl<'a> Transaction<'a> {
             return Err(Error::bad(package, format!("entry '{}': archive ends after {written} of {size} bytes", entry.path.display())));
         }
         self.set_metadata_fd(entry, &file, display)?;
-        self.strategy.after_file(&file, display, self.calls)?;
-        self.files.push(TempFile { dir: dir.clone(), temp_name: temp.to_os_string(), path: display.to_path_buf() });
-        Ok(())
+        self.strategy.after_file(&file, display, self.calls)
     }
 
     /// Owner first (chown clears setuid), then the mode where creation could not give it,
@@ -353,7 +338,7 @@ impl<'a> Transaction<'a> {
             None => return Err(refuse("the target is not an earlier entry of this transaction")),
         };
         let source = &self.renames[rename];
-        create_temp(dir, temp, || rustix::fs::linkat(source.dir.fd(), &source.temp, dir.fd(), temp, AtFlags::empty()))
+        create_temp(dir, temp, || rustix::fs::linkat(source.dir.fd(), source.temp_name(), dir.fd(), temp, AtFlags::empty()))
             .map_err(|e| Error::root(display, "creating hard link", e))?;
         self.temps.push((dir.clone(), temp.to_os_string()));
         Ok(())
@@ -375,12 +360,12 @@ impl<'a> Transaction<'a> {
         let mut parents: HashMap<PathBuf, Directory> = HashMap::new();
         for (dir, temp) in self.temps.drain(..).rev() {
             let _ = rustix::fs::unlinkat(dir.fd(), &temp, AtFlags::empty());
-            parents.entry(dir.path.clone()).or_insert(dir);
+            parents.entry(dir.path.to_path_buf()).or_insert(dir);
         }
         for d in self.created.drain(..).rev() {
             let _ = rustix::fs::unlinkat(d.parent.fd(), &d.name, AtFlags::REMOVEDIR);
             parents.remove(&d.parent.path.join(&d.name));
-            parents.entry(d.parent.path.clone()).or_insert(d.parent);
+            parents.entry(d.parent.path.to_path_buf()).or_insert(d.parent);
         }
         // Adding and removing names changed the mtimes of the directories that were there
         // before; put them back, so that a failed transaction leaves the tree as it found it.

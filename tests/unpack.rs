@@ -330,8 +330,9 @@ fn a_second_unpack_into_a_locked_root_exits_5_or_waits() {
     unpack_ok("none", &[&fixture("other_1.0_all.deb")], &root);
     let lock = root.join("var/lib/unpack/lock");
     // Hold the lock from another process, as a running unpack would.
-    let mut holder = Command::new("flock").arg(&lock).args(["sleep", "30"]).spawn().unwrap();
-    while unpack(["--quiet", fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]).code != 5 {
+    // --no-fork: the process we kill is the one holding the lock.
+    let mut holder = Command::new("flock").arg("--no-fork").arg(&lock).args(["sleep", "60"]).spawn().unwrap();
+    while run(Command::new("flock").args(["-n", "-E", "99"]).arg(&lock).arg("true")).code != 99 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let r = unpack([fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
