@@ -102,6 +102,8 @@ fn scaling_panels(matrix: &Matrix) -> Vec<(String, Series)> {
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
     }
+    // A panel whose every cell failed has nothing to plot; the tables say why.
+    panels.retain(|(_, series)| series.iter().any(|(_, points)| !points.is_empty()));
     panels
 }
 
@@ -137,7 +139,7 @@ fn draw_bars(
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_label_formatter(&|_| String::new())
+        .x_labels(0)
         .y_desc("seconds")
         .draw()?;
     let slot = 0.8 / tools;
@@ -200,7 +202,12 @@ fn draw_scaling(area: &DrawingArea<SVGBackend, Shift>, title: &str, series: &Ser
         .x_label_area_size(40)
         .y_label_area_size(64)
         .build_cartesian_2d((xmin / 2.0..xmax * 2.0).log_scale(), (ymin / 2.0..ymax * 2.0).log_scale())?;
-    chart.configure_mesh().x_desc("files in the package").y_desc("seconds until stable").draw()?;
+    chart
+        .configure_mesh()
+        .x_desc("files in the package")
+        .y_desc("seconds until stable")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .draw()?;
     for (t, (name, pts)) in series.iter().enumerate() {
         let color = Palette99::pick(t).to_rgba();
         chart

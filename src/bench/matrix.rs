@@ -58,6 +58,8 @@ pub struct Column {
 #[derive(Debug, Clone, Serialize)]
 pub struct Cell {
     pub tool: String,
+    /// `strategy` or `peer`.
+    pub kind: &'static str,
     /// Runs that failed; a cell with any is shown as failed, never as a time.
     pub failed: usize,
     /// Until the unpacker exited, over the successful runs.
@@ -73,6 +75,7 @@ impl Cell {
         let times = |f: fn(&RunRecord) -> Option<f64>| ok.iter().filter_map(|r| f(r)).collect::<Vec<f64>>();
         Cell {
             tool: tool.name().to_string(),
+            kind: tool.kind(),
             failed: runs.len() - ok.len(),
             exit: Spread::of(&times(|r| r.exit_s)),
             stable: Spread::of(&times(|r| r.stable_s)),

@@ -96,19 +96,33 @@ pub fn markdown(matrix: &Matrix) -> String {
             let applied = row.applied_options.as_deref().unwrap_or("(not mounted)");
             let _ = writeln!(md, "- `{}` → `{applied}`", row.row.mount_options);
         }
-        let failures: Vec<String> = rows
-            .iter()
-            .flat_map(|row| row.cells.iter().map(move |c| (row, c)))
-            .filter_map(|(row, c)| {
-                let error = c.runs.iter().find_map(|r| r.error.as_deref())?;
-                Some(format!("- `{}` {}, {}: {error}", row.row.mount_options, row.row.cache.name(), c.tool))
-            })
-            .collect();
+        let failures = failure_lines(rows);
         if !failures.is_empty() {
             let _ = writeln!(md, "\nFailures (the first reason of each failed cell):\n\n{}", failures.join("\n"));
         }
     }
     md
+}
+
+/// One line per row and reason, naming the columns that failed for it (a mount that fails
+/// fails every column alike, and one line says so).
+fn failure_lines(rows: &[RowResult]) -> Vec<String> {
+    let mut groups: Vec<(&RowResult, &str, Vec<&str>)> = Vec::new();
+    for row in rows {
+        for cell in &row.cells {
+            let Some(error) = cell.runs.iter().find_map(|r| r.error.as_deref()) else { continue };
+            match groups.iter_mut().find(|(r, e, _)| std::ptr::eq(*r, row) && *e == error) {
+                Some((_, _, tools)) => tools.push(&cell.tool),
+                None => groups.push((row, error, vec![&cell.tool])),
+            }
+        }
+    }
+    groups
+        .iter()
+        .map(|(row, error, tools)| {
+            format!("- `{}` {}, {}: {error}", row.row.mount_options, row.row.cache.name(), tools.join(", "))
+        })
+        .collect()
 }
 
 fn header(matrix: &Matrix) -> String {
@@ -162,7 +176,7 @@ pub fn csv(matrix: &Matrix) -> String {
             .iter()
             .map(|p| format!("{} {} {} bytes", p.name, p.version, p.bytes))
             .collect();
-        for (cell, column) in row.cells.iter().zip(&matrix.columns) {
+        for cell in &row.cells {
             for run in &cell.runs {
                 let opt = |v: Option<String>| v.unwrap_or_default();
                 let e = run.engine.as_ref();
@@ -174,7 +188,7 @@ pub fn csv(matrix: &Matrix) -> String {
                     opt(run.applied_options.clone()),
                     row.row.cache.name().to_string(),
                     cell.tool.clone(),
-                    column.kind.to_string(),
+                    cell.kind.to_string(),
                     run.run.to_string(),
                     run.ok.to_string(),
                     opt(run.exit_code.map(|c| c.to_string())),

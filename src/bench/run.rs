@@ -60,7 +60,7 @@ pub struct RunRecord {
 
 impl RunRecord {
     fn failed(run: u64, applied_options: Option<String>, error: String) -> RunRecord {
-        RunRecord { run, applied_options, error: Some(error), ..RunRecord::default() }
+        RunRecord { run, applied_options, error: Some(one_line(&error)), ..RunRecord::default() }
     }
 }
 
@@ -175,6 +175,11 @@ fn measure(
     Ok(record)
 }
 
+/// Tools' messages span lines; a table cell or CSV field reads better on one.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Why a child failed: its exit status and the end of its stderr.
 fn failure_text(output: &Output) -> String {
     let status = match (output.status.code(), output.status.signal()) {
@@ -188,7 +193,7 @@ fn failure_text(output: &Output) -> String {
     if tail.is_empty() {
         status
     } else {
-        format!("{status}: {tail}")
+        one_line(&format!("{status}: {tail}"))
     }
 }
 
