@@ -1,1 +1,128 @@
-fn main(){}
+//! `unpack [OPTIONS] PACKAGE... ROOT`: parse, call the library, map the result to an exit code.
+
+use anyhow::Context;
+use clap::Parser;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use unpack::durability;
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  ok: unpacked, and (for every strategy but none) on stable storage
+  1  any other failure, including a package that conflicts with what ROOT holds
+  2  usage error
+  3  bad, truncated or hostile package (ROOT is left unchanged)
+  4  I/O error in ROOT: no space left, read-only, no permission
+  5  ROOT is locked by another unpack (see --wait)
+
+Strategies (--list-strategies for their guarantees): none, fsync, batch (alias sync), syncfs,
+writeback (default, today's dpkg), parallel.";
+
+/// Unpack Debian packages into a root directory through temporary files and renames, with a
+/// chosen durability strategy.
+#[derive(Parser, Debug)]
+#[command(name = "unpack", version, after_help = AFTER_HELP)]
+struct Cli {
+    /// The packages (.deb), then the root directory to unpack them into. Several packages are
+    /// one transaction with one barrier.
+    #[arg(value_name = "PACKAGE... ROOT", required_unless_present = "list_strategies", num_args = 2..)]
+    paths: Vec<PathBuf>,
+
+    /// Durability strategy: none, fsync, batch (sync), syncfs, writeback, parallel.
+    #[arg(short, long, default_value = durability::DEFAULT, value_name = "NAME")]
+    strategy: String,
+
+    /// Threads for the parallel strategy's fsyncs [default: number of CPUs].
+    #[arg(short, long, value_name = "N")]
+    jobs: Option<usize>,
+
+    /// Print the report as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+
+    /// No progress bar and no human report (errors are still printed; --json still prints).
+    #[arg(short, long)]
+    quiet: bool,
+
+    /// Wait for another unpack's lock on ROOT instead of exiting with 5.
+    #[arg(long)]
+    wait: bool,
+
+    /// Print the strategies with what each guarantees, and exit.
+    #[arg(long)]
+    list_strategies: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { unpack::ExitCode::Usage as u8 } else { 0 });
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("unpack: error: {e:#}");
+            let code = e.downcast_ref::<unpack::Error>().map_or(unpack::ExitCode::Failure, unpack::Error::exit_code);
+            ExitCode::from(code as u8)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    if cli.list_strategies {
+        print!("{}", strategy_table());
+        return Ok(());
+    }
+    let (root, packages) = cli.paths.split_last().context("need PACKAGE... ROOT")?;
+    let jobs = cli.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let mut options = unpack::Options::new(durability::by_name(&cli.strategy, jobs)?);
+    options.wait = cli.wait;
+    let bar = (!cli.quiet && std::io::stderr().is_terminal()).then(progress_bar);
+    if let Some(bar) = &bar {
+        let bar = bar.clone();
+        let started = Instant::now();
+        options.progress = Some(Arc::new(move |done, total| {
+            // Only work that lasts gets a bar: a quick unpack prints nothing but its report.
+            if bar.is_hidden() && started.elapsed() > Duration::from_millis(500) {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            }
+            bar.set_length(total);
+            bar.set_position(done);
+        }));
+    }
+    let report = unpack::unpack(packages, root, &options);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if !cli.quiet {
+        print!("{}", report.human());
+    }
+    Ok(())
+}
+
+fn progress_bar() -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} [{elapsed}] {wide_bar} {bytes}/{total_bytes} ({eta})") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn strategy_table() -> String {
+    let mut out = format!("{:<10} {:<55} {}\n", "STRATEGY", "WHAT IT DOES", "GUARANTEE");
+    for s in durability::ALL {
+        let name = if s.aliases.is_empty() { s.name.to_string() } else { format!("{} ({})", s.name, s.aliases.join(", ")) };
+        out += &format!("{:<10} {:<55} {}\n", name, s.idea, s.guarantee);
+    }
+    out += &format!("\ndefault: {}\n", durability::DEFAULT);
+    out
+}

@@ -1,0 +1,72 @@
+//! The second half of a transaction: barrier, renames, directory metadata, directory durability.
+//!
+//! Order is the whole point: the strategy's barrier runs before the first rename, so no final
+//! name can point at data that is not yet where the strategy promised; directory metadata is
+//! applied after every rename (renames change directory mtimes); the strategy's `after_commit`
+//! runs last, over every directory whose entries or metadata changed.
+//!
+//! This module never writes file data and never creates anything: it only moves into place what
+//! `extract.rs` wrote.
+
+use crate::durability::Directory;
+use crate::error::{Error, Result};
+use crate::extract::{timestamps, Transaction};
+use rustix::fs::{AtFlags, Mode};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Seconds spent in each commit phase.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CommitTimes {
+    pub barrier_s: f64,
+    pub rename_s: f64,
+    pub dirsync_s: f64,
+}
+
+/// Runs the commit phase of `tx`. From its first rename on, a failure no longer rolls back.
+pub fn commit(tx: &mut Transaction<'_>) -> Result<CommitTimes> {
+    let mut times = CommitTimes::default();
+    let root_dir = tx.root.dir().clone();
+
+    let t = Instant::now();
+    tx.strategy.barrier(&tx.files, &root_dir, tx.calls)?;
+    times.barrier_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    tx.committing = true;
+    // Directories whose entries changed, by canonical path, to make durable at the end.
+    let mut touched: BTreeMap<PathBuf, Directory> = BTreeMap::new();
+    for r in &tx.renames {
+        if r.replaces_empty_dir {
+            rustix::fs::unlinkat(r.dir.fd(), &r.name, AtFlags::REMOVEDIR)
+                .map_err(|e| Error::root(&r.path, "removing the empty directory the package replaces", e))?;
+        }
+        tx.calls.rename(r.dir.fd(), &r.temp, &r.name).map_err(|e| Error::root(&r.path, "rename into place", e))?;
+        touched.entry(r.canon_dir.clone()).or_insert_with(|| r.dir.clone());
+    }
+    times.rename_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    for d in &tx.created {
+        let parent_canon = d.canon.parent().map(PathBuf::from).unwrap_or_default();
+        touched.entry(parent_canon).or_insert_with(|| d.parent.clone());
+    }
+    // Deepest first, so that setting a directory's mtime is not undone by a change inside it.
+    let mut metas: Vec<_> = tx.dir_meta.values().collect();
+    metas.sort_by_key(|m| std::cmp::Reverse(m.canon.components().count()));
+    for m in metas {
+        let path = m.dir.path();
+        if tx.owner_differs(m.uid, m.gid) {
+            rustix::fs::fchown(m.dir.fd(), Some(rustix::fs::Uid::from_raw(m.uid)), Some(rustix::fs::Gid::from_raw(m.gid)))
+                .map_err(|e| Error::root(path, "chown of directory", e))?;
+        }
+        rustix::fs::fchmod(m.dir.fd(), Mode::from_raw_mode(m.mode)).map_err(|e| Error::root(path, "chmod of directory", e))?;
+        rustix::fs::futimens(m.dir.fd(), &timestamps(m.mtime)).map_err(|e| Error::root(path, "setting directory mtime", e))?;
+        touched.entry(m.canon.clone()).or_insert_with(|| m.dir.clone());
+    }
+    let dirs: Vec<Directory> = touched.into_values().collect();
+    tx.strategy.after_commit(&dirs, &root_dir, tx.calls)?;
+    times.dirsync_s = t.elapsed().as_secs_f64();
+    Ok(times)
+}

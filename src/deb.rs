@@ -1,0 +1,256 @@
+//! The .deb container: an ar archive holding `debian-binary`, `control.tar*` and `data.tar*`.
+//!
+//! Reads the container strictly the way dpkg does (format 2.x, members in order, `_` members
+//! skipped, compressors by suffix) and streams each member: nothing here holds a member in
+//! memory, so a 300 MB package costs what a 3 MB one does. It never interprets the tar streams:
+//! that is `entry.rs`'s job.
+//!
+//! The ar reader is hand-written: a .deb uses only the plain common ar format (no symbol table,
+//! no GNU/BSD long-name tables, which dpkg rejects too), it is forty lines, and owning it lets
+//! every error name the member and say what was expected, which a generic ar crate cannot.
+
+use crate::error::{Error, Result};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+const AR_MAGIC: &[u8; 8] = b"!<arch>\n";
+const HEADER_LEN: usize = 60;
+
+/// How a tar member is compressed, from its name's suffix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Xz,
+    Zstd,
+    Bzip2,
+    /// The legacy LZMA "alone" format; dpkg accepts it for data.tar only.
+    Lzma,
+}
+
+impl Compression {
+    /// The compression of member `name`, which must be `{prefix}` plus a known suffix.
+    fn of(name: &str, prefix: &str, allow_lzma: bool) -> Option<Compression> {
+        match name.strip_prefix(prefix)? {
+            "" => Some(Compression::None),
+            ".gz" => Some(Compression::Gzip),
+            ".xz" => Some(Compression::Xz),
+            ".zst" => Some(Compression::Zstd),
+            ".bz2" => Some(Compression::Bzip2),
+            ".lzma" if allow_lzma => Some(Compression::Lzma),
+            _ => None,
+        }
+    }
+
+    /// A streaming decoder over `inner`.
+    fn decoder<'a>(self, inner: impl BufRead + Send + 'a) -> io::Result<Box<dyn Read + Send + 'a>> {
+        Ok(match self {
+            Compression::None => Box::new(inner),
+            Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(inner)),
+            Compression::Xz => Box::new(liblzma::bufread::XzDecoder::new_multi_decoder(inner)),
+            Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(inner)?),
+            Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(inner)),
+            Compression::Lzma => {
+                let stream = liblzma::stream::Stream::new_lzma_decoder(u64::MAX).map_err(io::Error::other)?;
+                Box::new(liblzma::bufread::XzDecoder::new_stream(inner, stream))
+            }
+        })
+    }
+}
+
+/// One member's header.
+#[derive(Debug, Clone)]
+struct Member {
+    name: String,
+    size: u64,
+}
+
+/// An open .deb, positioned between members.
+pub struct Deb {
+    path: PathBuf,
+    file_len: u64,
+    /// Where the next member header starts (past the current member and its padding).
+    next_header: u64,
+    reader: BufReader<CountingReader<File>>,
+    consumed: Arc<AtomicU64>,
+}
+
+impl Deb {
+    /// Opens `path`, checks the ar magic and the `debian-binary` member (format 2.x).
+    pub fn open(path: &Path) -> Result<Deb> {
+        let file = File::open(path).map_err(|e| Error::bad(path, format!("cannot open: {e}")))?;
+        let file_len = file.metadata().map_err(|e| Error::bad(path, format!("cannot stat: {e}")))?.len();
+        let consumed = Arc::new(AtomicU64::new(0));
+        let reader = BufReader::with_capacity(256 * 1024, CountingReader { inner: file, count: consumed.clone() });
+        let mut deb = Deb { path: path.to_path_buf(), file_len, next_header: 8, reader, consumed };
+        deb.check_magic()?;
+        deb.check_version()?;
+        Ok(deb)
+    }
+
+    /// The package file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The package file's size in bytes.
+    pub fn len(&self) -> u64 {
+        self.file_len
+    }
+
+    /// True for an empty package file (never a valid .deb).
+    pub fn is_empty(&self) -> bool {
+        self.file_len == 0
+    }
+
+    /// How many bytes of the package file have been read so far, for a progress bar.
+    pub fn consumed(&self) -> Arc<AtomicU64> {
+        self.consumed.clone()
+    }
+
+    fn check_magic(&mut self) -> Result<()> {
+        let mut magic = [0u8; 8];
+        let n = read_full(&mut self.reader, &mut magic).map_err(|e| self.read_error(e))?;
+        if n == 0 {
+            return Err(Error::bad(&self.path, "empty file, not a Debian package"));
+        }
+        if n < magic.len() || &magic != AR_MAGIC {
+            return Err(Error::bad(&self.path, "not a Debian package (no ar archive magic)"));
+        }
+        Ok(())
+    }
+
+    fn check_version(&mut self) -> Result<()> {
+        let member = self.next_member()?.ok_or_else(|| Error::bad(&self.path, "no members; expected debian-binary first"))?;
+        if member.name != "debian-binary" {
+            return Err(Error::bad(&self.path, format!("first member is '{}', expected 'debian-binary'", member.name)));
+        }
+        if member.size > 64 {
+            return Err(Error::bad(&self.path, format!("debian-binary is {} bytes, too long for a version", member.size)));
+        }
+        let mut text = vec![0u8; member.size as usize];
+        self.reader.read_exact(&mut text).map_err(|e| self.read_error(e))?;
+        let text = String::from_utf8_lossy(&text);
+        let version = text.lines().next().unwrap_or("").trim().to_string();
+        if version.split('.').next() != Some("2") {
+            return Err(Error::bad(&self.path, format!("unsupported format version '{version}' in debian-binary (expected 2.x)")));
+        }
+        Ok(())
+    }
+
+    /// Reads the next member's header, skipping `_`-members. `None` at the end of the archive.
+    fn next_member(&mut self) -> Result<Option<Member>> {
+        loop {
+            self.skip_to(self.next_header)?;
+            let mut header = [0u8; HEADER_LEN];
+            let n = read_full(&mut self.reader, &mut header).map_err(|e| self.read_error(e))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if n < HEADER_LEN {
+                return Err(Error::bad(&self.path, format!("truncated ar member header at offset {}", self.next_header)));
+            }
+            if &header[58..60] != b"`\n" {
+                return Err(Error::bad(&self.path, format!("corrupt ar member header at offset {}", self.next_header)));
+            }
+            let name = String::from_utf8_lossy(&header[0..16]).trim_end().trim_end_matches('/').to_string();
+            let size = std::str::from_utf8(&header[48..58])
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or_else(|| Error::bad(&self.path, format!("member '{name}' has a bad size field")))?;
+            let start = self.next_header + HEADER_LEN as u64;
+            if start + size > self.file_len {
+                return Err(Error::bad(
+                    &self.path,
+                    format!("member '{name}' is truncated: {size} bytes declared, {} present", self.file_len - start),
+                ));
+            }
+            // ar pads members to an even length.
+            self.next_header = start + size + size % 2;
+            if name.starts_with('_') {
+                continue;
+            }
+            return Ok(Some(Member { name, size }));
+        }
+    }
+
+    /// The absolute offset of the next byte the buffered reader will hand out.
+    fn position(&self) -> u64 {
+        self.consumed.load(Relaxed) - self.reader.buffer().len() as u64
+    }
+
+    /// Reads forward to `offset`: members are skipped by reading, so a package can come from a
+    /// pipe one day as well as from a file.
+    fn skip_to(&mut self, offset: u64) -> Result<()> {
+        let gap = offset.saturating_sub(self.position());
+        let skipped = io::copy(&mut (&mut self.reader).take(gap), &mut io::sink()).map_err(|e| self.read_error(e))?;
+        if skipped < gap && offset <= self.file_len {
+            return Err(Error::bad(&self.path, format!("truncated at offset {}", self.position())));
+        }
+        Ok(())
+    }
+
+    /// The next member, which must be `{prefix}` with a known compression; a decoder over it.
+    fn member(&mut self, prefix: &str, allow_lzma: bool) -> Result<(String, Box<dyn Read + Send + '_>)> {
+        let member = self
+            .next_member()?
+            .ok_or_else(|| Error::bad(&self.path, format!("missing member {prefix}.*")))?;
+        let Some(compression) = Compression::of(&member.name, prefix, allow_lzma) else {
+            return Err(if member.name.starts_with(prefix) {
+                Error::bad(&self.path, format!("member '{}' has an unsupported compression", member.name))
+            } else {
+                Error::bad(&self.path, format!("member '{}' where {prefix}.* was expected", member.name))
+            });
+        };
+        let taken = (&mut self.reader).take(member.size);
+        let decoder = compression
+            .decoder(taken)
+            .map_err(|e| Error::bad(&self.path, format!("{}: cannot start decompressing: {e}", member.name)))?;
+        Ok((member.name, decoder))
+    }
+
+    /// The `control.tar*` member, decompressed. Read it (as far as needed) before [`Deb::data`].
+    pub fn control(&mut self) -> Result<(String, Box<dyn Read + Send + '_>)> {
+        self.member("control.tar", false)
+    }
+
+    /// The `data.tar*` member, decompressed.
+    pub fn data(&mut self) -> Result<(String, Box<dyn Read + Send + '_>)> {
+        self.member("data.tar", true)
+    }
+
+    fn read_error(&self, e: io::Error) -> Error {
+        Error::bad(&self.path, format!("read error at offset {}: {e}", self.position()))
+    }
+}
+
+/// Reads until `buf` is full or the end of input; returns how much it read.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Counts the bytes read from the package file, for progress.
+struct CountingReader<R> {
+    inner: R,
+    count: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, Relaxed);
+        Ok(n)
+    }
+}

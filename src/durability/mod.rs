@@ -1,0 +1,173 @@
+//! Durability strategies: how an unpack pays for its safety.
+//!
+//! The engine writes every file of a transaction under a temporary name, then renames them all
+//! into place. A strategy decides which flushes happen around that, through three hooks:
+//!
+//! 1. [`Strategy::after_file`]: right after one temporary file is written and its metadata set;
+//! 2. [`Strategy::barrier`]: once every temporary file exists, before the first rename;
+//! 3. [`Strategy::after_commit`]: after all renames, to make the directory entries durable.
+//!
+//! A strategy only flushes: it never creates, renames or removes anything, so whatever it does,
+//! the engine's all-or-nothing ordering stays intact. Every flush goes through [`Syscalls`] so
+//! that the report counts it.
+
+mod batch;
+mod fsync;
+mod none;
+mod parallel;
+mod syncfs;
+mod writeback;
+
+pub use batch::Batch;
+pub use fsync::Fsync;
+pub use none::NoFlush;
+pub use parallel::Parallel;
+pub use syncfs::Syncfs;
+pub use writeback::Writeback;
+
+use crate::error::{Error, Result};
+use crate::syscalls::Syscalls;
+use rustix::fs::{Mode, OFlags, Timestamps};
+use std::ffi::OsString;
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A durability strategy. Implement it to try an idea of your own; the engine calls the hooks
+/// in order, from one thread, and reports how long each phase took.
+pub trait Strategy: Send + Sync {
+    /// The name shown in reports.
+    fn name(&self) -> &str;
+
+    /// Called after each regular file's data and metadata are written, before it is closed.
+    fn after_file(&self, _file: &File, _path: &Path, _calls: &Syscalls) -> Result<()> {
+        Ok(())
+    }
+
+    /// Called once, when every file of the transaction is written and before any rename.
+    /// `files` are the regular files in archive order.
+    fn barrier(&self, _files: &[TempFile], _root: &Directory, _calls: &Syscalls) -> Result<()> {
+        Ok(())
+    }
+
+    /// Called once after every rename, with each directory that gained, lost or changed an
+    /// entry (or its own metadata): making these durable makes the renames durable.
+    fn after_commit(&self, _dirs: &[Directory], _root: &Directory, _calls: &Syscalls) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// What `unpack --list-strategies` prints for each built-in strategy.
+#[derive(Debug, Clone, Copy)]
+pub struct Info {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    /// What it does, in one line.
+    pub idea: &'static str,
+    /// What it guarantees at a crash and at exit 0.
+    pub guarantee: &'static str,
+    /// Who does this in the field.
+    pub anchor: &'static str,
+}
+
+/// The built-in strategies, in the order of the table in the README.
+pub const ALL: &[Info] = &[none::INFO, fsync::INFO, batch::INFO, syncfs::INFO, writeback::INFO, parallel::INFO];
+
+/// The default strategy: today's dpkg, until the benchmarks say otherwise.
+pub const DEFAULT: &str = "writeback";
+
+/// The built-in strategy called `name` (or one of its aliases). `jobs` sizes `parallel`'s pool.
+pub fn by_name(name: &str, jobs: usize) -> Result<Arc<dyn Strategy>> {
+    let info = ALL
+        .iter()
+        .find(|i| i.name == name || i.aliases.contains(&name))
+        .ok_or_else(|| Error::Usage(format!("unknown strategy '{name}' (known: {})", names().join(", "))))?;
+    Ok(match info.name {
+        "none" => Arc::new(NoFlush),
+        "fsync" => Arc::new(Fsync),
+        "batch" => Arc::new(Batch),
+        "syncfs" => Arc::new(Syncfs),
+        "writeback" => Arc::new(Writeback),
+        _ => Arc::new(Parallel::new(jobs)?),
+    })
+}
+
+/// The names users type, aliases excluded.
+pub fn names() -> Vec<&'static str> {
+    ALL.iter().map(|i| i.name).collect()
+}
+
+/// A directory of the root the transaction touched, held open.
+#[derive(Debug, Clone)]
+pub struct Directory {
+    pub(crate) fd: Arc<OwnedFd>,
+    pub(crate) dev: u64,
+    pub(crate) path: PathBuf,
+    /// Its atime and mtime when the transaction first opened it, restored by a rollback.
+    pub(crate) times_before: Arc<Timestamps>,
+}
+
+impl Directory {
+    /// Wraps an open directory, remembering its device and times.
+    pub(crate) fn new(fd: OwnedFd, path: PathBuf) -> std::io::Result<Directory> {
+        let st = rustix::fs::fstat(&fd)?;
+        let times_before = Timestamps {
+            last_access: rustix::fs::Timespec { tv_sec: st.st_atime as _, tv_nsec: st.st_atime_nsec as _ },
+            last_modification: rustix::fs::Timespec { tv_sec: st.st_mtime as _, tv_nsec: st.st_mtime_nsec as _ },
+        };
+        Ok(Directory { fd: Arc::new(fd), dev: st.st_dev, path, times_before: Arc::new(times_before) })
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The device number of the filesystem it lives on.
+    pub fn dev(&self) -> u64 {
+        self.dev
+    }
+
+    /// Its path, root included, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `fsync(2)` of the directory, with the error naming it.
+    pub fn fsync(&self, calls: &Syscalls) -> Result<()> {
+        calls.fsync(self.fd()).map_err(|e| Error::root(&self.path, "fsync of directory", e))
+    }
+}
+
+/// A regular file written under its temporary name, waiting for its rename.
+#[derive(Debug)]
+pub struct TempFile {
+    pub(crate) dir: Directory,
+    pub(crate) temp_name: OsString,
+    pub(crate) path: PathBuf,
+}
+
+impl TempFile {
+    /// Opens the temporary file again, read-only, which is enough to flush it.
+    pub fn open(&self) -> Result<File> {
+        rustix::fs::openat(self.dir.fd(), &self.temp_name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+            .map(File::from)
+            .map_err(|e| Error::root(&self.path, "opening the temporary file to flush it", e))
+    }
+
+    /// The final path, root included, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory it lives in.
+    pub fn dir(&self) -> &Directory {
+        &self.dir
+    }
+}
+
+/// `fsync` of each directory, one after another: how the per-file strategies make their renames
+/// durable.
+pub(crate) fn fsync_dirs(dirs: &[Directory], calls: &Syscalls) -> Result<()> {
+    dirs.iter().try_for_each(|d| d.fsync(calls))
+}

@@ -1,0 +1,57 @@
+//! `parallel`: the per-file fsyncs deferred to the barrier and issued from a bounded pool of
+//! threads, and the directory fsyncs likewise.
+//!
+//! Guarantees: old or new at any crash, durable at exit 0 (the same as `fsync`). Filesystems
+//! with a journal can merge concurrent fsyncs into one commit and one device flush (XFS went
+//! from 2,000 to 40,000 files/s with batched fsync), so N threads in flight cost about what one
+//! costs. The pool is bounded (`--jobs`) so the engine never floods the device queue.
+
+use super::{Directory, Info, Strategy, TempFile};
+use crate::error::{Error, Result};
+use crate::syscalls::Syscalls;
+use rayon::prelude::*;
+
+pub const INFO: Info = Info {
+    name: "parallel",
+    aliases: &[],
+    idea: "deferred fsyncs issued from a bounded pool of threads (--jobs)",
+    guarantee: "old or new at any crash; durable at exit 0; concurrent fsyncs share journal commits",
+    anchor: "batched fsync (XFS: 2,000 -> 40,000 files/s)",
+};
+
+/// Deferred fsyncs from a pool of `jobs` threads.
+#[derive(Debug)]
+pub struct Parallel {
+    pool: rayon::ThreadPool,
+}
+
+impl Parallel {
+    /// A pool of `jobs` threads (at least one).
+    pub fn new(jobs: usize) -> Result<Parallel> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(jobs.max(1))
+            .thread_name(|i| format!("unpack-fsync-{i}"))
+            .build()
+            .map_err(|e| Error::Usage(format!("cannot start a pool of {jobs} threads: {e}")))?;
+        Ok(Parallel { pool })
+    }
+}
+
+impl Strategy for Parallel {
+    fn name(&self) -> &str {
+        INFO.name
+    }
+
+    fn barrier(&self, files: &[TempFile], _root: &Directory, calls: &Syscalls) -> Result<()> {
+        self.pool.install(|| {
+            files.par_iter().with_max_len(1).try_for_each(|f| {
+                let file = f.open()?;
+                calls.fsync(&file).map_err(|e| Error::root(f.path(), "fsync", e))
+            })
+        })
+    }
+
+    fn after_commit(&self, dirs: &[Directory], _root: &Directory, calls: &Syscalls) -> Result<()> {
+        self.pool.install(|| dirs.par_iter().with_max_len(1).try_for_each(|d| d.fsync(calls)))
+    }
+}

@@ -1,0 +1,50 @@
+//! `syncfs`: write everything, one syncfs(2) per filesystem the transaction touched, rename
+//! everything, syncfs again.
+//!
+//! Guarantees: old or new at any crash, durable at exit 0. Like `batch` it pays one flush per
+//! transaction, but only for the root's filesystems, so unrelated I/O elsewhere does not stall
+//! it. A root whose /usr is another mount gets one syncfs for each.
+
+use super::{Directory, Info, Strategy, TempFile};
+use crate::error::{Error, Result};
+use crate::syscalls::Syscalls;
+
+pub const INFO: Info = Info {
+    name: "syncfs",
+    aliases: &[],
+    idea: "write all, one syncfs(2) per touched filesystem, rename all, syncfs again",
+    guarantee: "old or new at any crash; durable at exit 0; flushes only the root's filesystems",
+    anchor: "rpm (rpmtsSync), OSTree, containerd",
+};
+
+/// syncfs(2) of each filesystem the transaction wrote to.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Syncfs;
+
+impl Strategy for Syncfs {
+    fn name(&self) -> &str {
+        INFO.name
+    }
+
+    fn barrier(&self, files: &[TempFile], root: &Directory, calls: &Syscalls) -> Result<()> {
+        syncfs_each(files.iter().map(|f| f.dir()), root, calls)
+    }
+
+    fn after_commit(&self, dirs: &[Directory], root: &Directory, calls: &Syscalls) -> Result<()> {
+        syncfs_each(dirs.iter(), root, calls)
+    }
+}
+
+/// One syncfs per distinct device among `dirs`; the root's filesystem when there are none.
+fn syncfs_each<'a>(dirs: impl Iterator<Item = &'a Directory>, root: &'a Directory, calls: &Syscalls) -> Result<()> {
+    let mut seen: Vec<&Directory> = Vec::new();
+    for dir in dirs {
+        if !seen.iter().any(|s| s.dev() == dir.dev()) {
+            seen.push(dir);
+        }
+    }
+    if seen.is_empty() {
+        seen.push(root);
+    }
+    seen.iter().try_for_each(|d| calls.syncfs(d.fd()).map_err(|e| Error::root(d.path(), "syncfs", e)))
+}

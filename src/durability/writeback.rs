@@ -1,0 +1,54 @@
+//! `writeback`: today's dpkg (>= 1.15.8.7).
+//!
+//! After each file, sync_file_range(SYNC_FILE_RANGE_WRITE) starts its writeback without
+//! waiting, so the device works while the next files are written. Before the renames, a pass of
+//! sync_file_range(SYNC_FILE_RANGE_WAIT_BEFORE) waits for that writeback, then each file is
+//! fsync'ed (now cheap: its data is already on the device, the fsync mostly flushes the cache
+//! and the metadata), then everything is renamed and each touched directory fsync'ed.
+//!
+//! Guarantees: old or new at any crash, durable at exit 0 (the same as `fsync`), at a fraction
+//! of its cost on filesystems that honour the early writeback.
+
+use super::{fsync_dirs, Directory, Info, Strategy, TempFile};
+use crate::error::{Error, Result};
+use crate::syscalls::{RangeSync, Syscalls};
+use std::fs::File;
+use std::path::Path;
+
+pub const INFO: Info = Info {
+    name: "writeback",
+    aliases: &[],
+    idea: "sync_file_range(WRITE) per file; WAIT_BEFORE pass; fsync each; rename",
+    guarantee: "old or new at any crash; durable at exit 0; writeback overlaps the writing",
+    anchor: "dpkg >= 1.15.8.7 (today's dpkg)",
+};
+
+/// dpkg's sync_file_range writeback followed by per-file fsync.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Writeback;
+
+impl Strategy for Writeback {
+    fn name(&self) -> &str {
+        INFO.name
+    }
+
+    fn after_file(&self, file: &File, path: &Path, calls: &Syscalls) -> Result<()> {
+        calls.sync_file_range(file, RangeSync::StartWrite).map_err(|e| Error::root(path, "sync_file_range", e))
+    }
+
+    fn barrier(&self, files: &[TempFile], _root: &Directory, calls: &Syscalls) -> Result<()> {
+        for f in files {
+            let file = f.open()?;
+            calls.sync_file_range(&file, RangeSync::WaitBefore).map_err(|e| Error::root(f.path(), "sync_file_range", e))?;
+        }
+        for f in files {
+            let file = f.open()?;
+            calls.fsync(&file).map_err(|e| Error::root(f.path(), "fsync", e))?;
+        }
+        Ok(())
+    }
+
+    fn after_commit(&self, dirs: &[Directory], _root: &Directory, calls: &Syscalls) -> Result<()> {
+        fsync_dirs(dirs, calls)
+    }
+}

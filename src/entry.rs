@@ -1,0 +1,174 @@
+//! tar headers turned into validated entries: a clean relative path, a type, and metadata.
+//!
+//! Everything the archive says is checked here before the engine acts on it: paths are split
+//! into plain components (no `..`, no empty or over-long names; a leading `/` means the root),
+//! link targets likewise for hard links, ids and times are range-checked, mode bits beyond
+//! 07777 are dropped. What leaves this module is safe to hand to `root.rs`, which still confines
+//! every lookup by itself. This module never touches the filesystem.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+/// The longest name of one path component Linux accepts.
+const NAME_MAX: usize = 255;
+
+/// What an entry is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    File { size: u64 },
+    Dir,
+    /// The target is kept as the archive spells it: it is only a link's value.
+    Symlink { target: OsString },
+    /// Another entry of the transaction, by its clean path.
+    Hardlink { target: PathBuf },
+    Fifo,
+    CharDevice { major: u32, minor: u32 },
+    BlockDevice { major: u32, minor: u32 },
+}
+
+/// A validated entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Relative to the root, only plain components; empty for the root itself.
+    pub path: PathBuf,
+    pub kind: Kind,
+    /// Permission bits including setuid, setgid and sticky (`& 0o7777`).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Seconds since the epoch (may be negative) and nanoseconds.
+    pub mtime: (i64, u32),
+}
+
+/// Validates one tar entry. `Ok(None)` for headers that carry no file (PAX global headers).
+pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>, String> {
+    let header = entry.header();
+    let etype = header.entry_type();
+    if etype.is_pax_global_extensions() {
+        return Ok(None);
+    }
+    let raw_path = entry.path_bytes().into_owned();
+    let shown = String::from_utf8_lossy(&raw_path).escape_debug().to_string();
+    let err = |what: String| format!("entry '{shown}': {what}");
+    let path = clean_path(&raw_path).map_err(err)?;
+    let mode = header.mode().map_err(|e| err(format!("bad mode: {e}")))? & 0o7777;
+    let uid = id(header.uid(), "uid").map_err(err)?;
+    let gid = id(header.gid(), "gid").map_err(err)?;
+    let mut mtime = (header.mtime().map_err(|e| err(format!("bad mtime: {e}")))? as i64, 0u32);
+    if mtime.0 < 0 {
+        return Err(err("mtime out of range".into()));
+    }
+    let device = |h: &tar::Header| -> Result<(u32, u32), String> {
+        let major = h.device_major().map_err(|e| err(format!("bad device major: {e}")))?.unwrap_or(0);
+        let minor = h.device_minor().map_err(|e| err(format!("bad device minor: {e}")))?.unwrap_or(0);
+        Ok((major, minor))
+    };
+    let link = || entry.link_name_bytes().map(|l| l.into_owned()).ok_or_else(|| err("link without a target".into()));
+    let kind = if etype.is_file() || etype.is_contiguous() {
+        Kind::File { size: entry.size() }
+    } else if etype.is_dir() {
+        Kind::Dir
+    } else if etype.is_symlink() {
+        let target = link()?;
+        if target.is_empty() {
+            return Err(err("symlink with an empty target".into()));
+        }
+        Kind::Symlink { target: OsStr::from_bytes(&target).to_os_string() }
+    } else if etype.is_hard_link() {
+        let target = clean_path(&link()?).map_err(|e| err(format!("hard link target: {e}")))?;
+        Kind::Hardlink { target }
+    } else if etype.is_fifo() {
+        Kind::Fifo
+    } else if etype.is_character_special() {
+        let (major, minor) = device(header)?;
+        Kind::CharDevice { major, minor }
+    } else if etype.is_block_special() {
+        let (major, minor) = device(header)?;
+        Kind::BlockDevice { major, minor }
+    } else {
+        return Err(err(format!("unsupported entry type {:?}", etype.as_byte() as char)));
+    };
+    if path.as_os_str().is_empty() && kind != Kind::Dir {
+        return Err(err("the root itself must be a directory".into()));
+    }
+    if let Some(pax) = entry.pax_extensions().map_err(|e| err(format!("bad PAX header: {e}")))? {
+        for ext in pax {
+            let ext = ext.map_err(|e| err(format!("bad PAX record: {e}")))?;
+            if ext.key_bytes() == b"mtime" {
+                mtime = pax_time(ext.value_bytes()).ok_or_else(|| err("bad PAX mtime".into()))?;
+            }
+        }
+    }
+    Ok(Some(Entry { path, kind, mode, uid, gid, mtime }))
+}
+
+/// Splits an archive path into plain components: `./usr//bin/` is `usr/bin`, `/etc/x` is
+/// `etc/x` (the root is `/`), and `..` anywhere is refused: no real package needs it and it is
+/// how archives escape.
+pub fn clean_path(raw: &[u8]) -> Result<PathBuf, String> {
+    let mut path = PathBuf::new();
+    for part in raw.split(|&b| b == b'/') {
+        match part {
+            b"" | b"." => {}
+            b".." => return Err("path contains '..'".into()),
+            _ if part.len() > NAME_MAX => return Err(format!("a name of {} bytes is longer than {NAME_MAX}", part.len())),
+            _ if part.contains(&0) => return Err("path contains a NUL byte".into()),
+            _ => path.push(OsStr::from_bytes(part)),
+        }
+    }
+    Ok(path)
+}
+
+fn id(value: std::io::Result<u64>, what: &str) -> Result<u32, String> {
+    let v = value.map_err(|e| format!("bad {what}: {e}"))?;
+    u32::try_from(v).ok().filter(|&v| v != u32::MAX).ok_or_else(|| format!("{what} {v} out of range"))
+}
+
+/// A PAX time: `[-]seconds[.fraction]`.
+fn pax_time(value: &[u8]) -> Option<(i64, u32)> {
+    let text = std::str::from_utf8(value).ok()?;
+    let (secs, frac) = text.split_once('.').unwrap_or((text, ""));
+    let secs: i64 = secs.parse().ok()?;
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits: String = frac.chars().chain(std::iter::repeat('0')).take(9).collect();
+    let nanos: u32 = digits.parse().ok()?;
+    if secs < 0 && nanos > 0 {
+        // -1.5 is 1.5 s before the epoch: -2 s plus 0.5 s.
+        return Some((secs - 1, 1_000_000_000 - nanos));
+    }
+    Some((secs, nanos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_cleaned_and_dotdot_refused() {
+        assert_eq!(clean_path(b"./usr//bin/").unwrap(), PathBuf::from("usr/bin"));
+        assert_eq!(clean_path(b"/etc/passwd").unwrap(), PathBuf::from("etc/passwd"));
+        assert_eq!(clean_path(b"./").unwrap(), PathBuf::new());
+        assert!(clean_path(b"./usr/../../etc").is_err());
+        assert!(clean_path(b"..").is_err());
+        assert!(clean_path(&[b'a'; 256]).is_err());
+        assert!(clean_path(&[b'a'; 255]).is_ok());
+    }
+
+    #[test]
+    fn pax_times_keep_fractions_and_sign() {
+        assert_eq!(pax_time(b"1700000000"), Some((1_700_000_000, 0)));
+        assert_eq!(pax_time(b"1700000000.25"), Some((1_700_000_000, 250_000_000)));
+        assert_eq!(pax_time(b"-1.5"), Some((-2, 500_000_000)));
+        assert_eq!(pax_time(b"x"), None);
+    }
+
+    #[test]
+    fn ids_beyond_32_bits_are_refused() {
+        assert_eq!(id(Ok(1234), "uid"), Ok(1234));
+        assert!(id(Ok(1 << 40), "uid").is_err());
+    }
+}

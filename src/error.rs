@@ -1,0 +1,75 @@
+//! What can go wrong, sorted by who has to act on it.
+//!
+//! Installer scripts branch on the exit code, so every error belongs to exactly one class with
+//! a stable code ([`ExitCode`]), and every message names the file it is about: the package for a
+//! bad package, the path under the root for an I/O error in the root.
+
+use std::io;
+use std::path::PathBuf;
+
+/// The exit codes of `unpack`, a stable interface (documented in `--help`, the README and
+/// unpack(1)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ExitCode {
+    /// Everything was unpacked and, for durable strategies, is on stable storage.
+    Ok = 0,
+    /// Any other failure, including a package that conflicts with what the root holds.
+    Failure = 1,
+    /// Bad command line.
+    Usage = 2,
+    /// A bad, truncated or hostile package; the root is unchanged.
+    BadPackage = 3,
+    /// An I/O error in the root: no space, read-only, no permission.
+    RootIo = 4,
+    /// Another unpack holds the root's lock.
+    Locked = 5,
+}
+
+/// An engine error. Every variant carries the path it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The package is unreadable, malformed, or tries something the engine refuses
+    /// (escaping the root, devices without privileges, ...).
+    #[error("{package}: {reason}")]
+    BadPackage { package: PathBuf, reason: String },
+
+    /// A system call on the root failed.
+    #[error("{path}: {action}: {source}")]
+    Root { path: PathBuf, action: &'static str, source: io::Error },
+
+    /// The package and the root disagree about what a path is.
+    #[error("{path}: {reason}")]
+    Conflict { path: PathBuf, reason: String },
+
+    /// Another process holds the root's lock.
+    #[error("{root}: locked by another unpack ({holder}); use --wait to wait for it")]
+    Locked { root: PathBuf, holder: String },
+
+    /// The caller asked for something that cannot be done (unknown strategy, no package).
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    /// The exit code a program should end with for this error.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Error::BadPackage { .. } => ExitCode::BadPackage,
+            Error::Root { .. } => ExitCode::RootIo,
+            Error::Conflict { .. } => ExitCode::Failure,
+            Error::Locked { .. } => ExitCode::Locked,
+            Error::Usage(_) => ExitCode::Usage,
+        }
+    }
+
+    pub(crate) fn root(path: impl Into<PathBuf>, action: &'static str, source: impl Into<io::Error>) -> Error {
+        Error::Root { path: path.into(), action, source: source.into() }
+    }
+
+    pub(crate) fn bad(package: impl Into<PathBuf>, reason: impl Into<String>) -> Error {
+        Error::BadPackage { package: package.into(), reason: reason.into() }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,381 @@
+//! Entries written into the root under temporary names: the first half of a transaction.
+//!
+//! For each validated entry this module creates what the entry describes next to its final
+//! name (`NAME.unpack-new`), with owner, mode and mtime applied through the descriptor, and
+//! records the rename that will put it in place. Directories are the exception: they are made
+//! directly, since nothing can be "half a directory", and are removed again on rollback.
+//!
+//! It must never touch a final name: until [`crate::commit`] runs, the only changes to the root
+//! are new temporary files and new directories, both removed by [`Transaction`]'s rollback,
+//! which runs on any error and on drop.
+
+use crate::durability::{Directory, Strategy, TempFile};
+use crate::entry::{Entry, Kind};
+use crate::error::{Error, Result};
+use crate::root::{CreatedDir, Pending, ResolveError, Root};
+use crate::syscalls::Syscalls;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
+use rustix::io::Errno;
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// The suffix of temporary names, as dpkg's `.dpkg-new`.
+pub const TEMP_SUFFIX: &str = ".unpack-new";
+
+/// Size of the copy buffer: large enough that a read and a write per 256 KiB is noise.
+const COPY_BUFFER: usize = 256 * 1024;
+
+/// One rename the commit phase will do.
+#[derive(Debug)]
+pub struct Rename {
+    pub dir: Directory,
+    pub canon_dir: PathBuf,
+    pub temp: OsString,
+    pub name: OsString,
+    /// `ROOT/path`, for messages.
+    pub path: PathBuf,
+    /// The root holds an empty directory at the final name: remove it just before the rename.
+    pub replaces_empty_dir: bool,
+}
+
+/// A package directory's metadata, applied in the commit phase.
+#[derive(Debug)]
+pub struct DirMeta {
+    pub dir: Directory,
+    pub canon: PathBuf,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub mtime: (i64, u32),
+}
+
+/// What the transaction holds at a canonical path.
+#[derive(Debug, Clone)]
+enum Slot {
+    Dir,
+    Symlink { rename: usize, target: OsString },
+    /// A regular file or a hard link to one.
+    File { rename: usize },
+    Special { rename: usize },
+}
+
+/// Who the process is, read once.
+#[derive(Debug, Clone, Copy)]
+struct Identity {
+    euid: u32,
+    egid: u32,
+    umask: u32,
+}
+
+/// A transaction in its write phase.
+pub struct Transaction<'a> {
+    pub(crate) root: &'a mut Root,
+    pub(crate) strategy: &'a dyn Strategy,
+    pub(crate) calls: &'a Syscalls,
+    slots: HashMap<PathBuf, (Slot, usize)>,
+    pub(crate) renames: Vec<Rename>,
+    pub(crate) files: Vec<TempFile>,
+    /// Every temporary name made so far, recorded the moment it exists: rollback removes them.
+    temps: Vec<(Directory, OsString)>,
+    pub(crate) created: Vec<CreatedDir>,
+    pub(crate) dir_meta: HashMap<PathBuf, DirMeta>,
+    identity: Identity,
+    buffer: Vec<u8>,
+    /// Set once the commit phase has started: from then on rollback must not run.
+    pub(crate) committing: bool,
+}
+
+impl<'a> Transaction<'a> {
+    pub fn new(root: &'a mut Root, strategy: &'a dyn Strategy, calls: &'a Syscalls) -> Transaction<'a> {
+        let umask = rustix::process::umask(Mode::empty());
+        rustix::process::umask(umask);
+        let identity = Identity {
+            euid: rustix::process::geteuid().as_raw(),
+            egid: rustix::process::getegid().as_raw(),
+            umask: umask.bits(),
+        };
+        Transaction {
+            root,
+            strategy,
+            calls,
+            slots: HashMap::new(),
+            renames: Vec::new(),
+            files: Vec::new(),
+            temps: Vec::new(),
+            created: Vec::new(),
+            dir_meta: HashMap::new(),
+            identity,
+            buffer: vec![0; COPY_BUFFER],
+            committing: false,
+        }
+    }
+
+    /// Writes one entry of package number `pkg` (its file is `package`), reading a regular
+    /// file's bytes from `data`.
+    pub fn add(&mut self, pkg: usize, package: &Path, entry: &Entry, data: &mut dyn Read) -> Result<()> {
+        if entry.path.as_os_str().is_empty() {
+            // `./`: the root's own metadata belongs to whoever made the root.
+            return Ok(());
+        }
+        let (Some(parent_path), Some(name)) = (entry.path.parent(), entry.path.file_name()) else {
+            return Ok(());
+        };
+        let (canon_dir, dir) = self.resolve(parent_path, true, package)?;
+        let canon = canon_dir.join(name);
+        if let Some((slot, owner)) = self.slots.get(&canon) {
+            let ok_again = matches!(slot, Slot::Dir) && entry.kind == Kind::Dir;
+            if !ok_again {
+                let whose = if *owner == pkg { "this package".to_string() } else { format!("package #{} of this transaction", owner + 1) };
+                return Err(Error::bad(package, format!("entry '{}': the path is already in {whose}", entry.path.display())));
+            }
+        }
+        if entry.kind == Kind::Dir {
+            return self.add_dir(pkg, package, entry, &canon);
+        }
+        let display = self.root.display(&canon);
+        let replaces_empty_dir = self.check_final_name(&dir, name, &display)?;
+        let temp = temp_name(name);
+        match rustix::fs::unlinkat(dir.fd(), &temp, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(e) => return Err(Error::root(self.root.display(&canon_dir.join(&temp)), "removing a stale temporary file", e)),
+        }
+        let rename = self.renames.len();
+        let slot = match &entry.kind {
+            Kind::File { size } => {
+                self.write_file(package, entry, *size, &dir, &temp, &display, data)?;
+                Slot::File { rename }
+            }
+            Kind::Symlink { target } => {
+                rustix::fs::symlinkat(target.as_os_str(), dir.fd(), &temp).map_err(|e| Error::root(&display, "creating symlink", e))?;
+                self.temps.push((dir.clone(), temp.clone()));
+                self.set_metadata_at(entry, &dir, &temp, &display, false)?;
+                Slot::Symlink { rename, target: target.clone() }
+            }
+            Kind::Hardlink { target } => {
+                self.link(package, entry, target, &dir, &temp, &display)?;
+                Slot::File { rename }
+            }
+            Kind::Fifo => {
+                self.make_node(package, entry, (FileType::Fifo, 0), &dir, &temp, &display)?;
+                Slot::Special { rename }
+            }
+            Kind::CharDevice { major, minor } => {
+                let node = (FileType::CharacterDevice, rustix::fs::makedev(*major, *minor));
+                self.make_node(package, entry, node, &dir, &temp, &display)?;
+                Slot::Special { rename }
+            }
+            Kind::BlockDevice { major, minor } => {
+                let node = (FileType::BlockDevice, rustix::fs::makedev(*major, *minor));
+                self.make_node(package, entry, node, &dir, &temp, &display)?;
+                Slot::Special { rename }
+            }
+            Kind::Dir => return self.add_dir(pkg, package, entry, &canon),
+        };
+        self.renames.push(Rename { dir, canon_dir, temp, name: name.to_os_string(), path: display, replaces_empty_dir });
+        self.slots.insert(canon, (slot, pkg));
+        Ok(())
+    }
+
+    /// Resolves a directory of the package inside the root, creating what is missing.
+    fn resolve(&mut self, path: &Path, create: bool, package: &Path) -> Result<(PathBuf, Directory)> {
+        let slots = &self.slots;
+        let overlay = |p: &Path| match slots.get(p) {
+            None => Pending::Nothing,
+            Some((Slot::Dir, _)) => Pending::Dir,
+            Some((Slot::Symlink { target, .. }, _)) => Pending::Symlink(target.clone()),
+            Some(_) => Pending::NotDir,
+        };
+        let created = if create { Some(&mut self.created) } else { None };
+        self.root.resolve_dir(path, created, &overlay).map_err(|e| match e {
+            ResolveError::Loop(p) => Error::bad(package, format!("'{}': too many levels of symbolic links", p.display())),
+            ResolveError::NotDir { path, pending: true } => {
+                Error::bad(package, format!("'{}' is not a directory in this package", path.display()))
+            }
+            ResolveError::NotDir { path, pending: false } => Error::Conflict {
+                path: self.root.display(&path),
+                reason: "the package needs a directory here, the root has something else".into(),
+            },
+            ResolveError::Io { path, action, source } => Error::Root { path, action, source },
+        })
+    }
+
+    fn add_dir(&mut self, pkg: usize, package: &Path, entry: &Entry, canon: &Path) -> Result<()> {
+        let (resolved, dir) = self.resolve(&entry.path, true, package)?;
+        // Through a symlink already in the root (merged /usr's `bin -> usr/bin`), the directory
+        // belongs to the symlink's target and keeps its metadata, as with dpkg.
+        if resolved == canon {
+            self.dir_meta.insert(
+                resolved.clone(),
+                DirMeta { dir, canon: resolved, mode: entry.mode, uid: entry.uid, gid: entry.gid, mtime: entry.mtime },
+            );
+        }
+        self.slots.insert(canon.to_path_buf(), (Slot::Dir, pkg));
+        Ok(())
+    }
+
+    /// What the root has at the final name: nothing or a non-directory is fine (the rename
+    /// replaces it), an empty directory is removed at commit, anything else is a conflict.
+    fn check_final_name(&self, dir: &Directory, name: &OsStr, display: &Path) -> Result<bool> {
+        match rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+            Err(Errno::NOENT) => Ok(false),
+            Err(e) => Err(Error::root(display, "stat", e)),
+            Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::Directory => Ok(false),
+            Ok(_) => {
+                let fd = rustix::fs::openat(dir.fd(), name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+                    .map_err(|e| Error::root(display, "opening directory", e))?;
+                let mut entries = rustix::fs::Dir::read_from(&fd).map_err(|e| Error::root(display, "reading directory", e))?;
+                while let Some(e) = entries.next() {
+                    let e = e.map_err(|e| Error::root(display, "reading directory", e))?;
+                    if e.file_name().to_bytes() != b"." && e.file_name().to_bytes() != b".." {
+                        return Err(Error::Conflict {
+                            path: display.to_path_buf(),
+                            reason: "the package has a file here, the root has a non-empty directory".into(),
+                        });
+                    }
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_file(&mut self, package: &Path, entry: &Entry, size: u64, dir: &Directory, temp: &OsStr, display: &Path, data: &mut dyn Read) -> Result<()> {
+        let fd = rustix::fs::openat(
+            dir.fd(),
+            temp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(entry.mode & 0o777),
+        )
+        .map_err(|e| Error::root(display, "creating temporary file", e))?;
+        // Recorded before the first byte so that any failure below removes it.
+        self.temps.push((dir.clone(), temp.to_os_string()));
+        let mut file = File::from(fd);
+        let mut written = 0u64;
+        loop {
+            let n = match data.read(&mut self.buffer) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::bad(package, format!("entry '{}': {e}", entry.path.display()))),
+            };
+            file.write_all(&self.buffer[..n]).map_err(|e| Error::root(display, "writing", e))?;
+            written += n as u64;
+        }
+        if written != size {
+            return Err(Error::bad(package, format!("entry '{}': archive ends after {written} of {size} bytes", entry.path.display())));
+        }
+        self.set_metadata_fd(entry, &file, display)?;
+        self.strategy.after_file(&file, display, self.calls)?;
+        self.files.push(TempFile { dir: dir.clone(), temp_name: temp.to_os_string(), path: display.to_path_buf() });
+        Ok(())
+    }
+
+    /// Owner first (chown clears setuid), then the mode where creation could not give it,
+    /// then times; all through the descriptor.
+    fn set_metadata_fd(&self, entry: &Entry, file: &File, display: &Path) -> Result<()> {
+        if let Some((uid, gid)) = self.owner_change(entry) {
+            rustix::fs::fchown(file, Some(uid), Some(gid)).map_err(|e| Error::root(display, "chown", e))?;
+        }
+        let created_mode = entry.mode & 0o777 & !self.identity.umask;
+        if entry.mode != created_mode || self.owner_change(entry).is_some() {
+            rustix::fs::fchmod(file, Mode::from_raw_mode(entry.mode)).map_err(|e| Error::root(display, "chmod", e))?;
+        }
+        rustix::fs::futimens(file, &timestamps(entry.mtime)).map_err(|e| Error::root(display, "setting mtime", e))
+    }
+
+    /// The same for names that cannot be opened for it (symlinks, devices, FIFOs), by name in a
+    /// directory this transaction holds, never following the name.
+    fn set_metadata_at(&self, entry: &Entry, dir: &Directory, temp: &OsStr, display: &Path, chmod: bool) -> Result<()> {
+        if let Some((uid, gid)) = self.owner_change(entry) {
+            rustix::fs::chownat(dir.fd(), temp, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(display, "chown", e))?;
+        }
+        if chmod {
+            // The name is a device or FIFO this transaction just made in a directory it holds.
+            rustix::fs::chmodat(dir.fd(), temp, Mode::from_raw_mode(entry.mode), AtFlags::empty()).map_err(|e| Error::root(display, "chmod", e))?;
+        }
+        rustix::fs::utimensat(dir.fd(), temp, &timestamps(entry.mtime), AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(display, "setting mtime", e))
+    }
+
+    /// The owner to set, if the archive's differs from what a new file gets anyway. A process
+    /// that is not root cannot give files away and keeps them, as tar does for users.
+    fn owner_change(&self, entry: &Entry) -> Option<(rustix::fs::Uid, rustix::fs::Gid)> {
+        self.owner_differs(entry.uid, entry.gid).then(|| (rustix::fs::Uid::from_raw(entry.uid), rustix::fs::Gid::from_raw(entry.gid)))
+    }
+
+    /// True when `uid:gid` must be set explicitly: it differs from the process's and the
+    /// process may give files away.
+    pub(crate) fn owner_differs(&self, uid: u32, gid: u32) -> bool {
+        let id = self.identity;
+        (uid != id.euid || gid != id.egid) && id.euid == 0
+    }
+
+    fn link(&mut self, package: &Path, entry: &Entry, target: &Path, dir: &Directory, temp: &OsStr, display: &Path) -> Result<()> {
+        let refuse = |why: &str| Error::bad(package, format!("hard link '{}' -> '{}': {why}", entry.path.display(), target.display()));
+        let (Some(tparent), Some(tname)) = (target.parent(), target.file_name()) else {
+            return Err(refuse("the target is the root"));
+        };
+        let (tcanon_dir, _) = self.resolve(tparent, false, package).map_err(|_| refuse("the target is not an earlier entry of this transaction"))?;
+        let rename = match self.slots.get(&tcanon_dir.join(tname)) {
+            Some((Slot::File { rename }, _)) | Some((Slot::Symlink { rename, .. }, _)) | Some((Slot::Special { rename }, _)) => *rename,
+            Some((Slot::Dir, _)) => return Err(refuse("the target is a directory")),
+            None => return Err(refuse("the target is not an earlier entry of this transaction")),
+        };
+        let source = &self.renames[rename];
+        rustix::fs::linkat(source.dir.fd(), &source.temp, dir.fd(), temp, AtFlags::empty()).map_err(|e| Error::root(display, "creating hard link", e))?;
+        self.temps.push((dir.clone(), temp.to_os_string()));
+        Ok(())
+    }
+
+    fn make_node(&mut self, package: &Path, entry: &Entry, (file_type, dev): (FileType, u64), dir: &Directory, temp: &OsStr, display: &Path) -> Result<()> {
+        if file_type != FileType::Fifo && self.identity.euid != 0 {
+            return Err(Error::bad(package, format!("entry '{}': device nodes need root", entry.path.display())));
+        }
+        rustix::fs::mknodat(dir.fd(), temp, file_type, Mode::from_raw_mode(entry.mode & 0o777), dev)
+            .map_err(|e| Error::root(display, "creating special file", e))?;
+        self.temps.push((dir.clone(), temp.to_os_string()));
+        self.set_metadata_at(entry, dir, temp, display, true)
+    }
+
+    /// Undoes the write phase: removes every temporary name and every directory it created.
+    /// Best effort; it must not fail, it runs on the way out of an error already reported.
+    pub(crate) fn rollback(&mut self) {
+        let mut parents: HashMap<PathBuf, Directory> = HashMap::new();
+        for (dir, temp) in self.temps.drain(..).rev() {
+            let _ = rustix::fs::unlinkat(dir.fd(), &temp, AtFlags::empty());
+            parents.entry(dir.path.clone()).or_insert(dir);
+        }
+        for d in self.created.drain(..).rev() {
+            let _ = rustix::fs::unlinkat(d.parent.fd(), &d.name, AtFlags::REMOVEDIR);
+            parents.remove(&d.parent.path.join(&d.name));
+            parents.entry(d.parent.path.clone()).or_insert(d.parent);
+        }
+        // Adding and removing names changed the mtimes of the directories that were there
+        // before; put them back, so that a failed transaction leaves the tree as it found it.
+        for dir in parents.values() {
+            let _ = rustix::fs::futimens(dir.fd(), &dir.times_before);
+        }
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if !self.committing {
+            self.rollback();
+        }
+    }
+}
+
+/// `NAME.unpack-new`.
+pub fn temp_name(name: &OsStr) -> OsString {
+    let mut temp = name.to_os_string();
+    temp.push(TEMP_SUFFIX);
+    temp
+}
+
+pub(crate) fn timestamps((secs, nanos): (i64, u32)) -> Timestamps {
+    let t = Timespec { tv_sec: secs, tv_nsec: nanos as _ };
+    Timestamps { last_access: t, last_modification: t }
+}

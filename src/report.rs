@@ -1,0 +1,90 @@
+//! What an unpack did and what it cost: per package counts, per phase times, counted flush
+//! calls, the filesystem and its mount options, peak memory. Printed for people, or as JSON
+//! for scripts and for `unpack-bench`; the JSON field names are an interface and stay stable.
+
+use crate::control::Control;
+use crate::mountinfo::MountInfo;
+use crate::syscalls::SyscallCounts;
+use serde::Serialize;
+use std::fmt::Write;
+use std::path::PathBuf;
+
+/// One package of the transaction.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PackageReport {
+    pub name: String,
+    pub version: String,
+    pub architecture: String,
+    /// Every tar entry (directories, links, files, ...), the root entry `./` included.
+    pub entries: u64,
+    /// Regular files.
+    pub files: u64,
+    /// Bytes of regular file data.
+    pub bytes: u64,
+}
+
+impl PackageReport {
+    pub fn new(control: Control) -> PackageReport {
+        PackageReport { name: control.name, version: control.version, architecture: control.architecture, ..Default::default() }
+    }
+}
+
+/// Seconds per phase; `total_s` is the wall time of the whole call, lock and reading included.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Phases {
+    pub extract_s: f64,
+    pub barrier_s: f64,
+    pub rename_s: f64,
+    pub dirsync_s: f64,
+    pub total_s: f64,
+}
+
+/// The report of one `unpack` call.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub packages: Vec<PackageReport>,
+    pub strategy: String,
+    pub root: PathBuf,
+    /// `None` when /proc is not mounted.
+    pub filesystem: Option<MountInfo>,
+    pub phases: Phases,
+    pub syscalls: SyscallCounts,
+    pub peak_rss_bytes: u64,
+}
+
+impl Report {
+    /// The human report: a line per package and a total line.
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        for p in &self.packages {
+            let _ = writeln!(out, "{} {} ({}): {} entries, {} files, {} bytes", p.name, p.version, p.architecture, p.entries, p.files, p.bytes);
+        }
+        let fs = match &self.filesystem {
+            Some(fs) => format!("{} on {} ({})", fs.fstype, fs.source, fs.options),
+            None => "unknown filesystem".into(),
+        };
+        let _ = writeln!(
+            out,
+            "unpacked {} package{} into {} with strategy {} in {:.3} s; {}",
+            self.packages.len(),
+            if self.packages.len() == 1 { "" } else { "s" },
+            self.root.display(),
+            self.strategy,
+            self.phases.total_s,
+            fs
+        );
+        out
+    }
+}
+
+/// The process's peak resident set size so far (VmHWM), in bytes; 0 if /proc cannot tell.
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}

@@ -1,0 +1,224 @@
+//! The shared harness of the integration tests: the real binaries, the fixtures, scratch
+//! filesystems on loop devices, and snapshots of a root to compare trees by.
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::hash::{Hash, Hasher};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use unpack::scratchfs::ScratchFs;
+
+pub fn unpack_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_unpack")
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+}
+
+/// What a finished process said.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
+    }
+}
+
+pub fn run(cmd: &mut Command) -> Run {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `unpack ARGS...`
+pub fn unpack<I, S>(args: I) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    run(Command::new(unpack_bin()).args(args))
+}
+
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// A fresh filesystem on a loop device in a temporary directory; all of it goes away on drop.
+pub struct Scratch {
+    // Field order is drop order: the filesystem before its directory.
+    pub fs: ScratchFs,
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn path(&self) -> &Path {
+        self.fs.path()
+    }
+
+    /// A new empty directory on the scratch filesystem.
+    pub fn subdir(&self, name: &str) -> PathBuf {
+        let p = self.path().join(name);
+        std::fs::create_dir(&p).unwrap();
+        p
+    }
+}
+
+/// A 256 MiB `fstype` filesystem mounted with `options`.
+pub fn scratch(fstype: &str, options: &str) -> Scratch {
+    scratch_sized(fstype, options, 256 << 20)
+}
+
+pub fn scratch_sized(fstype: &str, options: &str, size: u64) -> Scratch {
+    let dir = tempfile::Builder::new().prefix("unpack-test").tempdir().unwrap();
+    let fs = ScratchFs::create(fstype, &dir.path().join("fs.img"), size, &dir.path().join("mnt"), options)
+        .unwrap_or_else(|e| panic!("scratch {fstype} -o {options}: {e}"));
+    Scratch { fs, dir }
+}
+
+/// `dpkg-deb -x DEB DIR` into a new directory next to `near`.
+pub fn dpkg_extract(deb: &Path, dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let r = run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(dir));
+    assert_eq!(r.code, 0, "dpkg-deb -x {}: {}", deb.display(), r.stderr);
+}
+
+/// The tree `dpkg-deb -x` makes of `deb` (extracted into `dir`), with the directory mtimes the
+/// archive declares: GNU tar restores a directory's mtime when it leaves the directory, and
+/// dpkg-deb's archives list symlinks last, so tar's own directory mtimes are an artifact of its
+/// extraction order. The declared ones are read from `dpkg-deb --fsys-tarfile` by the tar crate.
+pub fn reference_tree(deb: &Path, dir: &Path) -> BTreeMap<PathBuf, Node> {
+    dpkg_extract(deb, dir);
+    let mut tree = snapshot(dir);
+    let out = Command::new("dpkg-deb").arg("--fsys-tarfile").arg(deb).output().unwrap();
+    assert!(out.status.success());
+    let mut archive = tar::Archive::new(&out.stdout[..]);
+    for entry in archive.entries().unwrap() {
+        let entry = entry.unwrap();
+        if entry.header().entry_type().is_dir() {
+            let path = unpack::entry::clean_path(&entry.path_bytes()).unwrap();
+            if let Some(node) = tree.get_mut(&path) {
+                node.mtime = (entry.header().mtime().unwrap() as i64, 0);
+            }
+        }
+    }
+    tree
+}
+
+/// One node of a tree, with everything a faithful unpack must reproduce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub kind: char,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub mtime: (i64, i64),
+    pub size: u64,
+    pub content: u64,
+    pub link: Option<PathBuf>,
+    pub rdev: u64,
+    /// The first path (in sorted order) of the node's inode: equal for hard links.
+    pub inode_group: PathBuf,
+}
+
+/// Every node under `root` but the root itself, by relative path. The engine's state directory
+/// (`var/lib/unpack`, and `var/lib`, `var` when they hold nothing else) and ext4's `lost+found`
+/// are left out: they are not part of any package.
+pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Node> {
+    let mut out = BTreeMap::new();
+    let mut inodes: BTreeMap<(u64, u64), PathBuf> = BTreeMap::new();
+    walk(root, Path::new(""), &mut out, &mut inodes);
+    for p in ["var/lib/unpack", "lost+found"] {
+        out.retain(|k, _| !k.starts_with(p));
+    }
+    for p in ["var/lib", "var"] {
+        let p = Path::new(p);
+        if out.contains_key(p) && !out.keys().any(|k| k != p && k.starts_with(p)) {
+            out.remove(p);
+        }
+    }
+    out
+}
+
+fn walk(root: &Path, rel: &Path, out: &mut BTreeMap<PathBuf, Node>, inodes: &mut BTreeMap<(u64, u64), PathBuf>) {
+    let mut names: Vec<_> = std::fs::read_dir(root.join(rel)).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    for name in names {
+        let relp = rel.join(&name);
+        let full = root.join(&relp);
+        let m = std::fs::symlink_metadata(&full).unwrap();
+        let ft = m.file_type();
+        let kind = if ft.is_dir() {
+            'd'
+        } else if ft.is_symlink() {
+            'l'
+        } else if ft.is_file() {
+            'f'
+        } else if ft.is_fifo() {
+            'p'
+        } else if ft.is_char_device() {
+            'c'
+        } else if ft.is_block_device() {
+            'b'
+        } else {
+            's'
+        };
+        let content = if kind == 'f' {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            std::fs::read(&full).unwrap().hash(&mut h);
+            h.finish()
+        } else {
+            0
+        };
+        let group = inodes.entry((m.dev(), m.ino())).or_insert_with(|| relp.clone()).clone();
+        out.insert(
+            relp.clone(),
+            Node {
+                kind,
+                mode: m.mode() & 0o7777,
+                uid: m.uid(),
+                gid: m.gid(),
+                mtime: (m.mtime(), m.mtime_nsec()),
+                size: if kind == 'd' { 0 } else { m.len() },
+                content,
+                link: ft.is_symlink().then(|| std::fs::read_link(&full).unwrap()),
+                rdev: m.rdev(),
+                inode_group: group,
+            },
+        );
+        if ft.is_dir() {
+            walk(root, &relp, out, inodes);
+        }
+    }
+}
+
+/// Asserts two snapshots are equal, showing the first differences.
+pub fn assert_same_tree(ours: &BTreeMap<PathBuf, Node>, theirs: &BTreeMap<PathBuf, Node>, what: &str) {
+    let mut diffs = Vec::new();
+    for (p, n) in ours {
+        match theirs.get(p) {
+            None => diffs.push(format!("only in ours: {} {n:?}", p.display())),
+            Some(t) if t != n => diffs.push(format!("differs: {}\n  ours:   {n:?}\n  theirs: {t:?}", p.display())),
+            _ => {}
+        }
+    }
+    for p in theirs.keys().filter(|p| !ours.contains_key(*p)) {
+        diffs.push(format!("only in theirs: {}", p.display()));
+    }
+    assert!(diffs.is_empty(), "{what}: {} differences:\n{}", diffs.len(), diffs.iter().take(15).cloned().collect::<Vec<_>>().join("\n"));
+}
+
+/// Temporary names the engine may have left: there must be none.
+pub fn leftover_temps(root: &Path) -> Vec<PathBuf> {
+    snapshot(root).into_keys().filter(|p| p.to_string_lossy().ends_with(".unpack-new")).collect()
+}

@@ -1,0 +1,409 @@
+//! The `unpack` program against real archives on real filesystems (ext4 on loop devices):
+//! faithful trees, confinement, all-or-nothing, the flush calls each strategy promises, the
+//! lock, and the exit codes installer scripts branch on.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+const STRATEGIES: &[&str] = &["none", "fsync", "batch", "syncfs", "writeback", "parallel"];
+
+fn unpack_ok(strategy: &str, packages: &[&Path], root: &Path) -> serde_json::Value {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["--json".as_ref(), "-s".as_ref(), strategy.as_ref()];
+    args.extend(packages.iter().map(|p| p.as_os_str()));
+    args.push(root.as_os_str());
+    let r = unpack(&args);
+    assert_eq!(r.code, 0, "unpack -s {strategy} {packages:?}: {}", r.stderr);
+    r.json()
+}
+
+#[test]
+fn every_compression_and_strategy_gives_the_tree_dpkg_deb_gives() {
+    let fs = scratch("ext4", "defaults");
+    for comp in ["gz", "xz", "zst", "bz2", "none", "lzma", "bz2ctl"] {
+        let deb = fixture(&format!("comp-{comp}_1.0_all.deb"));
+        // dpkg-deb refuses control.tar.bz2; its data.tar is the one of comp-bz2.
+        let reference_deb = if comp == "bz2ctl" { fixture("comp-bz2_1.0_all.deb") } else { deb.clone() };
+        let expected = reference_tree(&reference_deb, &fs.path().join(format!("dpkg-{comp}")));
+        assert!(expected.len() >= 5, "the fixture has content");
+        for strategy in STRATEGIES {
+            let root = fs.subdir(&format!("{comp}-{strategy}"));
+            unpack_ok(strategy, &[&deb], &root);
+            assert_same_tree(&snapshot(&root), &expected, &format!("comp-{comp} with {strategy}"));
+        }
+    }
+}
+
+#[test]
+fn every_entry_type_owner_mode_and_mtime_is_reproduced() {
+    assert!(is_root(), "the integration tests run as root (devices, owners, loop devices)");
+    let fs = scratch("ext4", "defaults");
+    for name in ["types_1.0_all.deb", "pax_1.0_all.deb", "gnulong_1.0_all.deb", "underscore_1.0_all.deb"] {
+        let deb = fixture(name);
+        let expected = reference_tree(&deb, &fs.path().join(format!("dpkg-{name}")));
+        for strategy in STRATEGIES {
+            let root = fs.subdir(&format!("{name}-{strategy}"));
+            unpack_ok(strategy, &[&deb], &root);
+            assert_same_tree(&snapshot(&root), &expected, &format!("{name} with {strategy}"));
+        }
+    }
+    // Spot checks that the comparison really covers what matters.
+    let root = fs.path().join("types_1.0_all.deb-fsync");
+    let tree = snapshot(&root);
+    let kinds: std::collections::BTreeSet<char> = tree.values().map(|n| n.kind).collect();
+    assert_eq!(kinds, ['b', 'c', 'd', 'f', 'l', 'p'].into_iter().collect());
+    assert!(tree.values().any(|n| n.mode & 0o4000 != 0), "a setuid file");
+    assert!(tree.values().any(|n| n.uid == 1234 && n.gid == 5678), "a file owned by 1234:5678");
+    let pax = snapshot(&fs.path().join("pax_1.0_all.deb-none"));
+    assert!(pax.values().any(|n| n.mtime == (1_600_000_000, 500_000_000)), "PAX mtime with its fraction");
+    assert!(pax.values().any(|n| n.uid == 3_000_000), "PAX uid");
+}
+
+#[test]
+fn the_json_report_names_packages_phases_calls_and_the_mount_options() {
+    let fs = scratch("ext4", "nodelalloc");
+    let root = fs.subdir("root");
+    let j = unpack_ok("syncfs", &[&fixture("pkg-v1_1.0_all.deb"), &fixture("other_1.0_all.deb")], &root);
+    let packages = j["packages"].as_array().unwrap();
+    assert_eq!(packages.len(), 2);
+    assert_eq!(packages[0]["name"], "pkg");
+    assert_eq!(packages[0]["version"], "1.0");
+    assert_eq!(packages[0]["architecture"], "all");
+    assert_eq!(packages[0]["files"], 12);
+    assert_eq!(packages[1]["name"], "other");
+    assert_eq!(j["strategy"], "syncfs");
+    assert_eq!(j["filesystem"]["type"], "ext4");
+    assert_eq!(j["filesystem"]["source"], fs.fs.device().to_str().unwrap());
+    assert!(j["filesystem"]["options"].as_str().unwrap().split(',').any(|o| o == "nodelalloc"), "{}", j["filesystem"]);
+    for phase in ["extract_s", "barrier_s", "rename_s", "dirsync_s", "total_s"] {
+        assert!(j["phases"][phase].as_f64().unwrap() >= 0.0, "{phase}");
+    }
+    // Two packages, one transaction: one barrier and one final syncfs, not one per package.
+    assert_eq!(j["syscalls"]["syncfs"], 2);
+    assert!(j["peak_rss_bytes"].as_u64().unwrap() > 0);
+
+    let human = unpack(["-s", "none", fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(human.stdout.contains("many 1.0 (all): "), "{}", human.stdout);
+    assert!(human.stdout.contains("strategy none") && human.stdout.contains("nodelalloc"), "{}", human.stdout);
+}
+
+/// The flushes each strategy promises, and no others, counted by the engine.
+#[test]
+fn each_strategy_makes_the_flush_calls_it_promises_and_no_others() {
+    let fs = scratch("ext4", "defaults");
+    let deb = fixture("many_1.0_all.deb");
+    let reference = fs.path().join("reference");
+    dpkg_extract(&deb, &reference);
+    let tree = snapshot(&reference);
+    let files = tree.values().filter(|n| n.kind == 'f').count() as u64;
+    let non_dirs = tree.values().filter(|n| n.kind != 'd').count() as u64;
+    let dirs_with_entries = tree.values().filter(|n| n.kind == 'd').count() as u64 + 1; // + the root
+    for strategy in STRATEGIES {
+        let root = fs.subdir(strategy);
+        let j = unpack_ok(strategy, &[&deb], &root);
+        let c = &j["syscalls"];
+        let n = |k: &str| c[k].as_u64().unwrap();
+        assert_eq!(n("rename"), non_dirs, "{strategy}: one rename per non-directory");
+        assert_eq!(n("fdatasync"), 0, "{strategy}");
+        let (fsync, sync, syncfs, sfr) = match *strategy {
+            "none" => (0, 0, 0, 0),
+            "fsync" | "parallel" => (files + dirs_with_entries, 0, 0, 0),
+            "batch" => (0, 2, 0, 0),
+            "syncfs" => (0, 0, 2, 0),
+            "writeback" => (files + dirs_with_entries, 0, 0, 2 * files),
+            _ => unreachable!(),
+        };
+        assert_eq!((n("fsync"), n("sync"), n("syncfs"), n("sync_file_range")), (fsync, sync, syncfs, sfr), "{strategy}: {c}");
+    }
+}
+
+/// The engine's counters agree with what the kernel saw (strace), once per strategy family.
+#[test]
+fn the_engine_counters_agree_with_strace() {
+    let fs = scratch("ext4", "defaults");
+    let deb = fixture("many_1.0_all.deb");
+    for strategy in ["none", "fsync", "writeback", "syncfs", "batch"] {
+        let root = fs.subdir(strategy);
+        let summary = fs.path().join(format!("{strategy}.strace"));
+        let r = run(Command::new("strace")
+            .args(["-f", "-c", "-U", "name,calls", "-o"])
+            .arg(&summary)
+            .args(["-e", "trace=fsync,fdatasync,sync,syncfs,sync_file_range,rename,renameat,renameat2"])
+            .arg(unpack_bin())
+            .args(["--json", "-s", strategy])
+            .arg(&deb)
+            .arg(&root));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let j = r.json();
+        let text = std::fs::read_to_string(&summary).unwrap();
+        let traced = |name: &str| -> u64 {
+            text.lines()
+                .filter_map(|l| {
+                    let mut it = l.split_whitespace();
+                    let (sys, calls) = (it.next()?, it.next()?);
+                    (sys == name).then(|| calls.parse::<u64>().ok()).flatten()
+                })
+                .sum()
+        };
+        for call in ["fsync", "sync", "syncfs", "sync_file_range"] {
+            assert_eq!(traced(call), j["syscalls"][call].as_u64().unwrap(), "{strategy}: {call} by strace\n{text}");
+        }
+        assert_eq!(traced("renameat") + traced("renameat2") + traced("rename"), j["syscalls"]["rename"].as_u64().unwrap(), "{strategy}: renames\n{text}");
+    }
+}
+
+#[test]
+fn an_upgrade_replaces_every_file_and_matches_the_new_version() {
+    let fs = scratch("ext4", "defaults");
+    let (v1, v2) = (fixture("pkg-v1_1.0_all.deb"), fixture("pkg-v2_2.0_all.deb"));
+    let expected = reference_tree(&v2, &fs.path().join("reference"));
+    for strategy in STRATEGIES {
+        let root = fs.subdir(strategy);
+        unpack_ok("none", &[&v1], &root);
+        unpack_ok(strategy, &[&v2], &root);
+        assert_same_tree(&snapshot(&root), &expected, &format!("upgrade with {strategy}"));
+        assert!(leftover_temps(&root).is_empty());
+    }
+}
+
+#[test]
+fn a_merged_usr_root_keeps_its_symlinks_and_files_land_in_usr() {
+    let fs = scratch("ext4", "defaults");
+    let root = fs.subdir("root");
+    std::fs::create_dir_all(root.join("usr/bin")).unwrap();
+    std::fs::create_dir_all(root.join("usr/lib")).unwrap();
+    std::os::unix::fs::symlink("usr/bin", root.join("bin")).unwrap();
+    std::os::unix::fs::symlink("/usr/lib", root.join("lib")).unwrap();
+    unpack_ok("fsync", &[&fixture("mergedusr_1.0_all.deb")], &root);
+    assert!(std::fs::symlink_metadata(root.join("bin")).unwrap().file_type().is_symlink());
+    assert!(std::fs::symlink_metadata(root.join("lib")).unwrap().file_type().is_symlink());
+    assert!(root.join("usr/bin/mergedusr-tool").is_file());
+    assert!(root.join("usr/lib/mergedusr/libmerged.so.1").is_file());
+}
+
+/// Packages that try to reach outside the root: refused with exit 3 and the root unchanged,
+/// or confined to the root. Nothing ever appears outside.
+#[test]
+fn hostile_packages_never_write_or_link_outside_the_root() {
+    let fs = scratch("ext4", "defaults");
+    // Host directories a naive engine would write into.
+    let host = ["/tmp/unpack-evil-dir", "/tmp/unpack-evil-rel"];
+    for d in host {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let passwd_links = std::fs::metadata("/etc/passwd").map(|m| std::os::unix::fs::MetadataExt::nlink(&m)).unwrap();
+    let refused = ["evil-dotdot.deb", "evil-dotdot-inner.deb", "evil-hardlink-out.deb", "evil-hardlink-abs.deb"];
+    for name in refused {
+        let root = fs.subdir(name);
+        unpack_ok("none", &[&fixture("other_1.0_all.deb")], &root);
+        let before = snapshot(&root);
+        let r = unpack(["-s", "fsync", fixture(name).to_str().unwrap(), root.to_str().unwrap()]);
+        assert_eq!(r.code, 3, "{name}: {}", r.stderr);
+        assert!(r.stderr.contains(name), "the message names the package: {}", r.stderr);
+        assert_same_tree(&snapshot(&root), &before, name);
+    }
+    let confined = [
+        ("evil-abs.deb", "tmp/unpack-evil-abs"),
+        ("evil-symlink-then-file.deb", "tmp/unpack-evil-dir/owned"),
+        ("evil-symlink-rel.deb", "tmp/unpack-evil-rel/owned"),
+    ];
+    for (name, inside) in confined {
+        let root = fs.subdir(name);
+        unpack_ok("fsync", &[&fixture(name)], &root);
+        assert!(root.join(inside).is_file(), "{name}: confined to ROOT/{inside}");
+    }
+    let root = fs.subdir("hardlink-symlink");
+    unpack_ok("fsync", &[&fixture("evil-hardlink-symlink.deb")], &root);
+    let (s, h) = (std::fs::symlink_metadata(root.join("s")).unwrap(), std::fs::symlink_metadata(root.join("h")).unwrap());
+    assert!(h.file_type().is_symlink(), "h is the symlink's inode, not /etc/passwd");
+    assert_eq!(std::os::unix::fs::MetadataExt::ino(&s), std::os::unix::fs::MetadataExt::ino(&h));
+
+    for d in host {
+        let leftovers: Vec<_> = std::fs::read_dir(d).unwrap().collect();
+        assert!(leftovers.is_empty(), "{d} was written to: {leftovers:?}");
+        std::fs::remove_dir(d).unwrap();
+    }
+    for p in ["/tmp/unpack-evil-abs", "/escape", "/escape2", "/tmp/escape"] {
+        assert!(!Path::new(p).exists(), "{p} exists");
+    }
+    let now = std::fs::metadata("/etc/passwd").map(|m| std::os::unix::fs::MetadataExt::nlink(&m)).unwrap();
+    assert_eq!(now, passwd_links, "/etc/passwd gained a hard link");
+}
+
+/// Truncated, garbage, empty, member-less, misordered and lying packages: exit 3, a message
+/// naming the file, and the root (an installed system) exactly as it was.
+#[test]
+fn broken_packages_exit_3_and_leave_the_root_unchanged() {
+    let fs = scratch("ext4", "defaults");
+    let root = fs.subdir("root");
+    unpack_ok("fsync", &[&fixture("pkg-v1_1.0_all.deb")], &root);
+    let before = snapshot(&root);
+    for name in [
+        "empty.deb",
+        "memberless.deb",
+        "garbage.deb",
+        "badversion.deb",
+        "nodata.deb",
+        "misordered.deb",
+        "corrupt-data.deb",
+        "truncated.deb",
+        "truncated-tar.deb",
+        "tar-lies.deb",
+        "no-such-package.deb",
+    ] {
+        for strategy in ["none", "writeback"] {
+            let r = unpack(["-s", strategy, fixture(name).to_str().unwrap(), root.to_str().unwrap()]);
+            assert_eq!(r.code, 3, "{name}: {}", r.stderr);
+            assert!(r.stderr.contains(name) && r.stderr.starts_with("unpack: error: "), "{name}: {}", r.stderr);
+            assert_same_tree(&snapshot(&root), &before, name);
+        }
+    }
+    let version = unpack([fixture("badversion.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    assert!(version.stderr.contains("'3.0'"), "says which version it found: {}", version.stderr);
+}
+
+/// Several packages are one transaction: if the second is corrupt, the first is not installed
+/// either, and the upgrade of an installed system leaves it byte for byte as it was.
+#[test]
+fn an_error_in_the_second_package_leaves_the_root_byte_for_byte_unchanged() {
+    let fs = scratch("ext4", "defaults");
+    for strategy in STRATEGIES {
+        let root = fs.subdir(strategy);
+        unpack_ok("fsync", &[&fixture("pkg-v1_1.0_all.deb")], &root);
+        let before = snapshot(&root);
+        for second in ["corrupt-data.deb", "truncated.deb", "evil-dotdot.deb"] {
+            let r = unpack(["-s", strategy, fixture("pkg-v2_2.0_all.deb").to_str().unwrap(), fixture(second).to_str().unwrap(), root.to_str().unwrap()]);
+            assert_eq!(r.code, 3, "{strategy} {second}: {}", r.stderr);
+            assert_same_tree(&snapshot(&root), &before, &format!("{strategy}: v2 then {second}"));
+        }
+    }
+}
+
+#[test]
+fn the_same_path_in_two_packages_of_one_call_is_refused() {
+    let fs = scratch("ext4", "defaults");
+    let root = fs.subdir("root");
+    let r = unpack([fixture("pkg-v1_1.0_all.deb").to_str().unwrap(), fixture("pkg-v2_2.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("already in package #1"), "{}", r.stderr);
+    assert!(snapshot(&root).is_empty());
+}
+
+#[test]
+fn a_package_that_conflicts_with_the_root_fails_before_any_rename() {
+    let fs = scratch("ext4", "defaults");
+    // The root has a file where the package has a directory.
+    let root = fs.subdir("file-for-dir");
+    std::fs::create_dir_all(root.join("usr/share")).unwrap();
+    std::fs::write(root.join("usr/share/pkg"), "a file").unwrap();
+    let before = snapshot(&root);
+    let r = unpack([fixture("pkg-v1_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("usr/share/pkg"), "{}", r.stderr);
+    assert_same_tree(&snapshot(&root), &before, "file where the package has a directory");
+
+    // The root has a non-empty directory where the package has a file.
+    let root = fs.subdir("dir-for-file");
+    std::fs::create_dir_all(root.join("usr/bin/other-tool/inside")).unwrap();
+    let before = snapshot(&root);
+    let r = unpack([fixture("other_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("non-empty directory") && r.stderr.contains("other-tool"), "{}", r.stderr);
+    assert_same_tree(&snapshot(&root), &before, "non-empty directory where the package has a file");
+
+    // An empty directory is replaced.
+    std::fs::remove_dir(root.join("usr/bin/other-tool/inside")).unwrap();
+    unpack_ok("fsync", &[&fixture("other_1.0_all.deb")], &root);
+    assert!(root.join("usr/bin/other-tool").is_file());
+}
+
+#[test]
+fn a_second_unpack_into_a_locked_root_exits_5_or_waits() {
+    let fs = scratch("ext4", "defaults");
+    let root = fs.subdir("root");
+    unpack_ok("none", &[&fixture("other_1.0_all.deb")], &root);
+    let lock = root.join("var/lib/unpack/lock");
+    // Hold the lock from another process, as a running unpack would.
+    let mut holder = Command::new("flock").arg(&lock).args(["sleep", "30"]).spawn().unwrap();
+    while unpack(["--quiet", fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]).code != 5 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let r = unpack([fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 5);
+    assert!(r.stderr.contains("locked by another unpack") && r.stderr.contains(root.to_str().unwrap()), "{}", r.stderr);
+    assert!(!root.join("usr/share/many").exists(), "a locked-out unpack writes nothing");
+    let waiter = Command::new(unpack_bin()).args(["--wait", "--quiet"]).arg(fixture("many_1.0_all.deb")).arg(&root).spawn().unwrap();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(root.join("usr/share/many").is_dir());
+}
+
+#[test]
+fn usage_errors_exit_2_and_a_missing_root_exits_4() {
+    assert_eq!(unpack(Vec::<&str>::new()).code, 2);
+    assert_eq!(unpack(["--no-such-option", "a", "b"]).code, 2);
+    let r = unpack(["-s", "eatmydata", fixture("many_1.0_all.deb").to_str().unwrap(), "/tmp"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("unknown strategy 'eatmydata'"), "{}", r.stderr);
+    let r = unpack([fixture("many_1.0_all.deb").to_str().unwrap(), "/nonexistent/root"]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("/nonexistent/root"), "{}", r.stderr);
+    let help = unpack(["--help"]);
+    assert_eq!(help.code, 0);
+    assert!(help.stdout.contains("Exit codes:") && help.stdout.contains("5  ROOT is locked"), "{}", help.stdout);
+}
+
+#[test]
+fn list_strategies_prints_each_with_its_guarantee() {
+    let r = unpack(["--list-strategies"]);
+    assert_eq!(r.code, 0);
+    for s in STRATEGIES {
+        assert!(r.stdout.lines().any(|l| l.starts_with(s)), "{s} missing:\n{}", r.stdout);
+    }
+    assert!(r.stdout.contains("batch (sync)"));
+    assert!(r.stdout.contains("default: writeback"));
+}
+
+#[test]
+fn a_read_only_root_exits_4_before_writing_anything() {
+    let fs = scratch("ext4", "defaults");
+    let root = fs.subdir("root");
+    unpack_ok("none", &[&fixture("pkg-v1_1.0_all.deb")], &root);
+    let before = snapshot(&root);
+    let r = run(Command::new("mount").args(["-o", "remount,ro"]).arg(fs.path()));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = unpack([fixture("pkg-v2_2.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("Read-only file system"), "{}", r.stderr);
+    assert_same_tree(&snapshot(&root), &before, "read-only root");
+}
+
+/// Device nodes need root: a user's unpack refuses them with exit 3 naming the entry, and a
+/// user's unpack of everything else works.
+#[test]
+fn devices_without_root_exit_3_naming_the_entry() {
+    let fs = scratch("ext4", "defaults");
+    let user_dir = fs.subdir("user");
+    std::fs::set_permissions(&user_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let as_nobody = |deb: &str| {
+        let root = tempfile::tempdir_in(&user_dir).unwrap().keep();
+        std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        let r = run(Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", unpack_bin(), "-s", "fsync"])
+            .arg(fixture(deb))
+            .arg(&root));
+        (r, root)
+    };
+    let (r, root) = as_nobody("devices-only.deb");
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("usr/share/devices-only/null") && r.stderr.contains("need root"), "{}", r.stderr);
+    assert!(snapshot(&root).is_empty(), "{:?}", snapshot(&root));
+    let (r, root) = as_nobody("types-nodev_1.0_all.deb");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(root.join("hello.txt").exists() || !snapshot(&root).is_empty());
+}
