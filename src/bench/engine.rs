@@ -3,8 +3,8 @@
 //! Why a child and not a library call: the bench compares it with dpkg and tar, which are
 //! processes, so ours must pay the same exec and exit, and its peak RSS must be its own. This
 //! module knows the engine's command line and the part of its `--json` report the matrix keeps;
-//! it never reimplements anything the engine does (even the list of strategies is asked from
-//! the engine).
+//! it never reimplements anything the engine does. (The list of strategies comes from the
+//! library's [`crate::durability::ALL`], which the binary is built from.)
 
 use super::{command, Error, Result};
 use serde::{Deserialize, Serialize};
@@ -69,13 +69,6 @@ impl Engine {
         &self.path
     }
 
-    /// The strategy names the engine accepts, in its order (`unpack --list-strategies`: the
-    /// first word of every line).
-    pub fn strategies(&self) -> Result<Vec<String>> {
-        let out = command::output(Command::new(&self.path).arg("--list-strategies"), &self.path)?;
-        Ok(parse_strategy_list(&out))
-    }
-
     /// The measured command: unpack `packages` into `root` with `strategy`, reporting JSON.
     pub fn unpack_command(&self, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
         let mut cmd = Command::new(&self.path);
@@ -92,41 +85,32 @@ impl Engine {
     }
 }
 
-fn parse_strategy_list(out: &str) -> Vec<String> {
-    out.lines()
-        .filter_map(|line| line.split_whitespace().next())
-        .map(|word| word.trim_end_matches([':', ',']).to_string())
-        .filter(|word| !word.is_empty())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn parses_the_contract_report_and_ignores_what_it_does_not_keep() {
-        let json = br#"{"packages":[{"name":"a","version":"1","architecture":"all","entries":3,"files":2,"bytes":10}],
-            "strategy":"fsync","root":"/r","filesystem":{"type":"ext4","source":"/dev/loop0","options":"rw"},
-            "phases":{"extract_s":0.5,"barrier_s":0.25,"rename_s":0.125,"dirsync_s":0.0625,"total_s":1.0},
-            "syscalls":{"fsync":2,"fdatasync":0,"sync":0,"syncfs":0,"sync_file_range":0,"rename":2},
-            "peak_rss_bytes":4096}"#;
-        let r = Report::parse(json).unwrap();
-        assert_eq!(r.syscalls.fsync, 2);
-        assert_eq!(r.syscalls.rename, 2);
-        assert_eq!(r.phases.barrier_s, 0.25);
-        assert_eq!(r.peak_rss_bytes, 4096);
+    fn reads_what_the_engine_writes() {
+        let theirs = crate::report::Report {
+            packages: Vec::new(),
+            strategy: "fsync".into(),
+            root: "/r".into(),
+            filesystem: None,
+            phases: crate::report::Phases { extract_s: 0.5, barrier_s: 0.25, rename_s: 0.125, dirsync_s: 0.0625, total_s: 1.0 },
+            syscalls: crate::syscalls::SyscallCounts { fsync: 2, fdatasync: 3, sync: 4, syncfs: 5, sync_file_range: 6, rename: 7 },
+            peak_rss_bytes: 4096,
+        };
+        let ours = Report::parse(serde_json::to_string(&theirs).unwrap().as_bytes()).unwrap();
+        let s = &ours.syscalls;
+        assert_eq!([s.fsync, s.fdatasync, s.sync, s.syncfs, s.sync_file_range, s.rename], [2, 3, 4, 5, 6, 7]);
+        assert_eq!(ours.phases.barrier_s, 0.25);
+        assert_eq!(ours.phases.total_s, 1.0);
+        assert_eq!(ours.peak_rss_bytes, 4096);
     }
 
     #[test]
     fn a_truncated_report_is_an_error_not_a_panic() {
         assert!(Report::parse(br#"{"phases":{"#).is_err());
         assert!(Report::parse(b"").is_err());
-    }
-
-    #[test]
-    fn strategy_list_takes_the_first_word_of_each_line() {
-        let out = "none       no flushing\nfsync:  fsync each file\n\nbatch (alias sync)\n";
-        assert_eq!(parse_strategy_list(out), ["none", "fsync", "batch"]);
     }
 }

@@ -19,7 +19,7 @@ use super::stats::Spread;
 use super::synthetic;
 use super::workdir::Workdir;
 use super::{command, Error, Result};
-use crate::{mountinfo, scratchfs};
+use crate::{durability, mountinfo, scratchfs};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -137,7 +137,7 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
         return Err(Error::Usage("--runs must be at least 1".to_string()));
     }
     let engine = Engine::next_to_current_exe()?;
-    let tools = choose_tools(&engine, &config)?;
+    let tools = choose_tools(&config)?;
     let filesystems = choose_filesystems(&config)?;
 
     let workdir = Workdir::new(&std::env::temp_dir())?;
@@ -160,16 +160,19 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
     })
 }
 
-/// Our strategies (checked against the engine's list), then the peers (checked installed).
-fn choose_tools(engine: &Engine, config: &Config) -> Result<Vec<Tool>> {
-    let known = engine.strategies()?;
-    let strategies = config.strategies.clone().unwrap_or_else(|| known.clone());
+/// Our strategies (by their names or aliases, shown by name), then the peers (checked
+/// installed).
+fn choose_tools(config: &Config) -> Result<Vec<Tool>> {
+    let strategies = config
+        .strategies
+        .clone()
+        .unwrap_or_else(|| durability::names().into_iter().map(String::from).collect());
     let mut tools: Vec<Tool> = Vec::new();
     for s in strategies {
-        if !known.contains(&s) {
-            return Err(Error::Usage(format!("unknown strategy '{s}' (the engine knows: {})", known.join(", "))));
-        }
-        tools.push(Tool::Strategy(s));
+        let info = durability::ALL.iter().find(|i| i.name == s || i.aliases.contains(&s.as_str())).ok_or_else(|| {
+            Error::Usage(format!("unknown strategy '{s}' (known: {})", durability::names().join(", ")))
+        })?;
+        tools.push(Tool::Strategy(info.name.to_string()));
     }
     let peers = match &config.peers {
         Some(peers) => {

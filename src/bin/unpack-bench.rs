@@ -48,9 +48,10 @@ struct Args {
     #[arg(short = 'o', long = "mount-options", value_name = "SET", conflicts_with = "dir")]
     mount_options: Vec<String>,
 
-    /// Our strategies (comma-separated); default: every strategy `unpack --list-strategies` lists.
-    #[arg(short = 's', long, value_name = "LIST", value_delimiter = ',')]
-    strategies: Option<Vec<String>>,
+    /// Our strategies (comma-separated; '' for none); default: all six (none, fsync, batch,
+    /// syncfs, writeback, parallel).
+    #[arg(short = 's', long, value_name = "LIST")]
+    strategies: Option<String>,
 
     /// Peers: dpkg, dpkg-unsafe, tar, tar-sync (comma-separated; '' for none); default: those
     /// installed.
@@ -99,14 +100,15 @@ fn main() -> ExitCode {
 fn run(args: Args) -> anyhow::Result<()> {
     let peers = match args.peers.as_deref() {
         None => None,
-        Some(list) => Some(list.split(',').filter(|p| !p.is_empty()).map(str::parse).collect::<Result<Vec<Peer>, _>>()?),
+        Some(list) => Some(names(list).map(str::parse).collect::<Result<Vec<Peer>, _>>()?),
     };
+    let strategies = args.strategies.as_deref().map(|list| names(list).map(String::from).collect());
     let config = Config {
         packages: args.packages,
         synthetic: args.synthetic,
         filesystems: args.filesystems,
         option_sets: args.mount_options,
-        strategies: args.strategies,
+        strategies,
         peers,
         caches: args.cache,
         scenarios: args.scenario,
@@ -127,4 +129,9 @@ fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("unpack-bench: {failed} counted run(s) failed; their cells show as failed, with reasons");
     }
     Ok(())
+}
+
+/// The names in a comma-separated list; an empty list ('') names nothing.
+fn names(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|n| !n.is_empty())
 }
