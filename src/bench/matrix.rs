@@ -253,7 +253,7 @@ fn prepare_workloads(config: &Config, scratch: &std::path::Path) -> Result<Vec<W
 /// Every row's schedule, under a progress bar on stderr.
 fn run_plan(ctx: &Context, plan: &Plan) -> Result<Vec<RowResult>> {
     let bar = ProgressBar::new(plan.total_runs()).with_style(
-        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} runs, about {eta} left  {wide_msg}")
+        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} runs, about {eta} left\n{wide_msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut results = Vec::with_capacity(plan.rows.len());

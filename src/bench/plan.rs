@@ -27,12 +27,17 @@ pub const EXT4_OPTION_SETS: &[&str] = &[
     "journal_async_commit",
 ];
 
-/// The option sets benched on `fstype` when the user gives none: the ext4 matrix on ext4 and
-/// ext3 (both mounted by the ext4 driver), `defaults` elsewhere, where ext4's options would not
-/// mount.
+/// Options about delayed allocation, which ext3 does not have (its mount refuses `nodelalloc`).
+const DELALLOC_OPTIONS: &[&str] = &["nodelalloc", "noauto_da_alloc"];
+
+/// The option sets benched on `fstype` when the user gives none: the ext4 matrix on ext4, the
+/// same without the delayed-allocation options on ext3, `defaults` elsewhere, where ext4's
+/// options would not mount.
 pub fn default_option_sets(fstype: &str) -> Vec<String> {
+    let sets = EXT4_OPTION_SETS.iter().map(|s| s.to_string());
     match fstype {
-        "ext4" | "ext3" => EXT4_OPTION_SETS.iter().map(|s| s.to_string()).collect(),
+        "ext4" => sets.collect(),
+        "ext3" => sets.filter(|s| !DELALLOC_OPTIONS.contains(&s.as_str())).collect(),
         _ => vec!["defaults".to_string()],
     }
 }
@@ -206,6 +211,8 @@ mod tests {
     #[test]
     fn default_option_sets_never_put_ext4_options_on_xfs() {
         assert_eq!(default_option_sets("ext4").len(), 8);
+        assert_eq!(default_option_sets("ext3").len(), 6);
+        assert!(!default_option_sets("ext3").contains(&"nodelalloc".to_string()));
         assert_eq!(default_option_sets("xfs"), ["defaults"]);
         assert_eq!(default_option_sets("btrfs"), ["defaults"]);
     }
