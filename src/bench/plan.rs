@@ -91,7 +91,7 @@ impl Workload {
     /// A generous estimate of the space one run needs (the old version and the new one side by
     /// side, as an upgrade has them for a moment).
     pub fn space_needed(&self) -> u64 {
-        self.packages.iter().map(Package::unpacked_estimate).sum::<u64>().saturating_mul(3)
+        self.packages.iter().map(Package::unpacked_estimate).fold(0u64, u64::saturating_add).saturating_mul(3)
     }
 }
 

@@ -73,7 +73,7 @@ const FS_SLACK_BYTES: u64 = 256 << 20;
 pub fn run_once(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run: u64) -> Result<RunRecord> {
     match &ctx.site {
         Site::Device(device) => {
-            let size = (workload.space_needed() + FS_SLACK_BYTES).max(MIN_FS_BYTES);
+            let size = workload.space_needed().saturating_add(FS_SLACK_BYTES).max(MIN_FS_BYTES);
             let fs = match device.fresh_filesystem(&row.filesystem, &row.mount_options, size, ctx.scratch) {
                 Ok(fs) => fs,
                 Err(e) => {

@@ -92,7 +92,10 @@ impl Spec {
     }
 
     fn write_control(&self, out: &mut dyn Write) -> io::Result<()> {
-        let installed_kib = self.files * self.size.div_ceil(1024) + self.files.div_ceil(FILES_PER_DIR) * 4;
+        let installed_kib = self
+            .files
+            .saturating_mul(self.size.div_ceil(1024))
+            .saturating_add(self.files.div_ceil(FILES_PER_DIR).saturating_mul(4));
         let control = format!(
             "Package: {}\nVersion: 1.0\nArchitecture: all\nMaintainer: unpack-bench <unpack-bench@localhost>\n\
              Installed-Size: {installed_kib}\nDescription: synthetic package of {} files of {} bytes\n \
