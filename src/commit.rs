@@ -11,7 +11,10 @@
 use crate::durability::Directory;
 use crate::error::{Error, Result};
 use crate::extract::{timestamps, Transaction};
-use rustix::fs::{AtFlags, Mode};
+use crate::journal::{self, JOURNAL, JOURNAL_NEW};
+use rustix::fs::{AtFlags, Mode, OFlags};
+use std::fs::File;
+use std::io::Write;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -24,8 +27,10 @@ pub struct CommitTimes {
     pub dirsync_s: f64,
 }
 
-/// Runs the commit phase of `tx`. From its first rename on, a failure no longer rolls back.
-pub fn commit(tx: &mut Transaction<'_>) -> Result<CommitTimes> {
+/// Runs the commit phase of `tx`. From its first rename on, a failure no longer rolls back: the
+/// journal is on disk, and recovery finishes the renames. `packages` name the transaction's
+/// packages in the journal.
+pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTimes> {
     let mut times = CommitTimes::default();
     let root_dir = tx.root.dir().clone();
 
@@ -34,6 +39,7 @@ pub fn commit(tx: &mut Transaction<'_>) -> Result<CommitTimes> {
     times.barrier_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
+    write_journal(tx, packages)?;
     tx.committing = true;
     // Directories whose entries changed, by canonical path, to make durable at the end.
     let mut touched: BTreeMap<PathBuf, Directory> = BTreeMap::new();
@@ -67,6 +73,49 @@ pub fn commit(tx: &mut Transaction<'_>) -> Result<CommitTimes> {
     }
     let dirs: Vec<Directory> = touched.into_values().collect();
     tx.strategy.after_commit(&dirs, &root_dir, tx.calls)?;
+    // The renames are durable: the journal has nothing left to say. Its removal need not be
+    // durable; replaying a journal whose renames are done does nothing.
+    let _ = rustix::fs::unlinkat(tx.state.fd(), JOURNAL, AtFlags::empty());
+    tx.finish();
     times.dirsync_s = t.elapsed().as_secs_f64();
     Ok(times)
+}
+
+/// Writes `var/lib/unpack/txn`: through `txn.new`, flushed and renamed, and the rename
+/// flushed, for durable strategies, so that the journal is on disk before the first rename
+/// and only ever complete.
+fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
+    let state = &tx.state;
+    let path = state.path().join(JOURNAL);
+    let fd = rustix::fs::openat(
+        state.fd(),
+        JOURNAL_NEW,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )
+    .map_err(|e| Error::root(&path, "creating the journal", e))?;
+    let mut file = std::io::BufWriter::new(File::from(fd));
+    let written = (|| {
+        let mut e = journal::Encoder::new(&mut file)?;
+        packages.iter().for_each(|p| e.package(p));
+        for r in &tx.renames {
+            e.rename(&r.canon_dir, &r.temp, &r.name, r.replaces_empty_dir);
+        }
+        for m in tx.dir_meta.values() {
+            e.dir_meta(&journal::DirMetaRecord { dir: m.canon.clone(), mode: m.mode, uid: m.uid, gid: m.gid, mtime: m.mtime });
+        }
+        e.finish()?;
+        file.flush()
+    })();
+    written.map_err(|e| Error::root(&path, "writing the journal", e))?;
+    let file = file.into_inner().map_err(|e| Error::root(&path, "writing the journal", e.into_error()))?;
+    let durable = tx.strategy.is_durable();
+    if durable {
+        tx.calls.fsync(&file).map_err(|e| Error::root(&path, "fsync of the journal", e))?;
+    }
+    tx.calls.rename(state.fd(), JOURNAL_NEW.as_ref(), JOURNAL.as_ref()).map_err(|e| Error::root(&path, "renaming the journal into place", e))?;
+    if durable {
+        state.fsync(tx.calls)?;
+    }
+    Ok(())
 }

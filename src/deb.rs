@@ -17,6 +17,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 const AR_MAGIC: &[u8; 8] = b"!<arch>\n";
+
+/// The most memory a decompressor may ask for. A hostile header can request a 1.5 GiB xz
+/// dictionary or a 2 GiB zstd window; real packages need 8 MiB (xz -6, zstd -19) and at most
+/// 64 MiB (xz -9). Beyond this the package is refused instead of the machine swapping.
+pub const DECODER_MEMORY_LIMIT: u64 = 128 << 20;
 const HEADER_LEN: usize = 60;
 
 /// How a tar member is compressed, from its name's suffix.
@@ -50,11 +55,19 @@ impl Compression {
         Ok(match self {
             Compression::None => Box::new(inner),
             Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(inner)),
-            Compression::Xz => Box::new(liblzma::bufread::XzDecoder::new_multi_decoder(inner)),
-            Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(inner)?),
+            Compression::Xz => {
+                let stream = liblzma::stream::Stream::new_stream_decoder(DECODER_MEMORY_LIMIT, liblzma::stream::CONCATENATED)
+                    .map_err(io::Error::other)?;
+                Box::new(liblzma::bufread::XzDecoder::new_stream(inner, stream))
+            }
+            Compression::Zstd => {
+                let mut decoder = zstd::stream::read::Decoder::with_buffer(inner)?;
+                decoder.window_log_max(DECODER_MEMORY_LIMIT.ilog2())?;
+                Box::new(decoder)
+            }
             Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(inner)),
             Compression::Lzma => {
-                let stream = liblzma::stream::Stream::new_lzma_decoder(u64::MAX).map_err(io::Error::other)?;
+                let stream = liblzma::stream::Stream::new_lzma_decoder(DECODER_MEMORY_LIMIT).map_err(io::Error::other)?;
                 Box::new(liblzma::bufread::XzDecoder::new_stream(inner, stream))
             }
         })

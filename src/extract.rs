@@ -12,7 +12,9 @@
 use crate::durability::{Directory, Strategy, TempFile};
 use crate::entry::{Entry, Kind};
 use crate::error::{Error, Result};
+use crate::journal;
 use crate::root::{CreatedDir, Pending, ResolveError, Root};
+use crate::StopFn;
 use crate::syscalls::Syscalls;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
 use rustix::io::Errno;
@@ -86,10 +88,26 @@ pub struct Transaction<'a> {
     buffer: Vec<u8>,
     /// Set once the commit phase has started: from then on rollback must not run.
     pub(crate) committing: bool,
+    /// The engine's state directory, where the intent file and the journal live.
+    pub(crate) state: Directory,
+    /// `var/lib/unpack/intent`, open for appending the directories this transaction creates.
+    intent: File,
+    /// Asked between entries and buffers; `Some(signal)` stops the write phase.
+    stop: Option<&'a StopFn>,
 }
 
 impl<'a> Transaction<'a> {
-    pub fn new(root: &'a mut Root, strategy: &'a dyn Strategy, calls: &'a Syscalls) -> Transaction<'a> {
+    /// Starts a transaction: marks it in progress with the intent file in `state`.
+    pub fn new(root: &'a mut Root, state: Directory, strategy: &'a dyn Strategy, calls: &'a Syscalls, stop: Option<&'a StopFn>) -> Result<Transaction<'a>> {
+        let intent_path = state.path().join(journal::INTENT);
+        let intent = rustix::fs::openat(
+            state.fd(),
+            journal::INTENT,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )
+        .map(File::from)
+        .map_err(|e| Error::root(&intent_path, "creating the intent file", e))?;
         let umask = rustix::process::umask(Mode::empty());
         rustix::process::umask(umask);
         let identity = Identity {
@@ -97,7 +115,7 @@ impl<'a> Transaction<'a> {
             egid: rustix::process::getegid().as_raw(),
             umask: umask.bits(),
         };
-        Transaction {
+        Ok(Transaction {
             root,
             strategy,
             calls,
@@ -110,6 +128,17 @@ impl<'a> Transaction<'a> {
             identity,
             buffer: vec![0; COPY_BUFFER],
             committing: false,
+            state,
+            intent,
+            stop,
+        })
+    }
+
+    /// Fails with [`Error::Interrupted`] once a stop was asked for.
+    pub fn check_stop(&self) -> Result<()> {
+        match self.stop.and_then(|f| f()) {
+            Some(signal) => Err(Error::Interrupted { signal, root: self.root.path().to_path_buf() }),
+            None => Ok(()),
         }
     }
 
@@ -188,8 +217,14 @@ impl<'a> Transaction<'a> {
             Some((Slot::Symlink { target, .. }, _)) => Pending::Symlink(target.clone()),
             Some(_) => Pending::NotDir,
         };
+        let before = self.created.len();
         let created = if create { Some(&mut self.created) } else { None };
-        self.root.resolve_dir(path, created, &overlay).map_err(|e| match e {
+        let resolved = self.root.resolve_dir(path, created, &overlay);
+        for d in &self.created[before..] {
+            // Best effort: recovery also finds temporary files without it.
+            let _ = self.intent.write_all(&journal::intent_line(&d.canon));
+        }
+        resolved.map_err(|e| match e {
             ResolveError::Loop(p) => Error::bad(package, format!("'{}': too many levels of symbolic links", p.display())),
             ResolveError::NotDir { path, pending: true } => {
                 Error::bad(package, format!("'{}' is not a directory in this package", path.display()))
@@ -263,6 +298,7 @@ impl<'a> Transaction<'a> {
             };
             file.write_all(&self.buffer[..n]).map_err(|e| Error::root(display, "writing", e))?;
             written += n as u64;
+            self.check_stop()?;
         }
         if written != size {
             return Err(Error::bad(package, format!("entry '{}': archive ends after {written} of {size} bytes", entry.path.display())));
@@ -357,6 +393,15 @@ impl<'a> Transaction<'a> {
         for dir in parents.values() {
             let _ = rustix::fs::futimens(dir.fd(), &dir.times_before);
         }
+        for name in [journal::JOURNAL, journal::JOURNAL_NEW] {
+            let _ = rustix::fs::unlinkat(self.state.fd(), name, AtFlags::empty());
+        }
+        self.finish();
+    }
+
+    /// Removes the intent file: the transaction is over, committed or rolled back.
+    pub(crate) fn finish(&mut self) {
+        let _ = rustix::fs::unlinkat(self.state.fd(), journal::INTENT, AtFlags::empty());
     }
 }
 

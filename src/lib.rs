@@ -21,11 +21,15 @@ pub mod durability;
 pub mod entry;
 pub mod error;
 pub mod extract;
+pub mod interrupt;
+pub mod journal;
 pub mod mountinfo;
+pub mod recover;
 pub mod report;
 pub mod root;
 pub mod scratchfs;
 pub mod syscalls;
+pub mod vdisk;
 
 pub use durability::Strategy;
 pub use error::{Error, ExitCode, Result};
@@ -39,6 +43,10 @@ use std::time::Instant;
 /// Called now and then with (bytes of package files read, total bytes of package files).
 pub type ProgressFn = dyn Fn(u64, u64) + Send + Sync;
 
+/// Asked between entries: `Some(signal)` stops the write phase and rolls the transaction back.
+/// Once the renames have started it is no longer asked: they are finished first.
+pub type StopFn = dyn Fn() -> Option<i32> + Send + Sync;
+
 /// How to unpack.
 #[derive(Clone)]
 pub struct Options {
@@ -46,12 +54,21 @@ pub struct Options {
     /// Wait for another unpack's lock on the root instead of failing with [`Error::Locked`].
     pub wait: bool,
     pub progress: Option<Arc<ProgressFn>>,
+    pub stop: Option<Arc<StopFn>>,
 }
 
 impl Options {
     pub fn new(strategy: Arc<dyn Strategy>) -> Options {
-        Options { strategy, wait: false, progress: None }
+        Options { strategy, wait: false, progress: None, stop: None }
     }
+}
+
+/// Finishes or rolls back a transaction that was interrupted in `root` (see [`recover`]), under
+/// the root's lock. [`unpack`] does the same before its own work.
+pub fn recover_root(root: &Path, options: &Options) -> Result<recover::Recovery> {
+    let mut root_handle = root::Root::open(root)?;
+    let _lock = root_handle.lock(options.wait)?;
+    recover::recover(&mut root_handle, options.strategy.as_ref(), &syscalls::Syscalls::default())
 }
 
 /// Unpacks `packages` into `root` as one transaction: every file of every package is written
@@ -66,10 +83,15 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
     raise_fd_limit();
     let mut root_handle = root::Root::open(root)?;
     let _lock = root_handle.lock(options.wait)?;
+    let recovered = match recover::recover(&mut root_handle, options.strategy.as_ref(), &syscalls::Syscalls::default())? {
+        recover::Recovery::Clean => None,
+        r => Some(r.describe(root)),
+    };
     let calls = syscalls::Syscalls::default();
     let total: u64 = packages.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
     let mut reports = Vec::with_capacity(packages.len());
-    let mut tx = extract::Transaction::new(&mut root_handle, options.strategy.as_ref(), &calls);
+    let state = root_handle.state_dir()?;
+    let mut tx = extract::Transaction::new(&mut root_handle, state, options.strategy.as_ref(), &calls, options.stop.as_deref())?;
     let mut done_before = 0;
     for (index, package) in packages.iter().enumerate() {
         let mut deb = deb::Deb::open(package)?;
@@ -94,6 +116,7 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
                 report.files += 1;
                 report.bytes += size;
             }
+            tx.check_stop()?;
             tx.add(index, package, &entry, &mut item)?;
             if let Some(p) = &progress {
                 p();
@@ -103,7 +126,8 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
         reports.push(report);
     }
     let extract_s = started.elapsed().as_secs_f64();
-    let times = commit::commit(&mut tx)?;
+    let names: Vec<String> = reports.iter().map(|r: &report::PackageReport| format!("{} {}", r.name, r.version)).collect();
+    let times = commit::commit(&mut tx, &names)?;
     drop(tx);
     let phases = report::Phases {
         extract_s,
@@ -120,6 +144,7 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
         phases,
         syscalls: calls.counts(),
         peak_rss_bytes: report::peak_rss_bytes(),
+        recovered,
     })
 }
 

@@ -66,6 +66,23 @@ pub fn for_path(path: &Path) -> io::Result<MountInfo> {
     })
 }
 
+/// Every mount of the block device `major:minor`, in the order they were made.
+pub fn mounts_of_device(major: u32, minor: u32) -> io::Result<Vec<MountInfo>> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(table
+        .lines()
+        .filter_map(parse_line)
+        .filter(|(devno, _)| *devno == (major, minor))
+        .map(|(_, info)| info)
+        .collect())
+}
+
+/// True when `path` (as the kernel spells it: absolute, canonical) is a mount point.
+pub fn is_mount_point(path: &Path) -> io::Result<bool> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(table.lines().filter_map(parse_line).any(|(_, info)| info.mount_point == path))
+}
+
 fn libc_major(dev: u64) -> u32 {
     (((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0000_0fff)) as u32
 }

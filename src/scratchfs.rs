@@ -5,7 +5,9 @@
 //! with `nodelalloc` on a loop device". They get it here, so that the teardown order is right in
 //! one place: unmount before detaching the loop device, detach before the backing file goes
 //! away. Guards undo in `Drop`, so a failed run or a panicking test leaves no mount and no loop
-//! device behind. This module never touches a device it did not attach itself.
+//! device behind. This module never touches a device it did not attach itself or was not
+//! explicitly handed (`adopt`), and a guard whose mount or device was already taken down by
+//! someone else does nothing: a loop device number may by then belong to another user.
 //!
 //! It drives `losetup`, `mkfs.*` and `mount` (util-linux, e2fsprogs, xfsprogs, btrfs-progs):
 //! those tools carry the per-filesystem knowledge (which mount options are flags and which are
@@ -22,6 +24,8 @@ pub const FILESYSTEMS: &[&str] = &["ext4", "ext3", "xfs", "btrfs"];
 #[derive(Debug)]
 pub struct LoopDevice {
     path: PathBuf,
+    /// The backing file as the kernel names it, to recognise the device as still ours.
+    backing: PathBuf,
 }
 
 impl LoopDevice {
@@ -32,7 +36,15 @@ impl LoopDevice {
         if !path.starts_with("/dev") {
             return Err(io::Error::other(format!("losetup printed no device for {}", backing.display())));
         }
-        Ok(LoopDevice { path })
+        let backing = backing_file(&path).unwrap_or_else(|| backing.to_path_buf());
+        Ok(LoopDevice { path, backing })
+    }
+
+    /// Takes charge of `path`, a loop device attached to `backing` by someone else, so that
+    /// dropping the guard detaches it. For owners that must take down what depends on them
+    /// (a virtual disk stopping while a loop device still uses its image).
+    pub fn adopt(path: &Path, backing: &Path) -> LoopDevice {
+        LoopDevice { path: path.to_path_buf(), backing: backing.to_path_buf() }
     }
 
     /// The device node, e.g. `/dev/loop3`.
@@ -45,6 +57,9 @@ impl Drop for LoopDevice {
     fn drop(&mut self) {
         // A just-unmounted filesystem can keep the device busy for a moment; retry briefly.
         for _ in 0..50 {
+            if backing_file(&self.path).as_ref() != Some(&self.backing) {
+                return; // detached already (and maybe reused by someone else)
+            }
             let ok = Command::new("losetup").arg("-d").arg(&self.path).output().map(|o| o.status.success());
             if matches!(ok, Ok(true)) {
                 return;
@@ -66,8 +81,16 @@ impl Mounted {
     /// `mount -t FSTYPE -o OPTIONS DEVICE TARGET`. `options` may be `defaults`.
     pub fn mount(fstype: &str, device: &Path, target: &Path, options: &str) -> io::Result<Mounted> {
         std::fs::create_dir_all(target)?;
+        // Canonical, as /proc/self/mountinfo spells it, so `Drop` can tell whether it is mounted.
+        let target = &target.canonicalize()?;
         run(Command::new("mount").arg("-t").arg(fstype).arg("-o").arg(options).arg(device).arg(target))?;
         Ok(Mounted { target: target.to_path_buf(), mounted: true })
+    }
+
+    /// Takes charge of `target`, mounted by someone else, so that dropping the guard unmounts
+    /// it. `target` must be spelled as in `/proc/self/mountinfo` (absolute, canonical).
+    pub fn adopt(target: &Path) -> Mounted {
+        Mounted { target: target.to_path_buf(), mounted: true }
     }
 
     /// Where it is mounted.
@@ -88,6 +111,9 @@ impl Drop for Mounted {
             return;
         }
         for _ in 0..50 {
+            if matches!(crate::mountinfo::is_mount_point(&self.target), Ok(false)) {
+                return; // unmounted already
+            }
             let ok = Command::new("umount").arg(&self.target).output().map(|o| o.status.success());
             if matches!(ok, Ok(true)) {
                 return;
@@ -198,6 +224,16 @@ impl Drop for ScratchFs {
             let _ = std::fs::remove_file(&self.backing);
         }
     }
+}
+
+/// The file a loop device is attached to, as the kernel names it (without the " (deleted)"
+/// it appends once the file is removed); `None` when detached.
+pub fn backing_file(device: &Path) -> Option<PathBuf> {
+    let name = device.file_name()?;
+    let sys = Path::new("/sys/block").join(name).join("loop/backing_file");
+    let text = std::fs::read_to_string(sys).ok()?;
+    let text = text.trim_end_matches('\n');
+    Some(PathBuf::from(text.strip_suffix(" (deleted)").unwrap_or(text)))
 }
 
 /// Runs a command, returning its stdout, or an error carrying its stderr.

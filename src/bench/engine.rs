@@ -99,6 +99,7 @@ mod tests {
             phases: crate::report::Phases { extract_s: 0.5, barrier_s: 0.25, rename_s: 0.125, dirsync_s: 0.0625, total_s: 1.0 },
             syscalls: crate::syscalls::SyscallCounts { fsync: 2, fdatasync: 3, sync: 4, syncfs: 5, sync_file_range: 6, rename: 7 },
             peak_rss_bytes: 4096,
+            recovered: None,
         };
         let ours = Report::parse(serde_json::to_string(&theirs).unwrap().as_bytes()).unwrap();
         let s = &ours.syscalls;

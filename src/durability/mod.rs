@@ -40,6 +40,12 @@ pub trait Strategy: Send + Sync {
     /// The name shown in reports.
     fn name(&self) -> &str;
 
+    /// Whether exit 0 promises durability. The engine's own bookkeeping (the transaction
+    /// journal) is flushed only for durable strategies.
+    fn is_durable(&self) -> bool {
+        true
+    }
+
     /// Called after each regular file's data and metadata are written, before it is closed.
     fn after_file(&self, _file: &File, _path: &Path, _calls: &Syscalls) -> Result<()> {
         Ok(())
