@@ -12,7 +12,8 @@ use common::{is_root, run, Run};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use unpack::scratchfs::{self, LoopDevice, Mounted};
 use std::process::Command;
 
 fn bench_bin() -> &'static str {
@@ -33,18 +34,57 @@ fn bench_as_nobody(tmp: &Path, args: &[&str]) -> Run {
         .args(args))
 }
 
-/// Mounts and loop devices whose paths are under `tmp`, and anything left in it.
+/// The bench's `TMPDIR` for one test. What a bench leaves under it fails the test (see
+/// [`leftovers`]) and is still taken down here, so a failing test leaks nothing either.
+struct BenchTmp(tempfile::TempDir);
+
+impl BenchTmp {
+    fn new() -> BenchTmp {
+        BenchTmp(tempfile::tempdir().unwrap())
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for BenchTmp {
+    fn drop(&mut self) {
+        for target in mounts_under(self.path()) {
+            drop(Mounted::adopt(&target));
+        }
+        for (device, backing) in loops_under(self.path()) {
+            drop(LoopDevice::adopt(&device, &backing));
+        }
+    }
+}
+
+/// Mount points under `dir`, deepest first.
+fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut found: Vec<PathBuf> =
+        table.lines().filter_map(|l| l.split(' ').nth(4)).map(PathBuf::from).filter(|m| m.starts_with(dir)).collect();
+    found.sort_by_key(|m| std::cmp::Reverse(m.components().count()));
+    found
+}
+
+/// Loop devices whose backing file is under `dir`, with that file.
+fn loops_under(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir("/sys/block") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("loop"))
+        .map(|e| Path::new("/dev").join(e.file_name()))
+        .filter_map(|dev| scratchfs::backing_file(&dev).map(|backing| (dev, backing)))
+        .filter(|(_, backing)| backing.starts_with(dir))
+        .collect()
+}
+
+/// Mounts and loop devices under `tmp`, and anything left in it.
 fn leftovers(tmp: &Path) -> Vec<String> {
-    let tmp = tmp.to_string_lossy().into_owned();
-    let mut found: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter(|l| l.contains(&tmp))
-        .map(|l| format!("mount: {l}"))
-        .collect();
-    let loops = run(Command::new("losetup").arg("-a"));
-    found.extend(loops.stdout.lines().filter(|l| l.contains(&tmp)).map(|l| format!("loop: {l}")));
-    found.extend(std::fs::read_dir(&tmp).unwrap().map(|e| format!("file: {}", e.unwrap().path().display())));
+    let mut found: Vec<String> = mounts_under(tmp).iter().map(|m| format!("mount: {}", m.display())).collect();
+    found.extend(loops_under(tmp).iter().map(|(d, b)| format!("loop: {} on {}", d.display(), b.display())));
+    found.extend(std::fs::read_dir(tmp).unwrap().map(|e| format!("file: {}", e.unwrap().path().display())));
     found
 }
 
@@ -100,7 +140,7 @@ fn seconds(cell: &str) -> f64 {
 #[test]
 fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_the_options_asked() {
     assert!(is_root(), "the integration tests run as root (loop devices)");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = BenchTmp::new();
     let out = tempfile::tempdir().unwrap();
     let out_dir = out.path().to_str().unwrap();
     let r = bench(
@@ -209,7 +249,7 @@ fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_t
 #[test]
 fn failed_runs_show_as_failed_never_as_times() {
     assert!(is_root(), "the integration tests run as root (loop devices)");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = BenchTmp::new();
     let deb = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/corrupt-data.deb");
     let r = bench(tmp.path(), &[deb.to_str().unwrap(), "-o", "defaults", "-s", "none", "--peers", "tar", "--runs", "1"]);
     assert_eq!(r.code, 0, "a matrix with failed runs is still a matrix: {}", r.stderr);
@@ -226,7 +266,7 @@ fn failed_runs_show_as_failed_never_as_times() {
 #[test]
 fn the_upgrade_scenario_with_a_cold_cache_runs_over_an_installed_copy() {
     assert!(is_root(), "the integration tests run as root (loop devices)");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = BenchTmp::new();
     let out = tempfile::tempdir().unwrap();
     let r = bench(
         tmp.path(),
@@ -245,7 +285,7 @@ fn the_upgrade_scenario_with_a_cold_cache_runs_over_an_installed_copy() {
 
 #[test]
 fn without_root_it_exits_2_and_points_at_dir() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = BenchTmp::new();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let r = bench_as_nobody(tmp.path(), &["--synthetic", "10:1k", "--runs", "1"]);
     assert_eq!(r.code, 2, "{r:?}");
@@ -258,7 +298,7 @@ fn without_root_it_exits_2_and_points_at_dir() {
 
 #[test]
 fn with_dir_it_benches_that_filesystem_as_mounted_without_root() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = BenchTmp::new();
     std::os::unix::fs::chown(tmp.path(), Some(65534), Some(65534)).unwrap();
     let dir = tmp.path().to_str().unwrap();
     let r = bench_as_nobody(tmp.path(), &["--dir", dir, "--synthetic", "20:1k", "-s", "", "--peers", "tar", "--runs", "1"]);
@@ -273,7 +313,7 @@ fn with_dir_it_benches_that_filesystem_as_mounted_without_root() {
 
 #[test]
 fn what_cannot_be_benched_is_a_usage_error_before_any_run() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = BenchTmp::new();
     for (args, says) in [
         (&["--synthetic", "10:1k", "-s", "nosuch"][..], "unknown strategy 'nosuch'"),
         (&["--synthetic", "10:1k", "--peers", "rpm"][..], "unknown peer 'rpm'"),
@@ -286,5 +326,36 @@ fn what_cannot_be_benched_is_a_usage_error_before_any_run() {
         assert_eq!(r.code, 2, "{args:?}: {r:?}");
         assert!(r.stderr.contains(says), "{args:?} says {says}: {}", r.stderr);
     }
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}
+
+#[test]
+fn a_signal_stops_the_matrix_between_runs_and_takes_its_filesystem_down() {
+    assert!(is_root(), "the integration tests run as root (loop devices)");
+    let tmp = BenchTmp::new();
+    let mut child = Command::new(bench_bin())
+        .env("TMPDIR", tmp.path())
+        .args(["--synthetic", "100:4k", "-o", "defaults", "-s", "none", "--peers", "tar", "--runs", "1000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (without judging how long it takes) until a run's filesystem is mounted: by then the
+    // bench is past its setup and inside the matrix.
+    let tmp_name = tmp.path().to_string_lossy().into_owned();
+    let mounted = || std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(&tmp_name);
+    for _ in 0..6000 {
+        if mounted() || child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(child.try_wait().unwrap().is_none(), "the matrix was still running");
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + 15), "{stderr}");
+    assert!(stderr.contains("stopped by signal 15"), "{stderr}");
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }

@@ -4,39 +4,41 @@
 //! Why pluggable: the native provider (a sparse file in the bench's scratch directory) measures
 //! this machine; the virtual disk (`src/vdisk/`, `--device`) will add device profiles and count
 //! the flushes and bytes that reached the device, which is where durability is really paid.
-//! The run loop only sees this trait, so adding a provider touches nothing else.
+//! The run loop only sees this trait, so adding a provider touches nothing else: a virtual
+//! disk provider starts a `VDisk` per run, puts `ScratchFs::on_existing` on its image and hands
+//! the disk over as the [`DeviceInstance`], which drops after the filesystem.
 //!
 //! A provider must hand out a fresh, empty device for every run and must never reuse one that a
 //! previous run wrote to.
 
 use crate::scratchfs::ScratchFs;
+use crate::vdisk::Counters;
 use serde::Serialize;
 use std::io;
 use std::path::Path;
 
-/// What reached the device, as a provider counts it.
+/// What reached the device during one run, as the CSV and JSON keep it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Counters {
-    /// Cache flushes (FLUSH/FUA requests) the device received.
+pub struct DeviceUsage {
+    /// Cache flushes (FLUSH requests, and the flush after each FUA write).
     pub flushes: u64,
-    /// Bytes written to the device.
+    /// Bytes written.
     pub bytes: u64,
+    /// Write requests.
+    pub writes: u64,
 }
 
-impl Counters {
-    /// What happened between `earlier` and `self`.
-    pub fn since(self, earlier: Counters) -> Counters {
-        Counters {
-            flushes: self.flushes.saturating_sub(earlier.flushes),
-            bytes: self.bytes.saturating_sub(earlier.bytes),
-        }
+impl From<Counters> for DeviceUsage {
+    fn from(c: Counters) -> DeviceUsage {
+        DeviceUsage { flushes: c.flushes, bytes: c.bytes, writes: c.writes }
     }
 }
 
-/// Reads a device's counters; also keeps the device alive for as long as it is held.
-pub trait CounterSource {
-    /// The counters now (monotonic for the life of the device).
-    fn read(&self) -> io::Result<Counters>;
+/// The device under one run's filesystem (a virtual disk, say): kept alive until the
+/// filesystem is down, and asked what reached it.
+pub trait DeviceInstance {
+    /// The counters since the device started, if it counts.
+    fn counters(&self) -> Option<Counters>;
 }
 
 /// A provider of fresh devices.
@@ -53,13 +55,13 @@ pub trait Device {
 /// go (field order is drop order).
 pub struct DeviceFs {
     fs: ScratchFs,
-    counters: Option<Box<dyn CounterSource>>,
+    device: Option<Box<dyn DeviceInstance>>,
 }
 
 impl DeviceFs {
-    /// A mounted filesystem with, when the device counts, its counter source.
-    pub fn new(fs: ScratchFs, counters: Option<Box<dyn CounterSource>>) -> DeviceFs {
-        DeviceFs { fs, counters }
+    /// A mounted filesystem and, when it is not a plain file of this machine, its device.
+    pub fn new(fs: ScratchFs, device: Option<Box<dyn DeviceInstance>>) -> DeviceFs {
+        DeviceFs { fs, device }
     }
 
     /// The mount point.
@@ -67,9 +69,9 @@ impl DeviceFs {
         self.fs.path()
     }
 
-    /// The counters now, if this device counts.
-    pub fn counters(&self) -> Option<io::Result<Counters>> {
-        self.counters.as_ref().map(|c| c.read())
+    /// The device's counters now, if it counts.
+    pub fn counters(&self) -> Option<Counters> {
+        self.device.as_ref().and_then(|d| d.counters())
     }
 
     /// Unmounts, reporting failure, then releases the device.
@@ -91,18 +93,5 @@ impl Device for Native {
     fn fresh_filesystem(&self, fstype: &str, options: &str, size: u64, scratch: &Path) -> io::Result<DeviceFs> {
         let fs = ScratchFs::create(fstype, &scratch.join("disk.img"), size, &scratch.join("mnt"), options)?;
         Ok(DeviceFs::new(fs, None))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counters_since_is_the_difference_and_never_wraps() {
-        let a = Counters { flushes: 3, bytes: 100 };
-        let b = Counters { flushes: 5, bytes: 4196 };
-        assert_eq!(b.since(a), Counters { flushes: 2, bytes: 4096 });
-        assert_eq!(a.since(b), Counters::default());
     }
 }

@@ -3,7 +3,9 @@
 //!
 //! Why checks come first: a matrix runs for a long time, so everything that can be known to
 //! fail (not root, unknown strategy, a missing mkfs or peer) fails before the first run, with
-//! the fix in the message. Once runs start, a failing run is data, not an error. This module
+//! the fix in the message. Once runs start, a failing run is data, not an error; a signal
+//! (Ctrl-C reaches the unpacker too, which then fails its run) stops the matrix between runs,
+//! once the last run's filesystem is down. This module
 //! never measures anything itself ([`super::run`] does) and never formats output.
 
 use super::cache::Cache;
@@ -272,6 +274,10 @@ fn run_plan(ctx: &Context, plan: &Plan) -> Result<Vec<RowResult>> {
                 row.cache.name(),
                 tool.name()
             ));
+            if let Some(signal) = crate::interrupt::pending() {
+                bar.abandon();
+                return Err(Error::Interrupted { signal });
+            }
             let record = run_once(ctx, workload, row, tool, step.round)?;
             if !step.is_warm_up() {
                 runs[step.tool].push(record);

@@ -69,6 +69,10 @@ pub enum Error {
     /// A filesystem of the bench could not be taken down; continuing would leak it.
     #[error("{path}: cannot take the scratch filesystem down: {source}")]
     Teardown { path: PathBuf, source: io::Error },
+    /// SIGINT, SIGTERM or SIGHUP stopped the matrix between two runs (after taking the last
+    /// run's filesystem down).
+    #[error("stopped by signal {signal} after the run in progress; its filesystem is taken down")]
+    Interrupted { signal: i32 },
     /// Writing an output file failed.
     #[error("{path}: cannot write output: {message}")]
     Output { path: PathBuf, message: String },
@@ -78,6 +82,16 @@ impl Error {
     /// True for errors a user fixes by changing the command line (exit status 2).
     pub fn is_usage(&self) -> bool {
         matches!(self, Error::NeedsRoot(_) | Error::Usage(_))
+    }
+
+    /// The exit status for this error: 2 for usage, 128 + signal when a signal stopped the
+    /// matrix (the shell's convention), 1 otherwise.
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            Error::Interrupted { signal } => u8::try_from(128 + signal).unwrap_or(1),
+            e if e.is_usage() => 2,
+            _ => 1,
+        }
     }
 
     /// An I/O error about `path`.

@@ -8,7 +8,8 @@
 //! only problems that would corrupt every following run (a filesystem that does not come down,
 //! a cache that cannot be dropped) stop the matrix. It never measures anything but the child.
 
-use super::device::{Counters, Device};
+use super::device::{Device, DeviceUsage};
+use crate::vdisk::Counters;
 use super::engine::{self, Engine};
 use super::plan::{Row, Tool, Workload};
 use super::{Error, Result};
@@ -53,7 +54,7 @@ pub struct RunRecord {
     /// Our engine's own report (syscalls, phases, peak RSS); empty for peers.
     pub engine: Option<engine::Report>,
     /// What reached the device during the run, when the device counts.
-    pub device: Option<Counters>,
+    pub device: Option<DeviceUsage>,
     /// Why the run failed.
     pub error: Option<String>,
 }
@@ -96,7 +97,7 @@ pub fn run_once(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run:
     }
 }
 
-type CounterRead<'a> = &'a dyn Fn() -> Option<std::io::Result<Counters>>;
+type CounterRead<'a> = &'a dyn Fn() -> Option<Counters>;
 
 /// The run proper, in `base` (a fresh mount or directory).
 fn measure(
@@ -150,10 +151,7 @@ fn measure(
         exit_s: Some(exit_s),
         stable_s: Some(stable_s),
         applied_options: applied.clone(),
-        device: match (before, after) {
-            (Some(Ok(b)), Some(Ok(a))) => Some(a.since(b)),
-            _ => None,
-        },
+        device: before.zip(after).map(|(b, a)| a.since(&b).into()),
         ..RunRecord::default()
     };
     record.error = if !output.status.success() {

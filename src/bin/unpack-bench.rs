@@ -1,6 +1,7 @@
 //! `unpack-bench`: the benchmark matrix. Parses arguments, runs [`unpack::bench`], writes or
 //! prints the result. Exit status: 0 the matrix was made (failed runs are in it), 1 the bench
-//! itself failed, 2 usage (including not being root without `--dir`).
+//! itself failed, 2 usage (including not being root without `--dir`), 130/143/129 stopped by
+//! SIGINT/SIGTERM/SIGHUP between runs.
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -87,12 +88,13 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Ctrl-C stops the matrix between runs, so the last filesystem still comes down.
+    unpack::interrupt::install();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("unpack-bench: {e:#}");
-            let usage = e.downcast_ref::<unpack::bench::Error>().is_some_and(|e| e.is_usage());
-            ExitCode::from(if usage { 2 } else { 1 })
+            ExitCode::from(e.downcast_ref::<unpack::bench::Error>().map_or(1, |e| e.exit_status()))
         }
     }
 }
