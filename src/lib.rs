@@ -24,6 +24,7 @@ pub mod extract;
 pub mod interrupt;
 pub mod journal;
 pub mod mountinfo;
+pub mod pipeline;
 pub mod recover;
 pub mod report;
 pub mod root;
@@ -35,8 +36,9 @@ pub use durability::Strategy;
 pub use error::{Error, ExitCode, Result};
 pub use report::Report;
 
+use pipeline::Message;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -88,43 +90,16 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
         r => Some(r.describe(root)),
     };
     let calls = syscalls::Syscalls::default();
-    let total: u64 = packages.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
     let mut reports = Vec::with_capacity(packages.len());
     let state = root_handle.state_dir()?;
     let mut tx = extract::Transaction::new(&mut root_handle, state, options.strategy.as_ref(), &calls, options.stop.as_deref())?;
-    let mut done_before = 0;
-    for (index, package) in packages.iter().enumerate() {
-        let mut deb = deb::Deb::open(package)?;
-        let size = deb.len();
-        let consumed = deb.consumed();
-        let progress = options.progress.clone().map(|f| move || f(done_before + consumed.load(Relaxed), total));
-        let control = {
-            let (member, stream) = deb.control()?;
-            control::Control::from_tar(package, &member, stream)?
-        };
-        let mut report = report::PackageReport::new(control);
-        let (member, stream) = deb.data()?;
-        let bad = |e: std::io::Error| Error::bad(package, format!("{member}: {e}"));
-        let mut archive = tar::Archive::new(stream);
-        for item in archive.entries().map_err(bad)? {
-            let mut item = item.map_err(bad)?;
-            let Some(entry) = entry::validate(&mut item).map_err(|e| Error::bad(package, format!("{member}: {e}")))? else {
-                continue;
-            };
-            report.entries += 1;
-            if let entry::Kind::File { size } = entry.kind {
-                report.files += 1;
-                report.bytes += size;
-            }
-            tx.check_stop()?;
-            tx.add(index, package, &entry, &mut item)?;
-            if let Some(p) = &progress {
-                p();
-            }
-        }
-        done_before += size;
-        reports.push(report);
-    }
+    let (sender, receiver) = std::sync::mpsc::sync_channel(pipeline::QUEUE);
+    let progress = options.progress.as_deref();
+    std::thread::scope(|s| {
+        s.spawn(move || pipeline::read(packages, sender, progress));
+        // Returning drops the receiver, which stops a reader still sending.
+        write_all(&mut tx, receiver, &mut reports)
+    })?;
     let extract_s = started.elapsed().as_secs_f64();
     let names: Vec<String> = reports.iter().map(|r: &report::PackageReport| format!("{} {}", r.name, r.version)).collect();
     let times = commit::commit(&mut tx, &names)?;
@@ -146,6 +121,44 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
         peak_rss_bytes: report::peak_rss_bytes(),
         recovered,
     })
+}
+
+/// The writing half: takes what the reader thread sends and writes it into the transaction.
+fn write_all(tx: &mut extract::Transaction<'_>, rx: Receiver<Vec<Message>>, reports: &mut Vec<report::PackageReport>) -> Result<()> {
+    let mut package: Option<(usize, PathBuf)> = None;
+    let mut failed = None;
+    let mut rx = pipeline::Queue::new(rx);
+    while let Some(message) = rx.next() {
+        let entry = match message {
+            Message::Package { index, path, control } => {
+                reports.push(report::PackageReport::new(control));
+                package = Some((index, path));
+                continue;
+            }
+            Message::Failed(e) => return Err(e),
+            Message::Entry(entry) => entry,
+            Message::Data(_) => return Err(Error::Usage("internal: file data without an entry".into())),
+        };
+        let (Some((index, path)), Some(report)) = (&package, reports.last_mut()) else {
+            return Err(Error::Usage("internal: an entry before its package".into()));
+        };
+        report.entries += 1;
+        let size = match entry.kind {
+            entry::Kind::File { size } => {
+                report.files += 1;
+                report.bytes += size;
+                size
+            }
+            _ => 0,
+        };
+        tx.check_stop()?;
+        let added = tx.add(*index, path, &entry, &mut pipeline::FileData::new(&mut rx, size, &mut failed));
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
+        added?;
+    }
+    Ok(())
 }
 
 /// The directory cache holds a descriptor per directory of the package (linux-headers has

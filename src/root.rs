@@ -113,6 +113,8 @@ impl Root {
         let mut canon = PathBuf::new();
         let mut todo: VecDeque<OsString> = path.iter().map(OsStr::to_os_string).collect();
         let mut hops = 0;
+        // The directory this lookup just made, to mark it fresh once opened.
+        let mut made: Option<PathBuf> = None;
         while let Some(name) = todo.pop_front() {
             if name.is_empty() || name == "." {
                 continue;
@@ -137,7 +139,8 @@ impl Root {
             let target = match symlink_target {
                 Some(t) => t,
                 None => match self.open_child(&parent, &name, &next) {
-                    Ok(Child::Dir(dir)) => {
+                    Ok(Child::Dir(mut dir)) => {
+                        dir.fresh = made.as_ref() == Some(&next);
                         self.dirs.insert(next.clone(), dir);
                         canon = next;
                         continue;
@@ -149,6 +152,7 @@ impl Root {
                                 if let Some(list) = created.as_mut() {
                                     list.push(CreatedDir { parent, name: name.clone(), canon: next.clone() });
                                 }
+                                made = Some(next.clone());
                             }
                             // Made by someone else meanwhile: look again.
                             Err(Errno::EXIST) => {}

@@ -112,6 +112,9 @@ pub struct Directory {
     pub(crate) path: PathBuf,
     /// Its atime and mtime when the transaction first opened it, restored by a rollback.
     pub(crate) times_before: Arc<Timestamps>,
+    /// Made by this transaction: it holds nothing but the transaction's own names, so no name
+    /// in it needs looking at before it is created.
+    pub(crate) fresh: bool,
 }
 
 impl Directory {
@@ -122,7 +125,7 @@ impl Directory {
             last_access: rustix::fs::Timespec { tv_sec: st.st_atime as _, tv_nsec: st.st_atime_nsec as _ },
             last_modification: rustix::fs::Timespec { tv_sec: st.st_mtime as _, tv_nsec: st.st_mtime_nsec as _ },
         };
-        Ok(Directory { fd: Arc::new(fd), dev: st.st_dev, path, times_before: Arc::new(times_before) })
+        Ok(Directory { fd: Arc::new(fd), dev: st.st_dev, path, times_before: Arc::new(times_before), fresh: false })
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
