@@ -13,6 +13,7 @@
 //! # Ok::<(), unpack::Error>(())
 //! ```
 
+pub mod bench;
 pub mod commit;
 pub mod control;
 pub mod deb;
