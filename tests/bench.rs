@@ -359,3 +359,32 @@ fn a_signal_stops_the_matrix_between_runs_and_takes_its_filesystem_down() {
     assert!(stderr.contains("stopped by signal 15"), "{stderr}");
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
+
+/// On a virtual disk every run counts the flushes that reached the device: per-file fsync pays
+/// at least one per file, `none` none until it exits, and the markdown shows them beside the
+/// times.
+#[test]
+fn a_virtual_device_counts_the_flushes_each_strategy_pays() {
+    assert!(is_root(), "the integration tests run as root (loop devices, FUSE)");
+    let tmp = BenchTmp::new();
+    let outdir = tempfile::tempdir().unwrap();
+    let out = outdir.path().to_path_buf();
+    let r = bench(
+        tmp.path(),
+        &["--device", "flush=1ms,bw=unlimited", "--synthetic", "40:1k", "-o", "defaults", "-s", "none,fsync,syncfs", "--peers", "", "--runs", "1", "--out", out.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let runs = csv_records(&std::fs::read_to_string(out.join("matrix.csv")).unwrap());
+    let flushes = |tool: &str, column: &str| -> u64 {
+        let run = runs.iter().find(|r| r["tool"] == tool).unwrap_or_else(|| panic!("no {tool} run"));
+        run[column].parse().unwrap_or_else(|_| panic!("{tool} {column}: '{}'", run[column]))
+    };
+    assert_eq!(flushes("none", "device_flushes_at_exit"), 0, "none flushes nothing before it exits");
+    assert!(flushes("none", "device_flushes") > 0, "the syncfs after the run does");
+    assert!(flushes("fsync", "device_flushes_at_exit") >= 40, "one per file at least");
+    let syncfs = flushes("syncfs", "device_flushes_at_exit");
+    assert!(syncfs > 0 && syncfs < 40, "one transaction's worth: {syncfs}");
+    let md = std::fs::read_to_string(out.join("matrix.md")).unwrap();
+    assert!(md.contains("device: flush=1ms,bw=unlimited") && md.contains(" fl |"), "{md}");
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}

@@ -2,17 +2,17 @@
 //! device, with optional counters of what reached the device.
 //!
 //! Why pluggable: the native provider (a sparse file in the bench's scratch directory) measures
-//! this machine; the virtual disk (`src/vdisk/`, `--device`) will add device profiles and count
+//! this machine; the virtual disk (`src/vdisk/`, `--device`) adds device profiles and counts
 //! the flushes and bytes that reached the device, which is where durability is really paid.
-//! The run loop only sees this trait, so adding a provider touches nothing else: a virtual
-//! disk provider starts a `VDisk` per run, puts `ScratchFs::on_existing` on its image and hands
-//! the disk over as the [`DeviceInstance`], which drops after the filesystem.
+//! The run loop only sees this trait: the virtual provider starts a `VDisk` per run, puts
+//! `ScratchFs::on_existing` on its image and hands the disk over as the [`DeviceInstance`],
+//! which drops after the filesystem.
 //!
 //! A provider must hand out a fresh, empty device for every run and must never reuse one that a
 //! previous run wrote to.
 
 use crate::scratchfs::ScratchFs;
-use crate::vdisk::Counters;
+use crate::vdisk::{Counters, Profile, VDisk};
 use serde::Serialize;
 use std::io;
 use std::path::Path;
@@ -94,4 +94,54 @@ impl Device for Native {
         let fs = ScratchFs::create(fstype, &scratch.join("disk.img"), size, &scratch.join("mnt"), options)?;
         Ok(DeviceFs::new(fs, None))
     }
+}
+
+/// A virtual disk with a device profile (`--device hdd`, `--device flush=8ms,bw=150MB/s`): a
+/// fresh in-memory disk per run, which sleeps the profile's flush latency on every flush, paces
+/// writes to its bandwidth, and counts both.
+#[derive(Debug)]
+pub struct Virtual {
+    pub profile: Profile,
+}
+
+impl Device for Virtual {
+    fn describe(&self) -> String {
+        let bandwidth = self.profile.bandwidth().map_or("unlimited".to_string(), |b| format!("{} MB/s", b / 1_000_000));
+        format!("{} (virtual disk: flush {:?}, bandwidth {bandwidth})", self.profile.name(), self.profile.flush_latency())
+    }
+
+    fn fresh_filesystem(&self, fstype: &str, options: &str, size: u64, scratch: &Path) -> io::Result<DeviceFs> {
+        let dir = scratch.join("vdisk");
+        std::fs::create_dir_all(&dir)?;
+        let disk = VDisk::start(&self.profile, size, &dir, None).map_err(|e| io::Error::other(error_chain(&e)))?;
+        // The filesystem is dropped before the disk (DeviceFs's field order).
+        let fs = ScratchFs::on_existing(fstype, disk.image(), &scratch.join("mnt"), options)?;
+        Ok(DeviceFs::new(fs, Some(Box::new(disk))))
+    }
+}
+
+impl DeviceInstance for VDisk {
+    fn counters(&self) -> Option<Counters> {
+        VDisk::counters(self)
+    }
+}
+
+/// The provider for `--device NAME`: `native` is the machine itself.
+pub fn for_profile(profile: Profile) -> Box<dyn Device> {
+    if profile.is_emulated() {
+        Box::new(Virtual { profile })
+    } else {
+        Box::new(Native)
+    }
+}
+
+/// An error and its sources on one line, as the matrix's failure list shows them.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text += &format!(": {s}");
+        source = s.source();
+    }
+    text
 }

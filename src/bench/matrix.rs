@@ -68,6 +68,10 @@ pub struct Cell {
     pub exit: Option<Spread>,
     /// Until the data was stable, over the successful runs.
     pub stable: Option<Spread>,
+    /// Median device flushes per successful run until it exited and until the data was
+    /// stable, when the device counts: the numbers that explain the times.
+    pub device_flushes_at_exit: Option<u64>,
+    pub device_flushes: Option<u64>,
     pub runs: Vec<RunRecord>,
 }
 
@@ -81,6 +85,8 @@ impl Cell {
             failed: runs.len() - ok.len(),
             exit: Spread::of(&times(|r| r.exit_s)),
             stable: Spread::of(&times(|r| r.stable_s)),
+            device_flushes_at_exit: median_u64(ok.iter().filter_map(|r| r.device_at_exit.map(|d| d.flushes)).collect()),
+            device_flushes: median_u64(ok.iter().filter_map(|r| r.device.map(|d| d.flushes)).collect()),
             runs,
         }
     }
@@ -89,6 +95,11 @@ impl Cell {
     pub fn is_clean(&self) -> bool {
         self.failed == 0 && self.exit.is_some()
     }
+}
+
+fn median_u64(mut values: Vec<u64>) -> Option<u64> {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied()
 }
 
 /// One row's cells, in column order.

@@ -70,14 +70,17 @@ pub fn markdown(matrix: &Matrix) -> String {
         let first = &rows[0];
         let _ = writeln!(md, "\n## {} on {}, {}\n", first.workload, first.row.filesystem, first.row.scenario.name());
         let head = header(matrix);
-        let base_note = if rows.iter().any(|r| baseline(r).is_some()) { " (in brackets: ratio to `none` of the same row)" } else { "" };
+        let mut base_note = if rows.iter().any(|r| baseline(r).is_some()) { " (in brackets: ratio to `none` of the same row)" } else { "" }.to_string();
+        if rows.iter().any(|r| r.cells.iter().any(|c| c.device_flushes.is_some())) {
+            base_note += "; `fl`: device cache flushes per run (median)";
+        }
         let _ = writeln!(md, "Until the unpacker exited, median seconds{base_note}:\n\n{head}");
         for row in rows {
-            md += &table_line(row, |c| c.exit, |c| with_ratio(c, |c| c.exit, baseline(row).and_then(|b| b.exit)));
+            md += &table_line(row, |c| c.exit, |c| with_ratio(c, |c| c.exit, baseline(row).and_then(|b| b.exit), c.device_flushes_at_exit));
         }
         let _ = writeln!(md, "\nUntil the data was stable (exit + syncfs of the filesystem), median seconds{base_note}:\n\n{head}");
         for row in rows {
-            md += &table_line(row, |c| c.stable, |c| with_ratio(c, |c| c.stable, baseline(row).and_then(|b| b.stable)));
+            md += &table_line(row, |c| c.stable, |c| with_ratio(c, |c| c.stable, baseline(row).and_then(|b| b.stable), c.device_flushes));
         }
         let _ = writeln!(md, "\nSpread, min–max seconds (until exited / until stable):\n\n{head}");
         for row in rows {
@@ -149,19 +152,25 @@ fn table_line(row: &RowResult, present: fn(&Cell) -> Option<Spread>, text: impl 
     format!("| `{}` | {} | {} |\n", row.row.mount_options, row.row.cache.name(), cells.join(" | "))
 }
 
-fn with_ratio(cell: &Cell, pick: fn(&Cell) -> Option<Spread>, base: Option<Spread>) -> String {
+/// The median, its ratio to the baseline, and the device flushes per run where the device
+/// counts them.
+fn with_ratio(cell: &Cell, pick: fn(&Cell) -> Option<Spread>, base: Option<Spread>, flushes: Option<u64>) -> String {
     let Some(s) = pick(cell) else { return "–".to_string() };
-    match base.and_then(|b| ratio(s.median, b.median)) {
+    let mut text = match base.and_then(|b| ratio(s.median, b.median)) {
         Some(r) => format!("{} ({r:.2}×)", secs(s.median)),
         None => secs(s.median),
+    };
+    if let Some(flushes) = flushes {
+        let _ = write!(text, " · {flushes} fl");
     }
+    text
 }
 
 /// The CSV columns, one line per counted run.
 pub const CSV_COLUMNS: &[&str] = &[
     "workload", "filesystem", "scenario", "mount_options", "applied_options", "cache", "tool", "kind", "run", "ok",
     "exit_code", "exit_s", "stable_s", "extract_s", "barrier_s", "rename_s", "dirsync_s", "engine_total_s", "fsync",
-    "fdatasync", "sync", "syncfs", "sync_file_range", "rename", "peak_rss_bytes", "device_flushes", "device_bytes",
+    "fdatasync", "sync", "syncfs", "sync_file_range", "rename", "peak_rss_bytes", "device_flushes", "device_bytes", "device_flushes_at_exit",
     "error", "kernel", "cpus", "packages",
 ];
 
@@ -208,6 +217,7 @@ pub fn csv(matrix: &Matrix) -> String {
                     opt(e.map(|e| e.peak_rss_bytes.to_string())),
                     opt(run.device.map(|d| d.flushes.to_string())),
                     opt(run.device.map(|d| d.bytes.to_string())),
+                    opt(run.device_at_exit.map(|d| d.flushes.to_string())),
                     opt(run.error.clone()),
                     env.kernel.clone(),
                     env.cpus.to_string(),

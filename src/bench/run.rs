@@ -53,8 +53,10 @@ pub struct RunRecord {
     pub applied_options: Option<String>,
     /// Our engine's own report (syscalls, phases, peak RSS); empty for peers.
     pub engine: Option<engine::Report>,
-    /// What reached the device during the run, when the device counts.
+    /// What reached the device until the data was stable, when the device counts.
     pub device: Option<DeviceUsage>,
+    /// What reached the device until the unpacker exited.
+    pub device_at_exit: Option<DeviceUsage>,
     /// Why the run failed.
     pub error: Option<String>,
 }
@@ -137,6 +139,7 @@ fn measure(
         Tool::Peer(peer) => peer.run(&packages, &root),
     };
     let exit_s = start.elapsed().as_secs_f64();
+    let at_exit = counters();
     let synced = rustix::fs::syncfs(&fs_fd);
     let stable_s = start.elapsed().as_secs_f64();
     let after = counters();
@@ -152,6 +155,7 @@ fn measure(
         stable_s: Some(stable_s),
         applied_options: applied.clone(),
         device: before.zip(after).map(|(b, a)| a.since(&b).into()),
+        device_at_exit: before.zip(at_exit).map(|(b, a)| a.since(&b).into()),
         ..RunRecord::default()
     };
     record.error = if !output.status.success() {

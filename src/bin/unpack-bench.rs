@@ -8,7 +8,7 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use unpack::bench::cache::Cache;
-use unpack::bench::device::Native;
+use unpack::bench::device;
 use unpack::bench::peers::Peer;
 use unpack::bench::scenario::Scenario;
 use unpack::bench::{output, run_matrix, synthetic, Config};
@@ -80,6 +80,12 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 
+    /// The device under every filesystem: native (this machine), nvme, ssd, hdd, sdcard, or
+    /// flush=LATENCY,bw=BANDWIDTH (e.g. flush=8ms,bw=150MB/s), emulated by a virtual disk that
+    /// counts the flushes and bytes reaching it.
+    #[arg(long, value_name = "NAME", default_value = "native", conflicts_with = "dir")]
+    device: unpack::vdisk::Profile,
+
     /// Write matrix.md, matrix.csv, matrix.json and matrix.svg here instead of printing the
     /// markdown.
     #[arg(long, value_name = "DIR")]
@@ -116,7 +122,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         scenarios: args.scenario,
         runs: args.runs,
         dir: args.dir,
-        device: Box::new(Native),
+        device: device::for_profile(args.device),
     };
     let matrix = run_matrix(config)?;
     match &args.out {
