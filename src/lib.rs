@@ -14,6 +14,7 @@
 //! ```
 
 pub mod bench;
+pub mod cli;
 pub mod commit;
 pub mod control;
 pub mod deb;
