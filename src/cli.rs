@@ -10,7 +10,6 @@
 
 use clap::{Arg, Parser};
 use clap_complete::Shell;
-use std::ffi::OsString;
 use std::io::Write;
 
 const COMPLETIONS: &str = "completions";
@@ -27,22 +26,6 @@ pub enum Invocation<C> {
 /// `C::try_parse()`, except that `--completions SHELL` prints SHELL's completion script for `C`
 /// on stdout instead.
 pub fn try_parse<C: Parser>() -> Result<Invocation<C>, clap::Error> {
-    try_parse_from(std::env::args_os(), &mut std::io::stdout().lock())
-}
-
-/// `C::parse()`, except for `--completions SHELL` as in [`try_parse`]: a usage error, `--help`
-/// or `--version` prints and exits as clap does.
-pub fn parse<C: Parser>() -> Invocation<C> {
-    try_parse().unwrap_or_else(|e| e.exit())
-}
-
-/// [`try_parse`] of `args` (the program name first), writing a completion script to `out`.
-pub fn try_parse_from<C, I, T>(args: I, out: &mut dyn Write) -> Result<Invocation<C>, clap::Error>
-where
-    C: Parser,
-    I: IntoIterator<Item = T>,
-    T: Into<OsString> + Clone,
-{
     let mut cmd = C::command().arg(
         Arg::new(COMPLETIONS)
             .long(COMPLETIONS)
@@ -51,13 +34,23 @@ where
             .exclusive(true)
             .hide(true),
     );
-    let mut matches = cmd.try_get_matches_from_mut(args)?;
+    let mut matches = cmd.try_get_matches_from_mut(std::env::args_os())?;
     if let Some(shell) = matches.get_one::<Shell>(COMPLETIONS).copied() {
-        // The script is made from the program's own definition, without this option.
+        // The script is made from the program's own definition, without this option, into a
+        // buffer: clap_complete panics when its writer fails (a closed pipe), a write here
+        // returns the error.
         let mut own = C::command();
         let name = own.get_name().to_string();
-        clap_complete::generate(shell, &mut own, name, out);
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut own, name, &mut script);
+        std::io::stdout().lock().write_all(&script)?;
         return Ok(Invocation::Completions);
     }
     C::from_arg_matches_mut(&mut matches).map(Invocation::Run).map_err(|e| e.format(&mut cmd))
+}
+
+/// `C::parse()`, except for `--completions SHELL` as in [`try_parse`]: a usage error, `--help`
+/// or `--version` prints and exits as clap does.
+pub fn parse<C: Parser>() -> Invocation<C> {
+    try_parse().unwrap_or_else(|e| e.exit())
 }
