@@ -245,8 +245,8 @@ impl<'a> Transaction<'a> {
             Ok(_) => {
                 let fd = rustix::fs::openat(dir.fd(), name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
                     .map_err(|e| Error::root(display, "opening directory", e))?;
-                let mut entries = rustix::fs::Dir::read_from(&fd).map_err(|e| Error::root(display, "reading directory", e))?;
-                while let Some(e) = entries.next() {
+                let entries = rustix::fs::Dir::read_from(&fd).map_err(|e| Error::root(display, "reading directory", e))?;
+                for e in entries {
                     let e = e.map_err(|e| Error::root(display, "reading directory", e))?;
                     if e.file_name().to_bytes() != b"." && e.file_name().to_bytes() != b".." {
                         return Err(Error::Conflict {

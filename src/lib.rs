@@ -140,7 +140,7 @@ fn write_all(tx: &mut extract::Transaction<'_>, rx: Receiver<Vec<Message>>, repo
     let mut package: Option<(usize, PathBuf)> = None;
     let mut failed = None;
     let mut rx = pipeline::Queue::new(rx);
-    while let Some(message) = rx.next() {
+    while let Some(message) = rx.recv() {
         let entry = match message {
             Message::Package { index, path, control } => {
                 reports.push(report::PackageReport::new(control));

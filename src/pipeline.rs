@@ -153,7 +153,7 @@ impl Queue {
     }
 
     /// The next message; `None` when the reader is done.
-    pub fn next(&mut self) -> Option<Message> {
+    pub fn recv(&mut self) -> Option<Message> {
         loop {
             if let Some(m) = self.batch.next() {
                 return Some(m);
@@ -186,7 +186,7 @@ impl Read for FileData<'_> {
             if self.left == 0 {
                 return Ok(0);
             }
-            match self.rx.next() {
+            match self.rx.recv() {
                 Some(Message::Data(d)) => {
                     self.left = self.left.saturating_sub(d.len() as u64);
                     self.pending = d;
