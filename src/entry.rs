@@ -6,13 +6,17 @@
 //! 07777 are dropped. What leaves this module is safe to hand to `root.rs`, which still confines
 //! every lookup by itself. This module never touches the filesystem.
 
+use crate::extract::TEMP_SUFFIX;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// The longest name of one path component Linux accepts.
-const NAME_MAX: usize = 255;
+pub(crate) const NAME_MAX: usize = 255;
+
+/// The longest symlink target symlink(2) accepts (PATH_MAX less its NUL).
+const SYMLINK_MAX: usize = 4095;
 
 /// What an entry is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +79,14 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
         if target.is_empty() {
             return Err(err("symlink with an empty target".into()));
         }
+        // The kernel cannot make these (EINVAL, ENAMETOOLONG): refused here, so that the
+        // package is blamed (exit 3) and not the root (exit 4). Found by fuzzing.
+        if target.contains(&0) {
+            return Err(err("symlink target contains a NUL byte".into()));
+        }
+        if target.len() > SYMLINK_MAX {
+            return Err(err(format!("symlink target of {} bytes is longer than {SYMLINK_MAX}", target.len())));
+        }
         Kind::Symlink { target: OsStr::from_bytes(&target).to_os_string() }
     } else if etype.is_hard_link() {
         let target = clean_path(&link()?).map_err(|e| err(format!("hard link target: {e}")))?;
@@ -115,6 +127,9 @@ pub fn clean_path(raw: &[u8]) -> Result<PathBuf, String> {
             b".." => return Err("path contains '..'".into()),
             _ if part.len() > NAME_MAX => return Err(format!("a name of {} bytes is longer than {NAME_MAX}", part.len())),
             _ if part.contains(&0) => return Err("path contains a NUL byte".into()),
+            // The engine's own temporary names: such an entry would be mistaken for one (its
+            // temporary file overwritten by another's rename, an installed one removed as stale).
+            _ if part.ends_with(TEMP_SUFFIX.as_bytes()) => return Err(format!("a name ending in '{TEMP_SUFFIX}' (the engine's temporary names)")),
             _ => path.push(OsStr::from_bytes(part)),
         }
     }
@@ -137,8 +152,8 @@ fn pax_time(value: &[u8]) -> Option<(i64, u32)> {
     let digits: String = frac.chars().chain(std::iter::repeat('0')).take(9).collect();
     let nanos: u32 = digits.parse().ok()?;
     if secs < 0 && nanos > 0 {
-        // -1.5 is 1.5 s before the epoch: -2 s plus 0.5 s.
-        return Some((secs - 1, 1_000_000_000 - nanos));
+        // -1.5 is 1.5 s before the epoch: -2 s plus 0.5 s. At i64::MIN there is no -2 s.
+        return Some((secs.checked_sub(1)?, 1_000_000_000 - nanos));
     }
     Some((secs, nanos))
 }
@@ -156,6 +171,9 @@ mod tests {
         assert!(clean_path(b"..").is_err());
         assert!(clean_path(&[b'a'; 256]).is_err());
         assert!(clean_path(&[b'a'; 255]).is_ok());
+        assert!(clean_path(b"usr/bin/tool.unpack-new").is_err());
+        assert!(clean_path(b"usr/x.unpack-new/tool").is_err());
+        assert!(clean_path(b"usr/x.unpack-newer").is_ok());
     }
 
     #[test]
@@ -164,6 +182,9 @@ mod tests {
         assert_eq!(pax_time(b"1700000000.25"), Some((1_700_000_000, 250_000_000)));
         assert_eq!(pax_time(b"-1.5"), Some((-2, 500_000_000)));
         assert_eq!(pax_time(b"x"), None);
+        // i64::MIN with a fraction: the borrowed second would overflow.
+        assert_eq!(pax_time(b"-9223372036854775808.5"), None);
+        assert_eq!(pax_time(b"-9223372036854775808"), Some((i64::MIN, 0)));
     }
 
     #[test]

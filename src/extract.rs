@@ -10,7 +10,7 @@
 //! which runs on any error and on drop.
 
 use crate::durability::{Directory, Strategy, TempFile};
-use crate::entry::{Entry, Kind};
+use crate::entry::{Entry, Kind, NAME_MAX};
 use crate::error::{Error, Result};
 use crate::root::{CreatedDir, Pending, ResolveError, Root};
 use crate::syscalls::Syscalls;
@@ -138,6 +138,11 @@ impl<'a> Transaction<'a> {
         let display = self.root.display(&canon);
         let replaces_empty_dir = self.check_final_name(&dir, name, &display)?;
         let temp = temp_name(name);
+        // A name of up to 255 bytes is valid, its temporary name 11 bytes longer may not be:
+        // that is the package's limit (exit 3), not an I/O error in the root (exit 4).
+        if temp.len() > NAME_MAX {
+            return Err(Error::bad(package, format!("entry '{}': the name is too long to add '{TEMP_SUFFIX}' to it", entry.path.display())));
+        }
         match rustix::fs::unlinkat(dir.fd(), &temp, AtFlags::empty()) {
             Ok(()) | Err(Errno::NOENT) => {}
             Err(e) => return Err(Error::root(self.root.display(&canon_dir.join(&temp)), "removing a stale temporary file", e)),
