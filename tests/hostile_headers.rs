@@ -100,30 +100,37 @@ fn installed_root(fs: &Scratch, name: &str) -> PathBuf {
     root
 }
 
+/// Everything on the scratch filesystem but the root `name`: what no package may change.
+fn beside(fs: &Scratch, name: &str) -> std::collections::BTreeMap<PathBuf, Node> {
+    snapshot(fs.path()).into_iter().filter(|(p, _)| !p.starts_with(name)).collect()
+}
+
 /// Unpacks `data` (a data.tar) as package `name` over an installed root and asserts it is
 /// refused as a bad package, by a message that names it and says `why`, leaving the root as it
 /// was and nothing beside it.
 fn assert_refused(fs: &Scratch, name: &str, data_name: &str, data: &[u8], why: &str) {
     let root = installed_root(fs, name);
     let before = snapshot(&root);
-    let beside = || -> std::collections::BTreeMap<_, _> { snapshot(fs.path()).into_iter().filter(|(p, _)| !p.starts_with(name)).collect() };
-    let beside_before = beside();
+    let beside_before = beside(fs, name);
     let deb = write_deb(fs.dir.path(), &format!("{name}.deb"), data_name, data);
     let r = unpack(["-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
     assert_eq!(r.code, 3, "{name}: {}", r.stderr);
     assert!(r.stderr.starts_with("unpack: error: ") && r.stderr.contains(&format!("{name}.deb")), "{name}: {}", r.stderr);
     assert!(r.stderr.contains(why), "{name}: expected '{why}' in: {}", r.stderr);
     assert_same_tree(&snapshot(&root), &before, name);
-    assert_same_tree(&beside(), &beside_before, &format!("{name}: beside the root"));
+    assert_same_tree(&beside(fs, name), &beside_before, &format!("{name}: beside the root"));
 }
 
-/// Unpacks `data` as package `name` into a fresh root and asserts it succeeds; returns the root.
+/// Unpacks `data` as package `name` into a fresh root and asserts it succeeds without a
+/// temporary file left or anything beside the root changed; returns the root.
 fn assert_unpacked(fs: &Scratch, name: &str, data_name: &str, data: &[u8]) -> PathBuf {
     let root = fs.subdir(name);
+    let beside_before = beside(fs, name);
     let deb = write_deb(fs.dir.path(), &format!("{name}.deb"), data_name, data);
     let r = unpack(["-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{name}: {}", r.stderr);
     assert!(leftover_temps(&root).is_empty(), "{name}");
+    assert_same_tree(&beside(fs, name), &beside_before, &format!("{name}: beside the root"));
     root
 }
 
