@@ -73,7 +73,7 @@ pub fn deb_with_data(data: &[u8]) -> Vec<u8> {
     });
     let mut deb = b"!<arch>\n".to_vec();
     for (name, member) in [("debian-binary", &b"2.0\n"[..]), ("control.tar", control), ("data.tar", data)] {
-        write!(deb, "{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", 0, 0, 0, 100644, member.len()).expect("writing to a Vec");
+        writeln!(deb, "{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`", 0, 0, 0, 100644, member.len()).expect("writing to a Vec");
         deb.extend_from_slice(member);
         if member.len() % 2 == 1 {
             deb.push(b'\n');

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 pub fn ar(members: &[(&str, &[u8])]) -> Vec<u8> {
     let mut out = b"!<arch>\n".to_vec();
     for (name, data) in members {
-        write!(out, "{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", 1_700_000_000, 0, 0, 100644, data.len()).unwrap();
+        writeln!(out, "{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`", 1_700_000_000, 0, 0, 100644, data.len()).unwrap();
         out.extend_from_slice(data);
         if data.len() % 2 == 1 {
             out.push(b'\n');
