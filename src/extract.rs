@@ -136,7 +136,14 @@ impl<'a> Transaction<'a> {
             return self.add_dir(pkg, package, entry, &canon);
         }
         let display = self.root.display(&canon);
-        let replaces_empty_dir = self.check_final_name(&dir, name, &display)?;
+        let replaces_empty_dir = match self.check_final_name(&dir, name, &display) {
+            // A directory this transaction made for earlier entries under it: the package
+            // contradicts itself (exit 3), the root had nothing there.
+            Err(Error::Conflict { .. }) if self.created.iter().any(|d| d.canon == canon) => {
+                return Err(Error::bad(package, format!("entry '{}': the package already has entries under this path", entry.path.display())));
+            }
+            other => other?,
+        };
         let temp = temp_name(name);
         // A name of up to 255 bytes is valid, its temporary name 11 bytes longer may not be:
         // that is the package's limit (exit 3), not an I/O error in the root (exit 4).

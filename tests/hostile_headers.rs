@@ -308,6 +308,9 @@ fn the_same_path_twice_is_refused_unless_both_are_directories() {
     for (name, recs) in cases {
         assert_refused(&fs, name, "data.tar", &tar(recs), "the path is already in this package");
     }
+    // A file where the package already put entries, its directory implied: the package's
+    // fault, not a conflict with a root that had nothing there.
+    assert_refused(&fs, "file-where-an-implied-dir-was", "data.tar", &tar(vec![file("./x/y", b"one"), file("./x", b"two")]), "already has entries under this path");
     // A path under what the package made a file: not a directory.
     assert_refused(&fs, "under-a-file", "data.tar", &tar(vec![file("./f", b"one"), file("./f/g", b"two")]), "'f' is not a directory in this package");
     // Directories may repeat (packages list parents again); the last one's metadata wins.
