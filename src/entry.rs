@@ -7,16 +7,73 @@
 //! every lookup by itself. This module never touches the filesystem.
 
 use crate::extract::TEMP_SUFFIX;
+use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
+use std::rc::Rc;
 
 /// The longest name of one path component Linux accepts.
 pub(crate) const NAME_MAX: usize = 255;
 
 /// The longest symlink target symlink(2) accepts (PATH_MAX less its NUL).
 const SYMLINK_MAX: usize = 4095;
+
+/// The most bytes the tar reader may read to reach one entry: its headers, GNU long names,
+/// PAX records, and the data of the entry before it that nobody read. Real ones are a few
+/// hundred bytes.
+const MAX_HEADER_BYTES: u64 = 1 << 20;
+
+/// A tar stream whose reads are bounded while the tar reader looks for the next entry, and
+/// unbounded while an entry is held ([`Meter::entry`]). The tar crate reads a GNU long name or
+/// a PAX record into memory whole, whatever size its header claims: without this bound a
+/// package of a few KiB of zstd could make it allocate gigabytes.
+pub struct Metered<R> {
+    inner: R,
+    left: Rc<Cell<u64>>,
+}
+
+/// Switches the bound of a [`Metered`] stream off while an entry is held.
+pub struct Meter(Rc<Cell<u64>>);
+
+/// An entry is held: its data may be read without bound. Dropping it bounds the stream again.
+pub struct Held(Rc<Cell<u64>>);
+
+/// `inner`, bounded to [`MAX_HEADER_BYTES`] until the first entry is held.
+pub fn metered<R: Read>(inner: R) -> (Metered<R>, Meter) {
+    let left = Rc::new(Cell::new(MAX_HEADER_BYTES));
+    (Metered { inner, left: left.clone() }, Meter(left))
+}
+
+impl Meter {
+    /// Call on each entry the tar reader yields, and keep the result while reading its data.
+    pub fn entry(&self) -> Held {
+        self.0.set(u64::MAX);
+        Held(self.0.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.set(MAX_HEADER_BYTES);
+    }
+}
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.left.get();
+        if left == 0 {
+            return Err(std::io::Error::other(format!("more than {MAX_HEADER_BYTES} bytes of tar headers for one entry")));
+        }
+        let room = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..room])?;
+        if left != u64::MAX {
+            self.left.set(left - n as u64);
+        }
+        Ok(n)
+    }
+}
 
 /// What an entry is.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -82,9 +82,11 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
         let mut report = report::PackageReport::new(control);
         let (member, stream) = deb.data()?;
         let bad = |e: std::io::Error| Error::bad(package, format!("{member}: {e}"));
+        let (stream, meter) = entry::metered(stream);
         let mut archive = tar::Archive::new(stream);
         for item in archive.entries().map_err(bad)? {
             let mut item = item.map_err(bad)?;
+            let _held = meter.entry();
             let Some(entry) = entry::validate(&mut item).map_err(|e| Error::bad(package, format!("{member}: {e}")))? else {
                 continue;
             };

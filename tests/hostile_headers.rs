@@ -100,20 +100,29 @@ fn installed_root(fs: &Scratch, name: &str) -> PathBuf {
     root
 }
 
+/// The address space every hostile unpack here runs in: what "memory stays bounded" means.
+const MEMORY_LIMIT: u64 = 512 << 20;
+
+/// `unpack -s none DEB ROOT` in at most [`MEMORY_LIMIT`] of address space (prlimit, util-linux).
+fn unpack_bounded(deb: &Path, root: &Path) -> Run {
+    let limit = format!("--as={MEMORY_LIMIT}");
+    run(std::process::Command::new("prlimit").args([&limit, "--", unpack_bin(), "-s", "none"]).arg(deb).arg(root))
+}
+
 /// Everything on the scratch filesystem but the root `name`: what no package may change.
 fn beside(fs: &Scratch, name: &str) -> std::collections::BTreeMap<PathBuf, Node> {
     snapshot(fs.path()).into_iter().filter(|(p, _)| !p.starts_with(name)).collect()
 }
 
-/// Unpacks `data` (a data.tar) as package `name` over an installed root and asserts it is
-/// refused as a bad package, by a message that names it and says `why`, leaving the root as it
+/// Unpacks `data` (a data.tar) as package `name` over an installed root, in bounded memory,
+/// and asserts it is refused as a bad package, by a message that names it and says `why`, leaving the root as it
 /// was and nothing beside it.
 fn assert_refused(fs: &Scratch, name: &str, data_name: &str, data: &[u8], why: &str) {
     let root = installed_root(fs, name);
     let before = snapshot(&root);
     let beside_before = beside(fs, name);
     let deb = write_deb(fs.dir.path(), &format!("{name}.deb"), data_name, data);
-    let r = unpack(["-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
+    let r = unpack_bounded(&deb, &root);
     assert_eq!(r.code, 3, "{name}: {}", r.stderr);
     assert!(r.stderr.starts_with("unpack: error: ") && r.stderr.contains(&format!("{name}.deb")), "{name}: {}", r.stderr);
     assert!(r.stderr.contains(why), "{name}: expected '{why}' in: {}", r.stderr);
@@ -121,13 +130,14 @@ fn assert_refused(fs: &Scratch, name: &str, data_name: &str, data: &[u8], why: &
     assert_same_tree(&beside(fs, name), &beside_before, &format!("{name}: beside the root"));
 }
 
-/// Unpacks `data` as package `name` into a fresh root and asserts it succeeds without a
+/// Unpacks `data` as package `name` into a fresh root, in bounded memory, and asserts it
+/// succeeds without a
 /// temporary file left or anything beside the root changed; returns the root.
 fn assert_unpacked(fs: &Scratch, name: &str, data_name: &str, data: &[u8]) -> PathBuf {
     let root = fs.subdir(name);
     let beside_before = beside(fs, name);
     let deb = write_deb(fs.dir.path(), &format!("{name}.deb"), data_name, data);
-    let r = unpack(["-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
+    let r = unpack_bounded(&deb, &root);
     assert_eq!(r.code, 0, "{name}: {}", r.stderr);
     assert!(leftover_temps(&root).is_empty(), "{name}");
     assert_same_tree(&beside(fs, name), &beside_before, &format!("{name}: beside the root"));
@@ -372,4 +382,37 @@ fn decompressors_refuse_headers_that_demand_more_than_128_mib() {
     assert_eq!(std::fs::read(root.join("usr/hello")).unwrap(), b"hello\n");
     assert_refused(&fs, "zst-256mib", "data.tar.zst", &zst_with_window(28), "too much memory");
     assert_refused(&fs, "zst-2gib", "data.tar.zst", &zst_with_window(31), "too much memory");
+}
+
+/// A data.tar.zst of a few KiB: a header of type `kind` claiming `mib` MiB, then that many
+/// MiB of zeros, as one zstd frame per MiB (the decoder reads frame after frame).
+fn header_bomb(kind: EntryType, mib: u64) -> Vec<u8> {
+    let bomb = with(rec(b"././@LongLink", kind, b""), |h| h.set_size(mib << 20));
+    let mut zst = zstd::stream::encode_all(&bomb.header.as_bytes()[..], 1).unwrap();
+    let one_mib = zstd::stream::encode_all(&vec![0u8; 1 << 20][..], 1).unwrap();
+    for _ in 0..mib {
+        zst.extend_from_slice(&one_mib);
+    }
+    zst
+}
+
+#[test]
+fn a_gigabyte_long_name_or_pax_header_is_refused_in_bounded_memory() {
+    let fs = scratch("ext4", "defaults");
+    // The tar crate reads these records into memory whole; real ones are a few hundred bytes.
+    for (name, kind) in [("long-name-bomb", EntryType::GNULongName), ("long-link-bomb", EntryType::GNULongLink), ("pax-bomb", EntryType::XHeader)] {
+        let bomb = header_bomb(kind, 1024);
+        assert!(bomb.len() < 256 << 10, "{name}: {} bytes", bomb.len());
+        assert_refused(&fs, name, "data.tar.zst", &bomb, "bytes of tar headers");
+    }
+    // The same in control.tar, which the engine reads first.
+    let root = installed_root(&fs, "control-bomb");
+    let before = snapshot(&root);
+    let deb = fs.dir.path().join("control-bomb.deb");
+    let members: [(&str, &[u8]); 3] = [("debian-binary", b"2.0\n"), ("control.tar.zst", &header_bomb(EntryType::GNULongName, 1024)), ("data.tar", &tar(vec![]))];
+    std::fs::write(&deb, common::deb_builder::ar(&members)).unwrap();
+    let r = unpack_bounded(&deb, &root);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("bytes of tar headers"), "{}", r.stderr);
+    assert_same_tree(&snapshot(&root), &before, "control-bomb");
 }
