@@ -415,4 +415,15 @@ fn a_gigabyte_long_name_or_pax_header_is_refused_in_bounded_memory() {
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("bytes of tar headers"), "{}", r.stderr);
     assert_same_tree(&snapshot(&root), &before, "control-bomb");
+
+    // The bound is on headers only: a 2 MiB md5sums before ./control is read past as data.
+    let control = b"Package: big\nVersion: 1\n";
+    let big_md5sums = tar(vec![file("./md5sums", &vec![b'0'; 2 << 20]), file("./control", control)]);
+    let members: [(&str, &[u8]); 3] = [("debian-binary", b"2.0\n"), ("control.tar", &big_md5sums), ("data.tar", &small_tar())];
+    let deb = fs.dir.path().join("big-md5sums.deb");
+    std::fs::write(&deb, common::deb_builder::ar(&members)).unwrap();
+    let root = fs.subdir("big-md5sums");
+    let r = unpack_bounded(&deb, &root);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(root.join("usr/hello").is_file());
 }
