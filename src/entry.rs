@@ -3,7 +3,8 @@
 //! Everything the archive says is checked here before the engine acts on it: paths are split
 //! into plain components (no `..`, no empty or over-long names; a leading `/` means the root),
 //! link targets likewise for hard links, ids and times are range-checked, mode bits beyond
-//! 07777 are dropped. What leaves this module is safe to hand to `root.rs`, which still confines
+//! 07777 are dropped, and the tar reader may read at most 1 MiB of headers to reach one entry
+//! ([`metered`]). What leaves this module is safe to hand to `root.rs`, which still confines
 //! every lookup by itself. This module never touches the filesystem.
 
 use crate::extract::TEMP_SUFFIX;
