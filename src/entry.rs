@@ -41,7 +41,7 @@ pub struct Meter(Rc<Cell<u64>>);
 /// An entry is held: its data may be read without bound. Dropping it bounds the stream again.
 pub struct Held(Rc<Cell<u64>>);
 
-/// `inner`, bounded to [`MAX_HEADER_BYTES`] until the first entry is held.
+/// `inner`, bounded to 1 MiB of reads until the first entry is held.
 pub fn metered<R: Read>(inner: R) -> (Metered<R>, Meter) {
     let left = Rc::new(Cell::new(MAX_HEADER_BYTES));
     (Metered { inner, left: left.clone() }, Meter(left))
