@@ -89,10 +89,12 @@ fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressF
         let size = deb.len();
         let (member, stream) = deb.data()?;
         let bad = |e: io::Error| Error::bad(package, format!("{member}: {e}"));
+        let (stream, meter) = entry::metered(stream);
         let mut archive = tar::Archive::new(stream);
         let mut buffer = vec![0u8; CHUNK];
         for item in archive.entries().map_err(bad)? {
             let mut item = item.map_err(bad)?;
+            let _held = meter.entry();
             let Some(entry) = entry::validate(&mut item).map_err(|e| Error::bad(package, format!("{member}: {e}")))? else {
                 continue;
             };
