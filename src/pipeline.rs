@@ -9,7 +9,7 @@
 //! and it stops as soon as the writer hangs up (an error or a signal on the writing side).
 
 use crate::control::Control;
-use crate::deb::Deb;
+use crate::deb::{read_full, Deb};
 use crate::entry::{self, Entry, Kind};
 use crate::error::{Error, Result};
 use crate::ProgressFn;
@@ -128,19 +128,6 @@ fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressF
         done_before += size;
     }
     Ok(())
-}
-
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// The writer's end of the queue: messages one by one out of the batches.
