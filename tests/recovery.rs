@@ -218,10 +218,8 @@ fn a_full_disk_exits_4_and_keeps_the_old_files() {
 fn an_unwritable_root_exits_4_before_writing_anything() {
     let fs = scratch("ext4", "defaults");
     let root = fs.subdir("root");
-    let r = run(Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", unpack_bin()])
-        .arg(fixture("many_1.0_all.deb"))
-        .arg(&root));
+    let nobody = ForNobody::new(&["many_1.0_all.deb"]);
+    let r = run(nobody.command("unpack").arg(nobody.path("many_1.0_all.deb")).arg(&root));
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(r.stderr.contains("Permission denied") && r.stderr.contains(root.to_str().unwrap()), "{}", r.stderr);
     assert!(snapshot(&root).is_empty());

@@ -394,13 +394,11 @@ fn devices_without_root_exit_3_naming_the_entry() {
     let fs = scratch("ext4", "defaults");
     let user_dir = fs.subdir("user");
     std::fs::set_permissions(&user_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let nobody = ForNobody::new(&["devices-only.deb", "types-nodev_1.0_all.deb"]);
     let as_nobody = |deb: &str| {
         let root = tempfile::tempdir_in(&user_dir).unwrap().keep();
         std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-        let r = run(Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", unpack_bin(), "-s", "fsync"])
-            .arg(fixture(deb))
-            .arg(&root));
+        let r = run(nobody.command("unpack").args(["-s", "fsync"]).arg(nobody.path(deb)).arg(&root));
         (r, root)
     };
     let (r, root) = as_nobody("devices-only.deb");

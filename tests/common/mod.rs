@@ -83,6 +83,8 @@ pub fn scratch(fstype: &str, options: &str) -> Scratch {
 
 pub fn scratch_sized(fstype: &str, options: &str, size: u64) -> Scratch {
     let dir = tempfile::Builder::new().prefix("unpack-test").tempdir().unwrap();
+    // Tests also run the binaries as `nobody`, who must reach the mount point.
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let fs = ScratchFs::create(fstype, &dir.path().join("fs.img"), size, &dir.path().join("mnt"), options)
         .unwrap_or_else(|e| panic!("scratch {fstype} -o {options}: {e}"));
     Scratch { fs, dir }
@@ -223,4 +225,42 @@ pub fn assert_same_tree(ours: &BTreeMap<PathBuf, Node>, theirs: &BTreeMap<PathBu
 /// Temporary names the engine may have left: there must be none.
 pub fn leftover_temps(root: &Path) -> Vec<PathBuf> {
     snapshot(root).into_keys().filter(|p| p.to_string_lossy().ends_with(".unpack-new")).collect()
+}
+
+/// A directory `nobody` can read, with copies of the binaries and of the named fixtures: the
+/// checkout itself may sit under a directory only root can enter (CI clones into one), and a
+/// test about an unprivileged user must fail for the reason it tests, not for that.
+pub struct ForNobody {
+    pub dir: tempfile::TempDir,
+}
+
+impl ForNobody {
+    pub fn new(fixtures: &[&str]) -> ForNobody {
+        let dir = tempfile::Builder::new().prefix("unpack-nobody").tempdir().unwrap();
+        let world = |p: &Path, mode: u32| std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+        world(dir.path(), 0o755);
+        for bin in [env!("CARGO_BIN_EXE_unpack"), env!("CARGO_BIN_EXE_unpack-bench")] {
+            let to = dir.path().join(Path::new(bin).file_name().unwrap());
+            std::fs::copy(bin, &to).unwrap();
+            world(&to, 0o755);
+        }
+        for name in fixtures {
+            let to = dir.path().join(name);
+            std::fs::copy(fixture(name), &to).unwrap();
+            world(&to, 0o644);
+        }
+        ForNobody { dir }
+    }
+
+    /// The copy of a binary or fixture.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `setpriv` running the copy of `bin` as nobody.
+    pub fn command(&self, bin: &str) -> Command {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(self.path(bin));
+        cmd
+    }
 }
