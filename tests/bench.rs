@@ -16,6 +16,13 @@ use std::path::{Path, PathBuf};
 use unpack::scratchfs::{self, LoopDevice, Mounted};
 use std::process::Command;
 
+/// One bench at a time: a bench calls sync(2), which flushes every filesystem of the machine,
+/// so a bench running beside another would count the other's flushes on its devices.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn bench_bin() -> &'static str {
     env!("CARGO_BIN_EXE_unpack-bench")
 }
@@ -136,6 +143,7 @@ fn seconds(cell: &str) -> f64 {
 
 #[test]
 fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_the_options_asked() {
+    let _serial = serial();
     assert!(is_root(), "the integration tests run as root (loop devices)");
     let tmp = BenchTmp::new();
     let out = tempfile::tempdir().unwrap();
@@ -245,6 +253,7 @@ fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_t
 
 #[test]
 fn failed_runs_show_as_failed_never_as_times() {
+    let _serial = serial();
     assert!(is_root(), "the integration tests run as root (loop devices)");
     let tmp = BenchTmp::new();
     let deb = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/corrupt-data.deb");
@@ -262,6 +271,7 @@ fn failed_runs_show_as_failed_never_as_times() {
 
 #[test]
 fn the_upgrade_scenario_with_a_cold_cache_runs_over_an_installed_copy() {
+    let _serial = serial();
     assert!(is_root(), "the integration tests run as root (loop devices)");
     let tmp = BenchTmp::new();
     let out = tempfile::tempdir().unwrap();
@@ -282,6 +292,7 @@ fn the_upgrade_scenario_with_a_cold_cache_runs_over_an_installed_copy() {
 
 #[test]
 fn without_root_it_exits_2_and_points_at_dir() {
+    let _serial = serial();
     let tmp = BenchTmp::new();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let r = bench_as_nobody(tmp.path(), &["--synthetic", "10:1k", "--runs", "1"]);
@@ -295,6 +306,7 @@ fn without_root_it_exits_2_and_points_at_dir() {
 
 #[test]
 fn with_dir_it_benches_that_filesystem_as_mounted_without_root() {
+    let _serial = serial();
     let tmp = BenchTmp::new();
     std::os::unix::fs::chown(tmp.path(), Some(65534), Some(65534)).unwrap();
     let dir = tmp.path().to_str().unwrap();
@@ -310,6 +322,7 @@ fn with_dir_it_benches_that_filesystem_as_mounted_without_root() {
 
 #[test]
 fn what_cannot_be_benched_is_a_usage_error_before_any_run() {
+    let _serial = serial();
     let tmp = BenchTmp::new();
     for (args, says) in [
         (&["--synthetic", "10:1k", "-s", "nosuch"][..], "unknown strategy 'nosuch'"),
@@ -328,6 +341,7 @@ fn what_cannot_be_benched_is_a_usage_error_before_any_run() {
 
 #[test]
 fn a_signal_stops_the_matrix_between_runs_and_takes_its_filesystem_down() {
+    let _serial = serial();
     assert!(is_root(), "the integration tests run as root (loop devices)");
     let tmp = BenchTmp::new();
     let mut child = Command::new(bench_bin())
@@ -362,6 +376,7 @@ fn a_signal_stops_the_matrix_between_runs_and_takes_its_filesystem_down() {
 /// times.
 #[test]
 fn a_virtual_device_counts_the_flushes_each_strategy_pays() {
+    let _serial = serial();
     assert!(is_root(), "the integration tests run as root (loop devices, FUSE)");
     let tmp = BenchTmp::new();
     let outdir = tempfile::tempdir().unwrap();
