@@ -15,6 +15,7 @@
 
 pub mod commit;
 pub mod control;
+pub mod crash;
 pub mod deb;
 pub mod durability;
 pub mod entry;
