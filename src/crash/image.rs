@@ -11,7 +11,7 @@
 
 use super::states::{State, Timeline};
 use super::CrashError;
-use crate::vdisk::log::{LogEntry, LogReader};
+use crate::vdisk::log::{LogEntry, LogReader, SECTOR_SIZE};
 use rustix::fs::{FallocateFlags, SeekFrom};
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -44,16 +44,34 @@ impl Image {
 
     /// Applies a write (a discard writes zeros); other entries change nothing.
     pub fn apply(&self, e: &LogEntry) -> Result<(), CrashError> {
+        self.apply_part(e, e.sector, e.nr_sectors)
+    }
+
+    /// Applies the sectors `sector..sector + sectors` of a write or discard (the part of `e`
+    /// that lies there).
+    pub fn apply_part(&self, e: &LogEntry, sector: u64, sectors: u64) -> Result<(), CrashError> {
         if !(e.is_write() || e.is_discard()) {
             return Ok(());
         }
-        let offset = e.sector * u64::from(crate::vdisk::log::SECTOR_SIZE);
-        let len = e.nr_sectors * u64::from(crate::vdisk::log::SECTOR_SIZE);
-        if e.is_discard() || e.data.iter().all(|&b| b == 0) {
-            let mode = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
-            rustix::fs::fallocate(&self.file, mode, offset, len).map_err(|e| self.err("punching a hole in", e.into()))
-        } else {
-            self.file.write_all_at(&e.data, offset).map_err(|e| self.err("writing", e))
+        let unit = u64::from(SECTOR_SIZE);
+        let (offset, len) = (sector * unit, sectors * unit);
+        let data = match sector.checked_sub(e.sector).filter(|_| !e.is_discard()) {
+            Some(skip) => e.data.get((skip * unit) as usize..((skip + sectors) * unit) as usize),
+            None => None,
+        };
+        match data {
+            Some(d) if d.iter().any(|&b| b != 0) => {
+                self.file.write_all_at(d, offset).map_err(|e| self.err("writing", e))
+            }
+            _ if e.is_discard() || data.is_some() => {
+                let mode = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+                rustix::fs::fallocate(&self.file, mode, offset, len)
+                    .map_err(|e| self.err("punching a hole in", e.into()))
+            }
+            _ => Err(CrashError::BadLog {
+                path: self.path.clone(),
+                reason: format!("entry {} has no sectors {sector}+{sectors}", e.index),
+            }),
         }
     }
 
@@ -142,20 +160,25 @@ pub fn build_states(
             if last_needed.is_none_or(|last| k > last) {
                 break;
             }
-            let mut writes: Vec<LogEntry> = Vec::with_capacity(epoch.writes.len());
+            // The epoch's log entries, in order; its units point into them.
+            let mut entries: Vec<LogEntry> = Vec::new();
             for w in &epoch.writes {
-                let e = loop {
+                while entries.last().is_none_or(|e| e.index < w.index) {
                     let e =
                         reader.next_entry()?.ok_or_else(|| ended(format!("the log ends before entry {}", w.index)))?;
                     if e.index == w.index {
-                        break e;
+                        entries.push(e);
                     }
-                };
-                writes.push(e);
+                }
             }
+            let entry =
+                |index: u64| entries.binary_search_by_key(&index, |e| e.index).ok().and_then(|i| entries.get(i));
             for &(id, state) in states.iter().filter(|(_, s)| s.epoch == k) {
                 let image = base.copy_to(&dir.join(format!("state-{id}.img")))?;
-                let applied = state.writes.iter().filter_map(|&i| writes.get(i)).try_for_each(|e| image.apply(e));
+                let applied = state.writes.iter().filter_map(|&i| epoch.writes.get(i)).try_for_each(|w| {
+                    let e = entry(w.index).ok_or_else(|| ended(format!("no entry {}", w.index)))?;
+                    image.apply_part(e, w.sector, w.sectors())
+                });
                 let visited = applied.and_then(|()| visit(id, state, &image));
                 let removed = std::fs::remove_file(image.path()).map_err(|source| CrashError::Io {
                     path: image.path().to_path_buf(),
@@ -165,7 +188,7 @@ pub fn build_states(
                 visited?;
                 removed?;
             }
-            writes.iter().try_for_each(|e| base.apply(e))?;
+            entries.iter().try_for_each(|e| base.apply(e))?;
         }
         Ok(())
     })();
@@ -224,6 +247,31 @@ mod tests {
         seen.sort();
         assert_eq!(seen, (0..5).collect::<Vec<_>>());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only the log is left");
+    }
+
+    #[test]
+    fn a_state_can_hold_one_block_of_a_write_without_the_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let mut w = LogWriter::create(&log).unwrap();
+        w.mark(MARK_START).unwrap();
+        let mut data = vec![5u8; 8 * 512];
+        data.extend(vec![6u8; 8 * 512]);
+        w.write(8, &data).unwrap();
+        w.finish().unwrap();
+        let size = 1 << 20;
+        let t = Timeline::read(&log, size).unwrap();
+        let sel = t.select(10, 1);
+        let states: Vec<(usize, &State)> = sel.states.iter().enumerate().collect();
+        let mut seen = Vec::new();
+        build_states(&log, &t, &states, size, dir.path(), &mut |_, state, image| {
+            let bytes = std::fs::read(image.path()).unwrap();
+            seen.push((state.writes.clone(), bytes[8 * 512], bytes[16 * 512]));
+            Ok(())
+        })
+        .unwrap();
+        seen.sort();
+        assert_eq!(seen, [(vec![], 0, 0), (vec![0], 5, 0), (vec![0, 1], 5, 6), (vec![1], 0, 6)]);
     }
 
     #[test]

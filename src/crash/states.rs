@@ -5,8 +5,11 @@
 //! stable. So the log is cut into *epochs*: each opens at a flush (the first at the `start`
 //! mark, taken right after the old version was synced) and holds the writes up to the next
 //! flush. A crash state is one epoch's opening prefix (everything before it, on disk for sure)
-//! plus any subset of that epoch's writes, applied in log order. The candidates, in the order
-//! they are considered:
+//! plus any subset of that epoch's writes, applied in log order. A logged write is cut into
+//! 4 KiB-aligned units ([`UNIT_SECTORS`]) first: the loop device merges neighbouring writes
+//! into one request (syncfs's data arrives as a single write of hundreds of KiB), while a drive
+//! persists the blocks of a request independently, so the unit of loss is the block, not the
+//! request. The candidates, in the order they are considered:
 //!
 //! 1. the prefix at every flush from the epoch holding the `returned` mark on, and the state at
 //!    the `settled` mark (everything logged): the states a crash after a successful exit can
@@ -44,6 +47,10 @@ pub const MARK_SETTLED: &str = "settled";
 /// An epoch with at most this many writes has every subset of them tried.
 pub const EXHAUSTIVE: usize = 10;
 
+/// The unit a device persists on its own: 4 KiB (the block of modern drives and filesystems,
+/// the page), aligned on the disk, in 512-byte sectors. A write of less stays one unit.
+pub const UNIT_SECTORS: u64 = 8;
+
 /// The writes between two flushes, and what the disk held when the first flush completed.
 #[derive(Debug, Clone, Default)]
 pub struct Epoch {
@@ -57,15 +64,22 @@ pub struct Epoch {
     pub writes: Vec<Write>,
 }
 
-/// One logged write (or discard, as zeros) of an epoch.
+/// One unit of a logged write (or a whole discard, as zeros) of an epoch.
 #[derive(Debug, Clone)]
 pub struct Write {
-    /// Its log index.
+    /// The log index of the write it is part of.
     pub index: u64,
     /// The first sector it covers.
     pub sector: u64,
     /// The hash of each sector it leaves behind.
     hashes: Vec<u128>,
+}
+
+impl Write {
+    /// How many sectors it covers.
+    pub fn sectors(&self) -> u64 {
+        self.hashes.len() as u64
+    }
 }
 
 /// A log read as epochs.
@@ -118,8 +132,8 @@ pub struct StateInfo {
     pub epoch: usize,
     /// Everything up to this log entry is on the disk.
     pub after_log_entry: u64,
-    /// The log entries after it that are on the disk too.
-    pub writes: Vec<u64>,
+    /// The units after it that are on the disk too: `[log index, first sector, sectors]`.
+    pub writes: Vec<[u64; 3]>,
     /// How many writes the epoch has.
     pub of: usize,
     /// A crash after the unpacker returned can leave this state.
@@ -186,7 +200,7 @@ impl Timeline {
                         let before = disk.get(s as usize).copied().unwrap_or(0);
                         epoch.base.entry(s).or_insert(before);
                     }
-                    epoch.writes.push(Write { index: e.index, sector: e.sector, hashes });
+                    epoch.writes.extend(units(&e, hashes));
                 }
                 apply(&mut disk, &mut total, &e).map_err(bad)?;
                 if e.is_fua() {
@@ -228,7 +242,11 @@ impl Timeline {
             origin: state.origin,
             epoch: state.epoch,
             after_log_entry: epoch.map_or(0, |e| e.opened_by),
-            writes: state.writes.iter().filter_map(|&i| epoch.and_then(|e| e.writes.get(i)).map(|w| w.index)).collect(),
+            writes: state
+                .writes
+                .iter()
+                .filter_map(|&i| epoch.and_then(|e| e.writes.get(i)).map(|w| [w.index, w.sector, w.sectors()]))
+                .collect(),
             of: epoch.map_or(0, |e| e.writes.len()),
             after_returned: self.after_returned(state),
         }
@@ -294,6 +312,25 @@ impl Timeline {
     fn prefix(&self, k: usize) -> State {
         State { epoch: k, writes: Vec::new(), origin: if k == 0 { Origin::Start } else { Origin::Flush } }
     }
+}
+
+/// `e` cut into units at every [`UNIT_SECTORS`] boundary of the disk; a discard stays whole
+/// (it is one command, not data on its way to the medium).
+fn units(e: &LogEntry, hashes: Vec<u128>) -> Vec<Write> {
+    if e.is_discard() {
+        return vec![Write { index: e.index, sector: e.sector, hashes }];
+    }
+    let mut out = Vec::new();
+    let mut rest = &hashes[..];
+    let mut sector = e.sector;
+    while !rest.is_empty() {
+        let room = (UNIT_SECTORS - sector % UNIT_SECTORS) as usize;
+        let (unit, tail) = rest.split_at(room.min(rest.len()));
+        out.push(Write { index: e.index, sector, hashes: unit.to_vec() });
+        sector += unit.len() as u64;
+        rest = tail;
+    }
+    out
 }
 
 /// Each sector's hash of what `e` leaves behind (zeros for a discard).
@@ -567,6 +604,20 @@ mod tests {
         w.write(DISK / 512, &block(1)).unwrap();
         w.finish().unwrap();
         assert!(matches!(Timeline::read(&path, DISK), Err(CrashError::BadLog { .. })));
+    }
+
+    #[test]
+    fn writes_are_cut_at_4k_boundaries_of_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let mut w = LogWriter::create(&path).unwrap();
+        w.mark(MARK_START).unwrap();
+        w.write(5, &vec![1u8; 20 * 512]).unwrap();
+        w.write(40, &block(2)).unwrap();
+        w.finish().unwrap();
+        let t = Timeline::read(&path, DISK).unwrap();
+        let units: Vec<(u64, u64, u64)> = t.epochs[0].writes.iter().map(|w| (w.index, w.sector, w.sectors())).collect();
+        assert_eq!(units, [(1, 5, 3), (1, 8, 8), (1, 16, 8), (1, 24, 1), (2, 40, 1)]);
     }
 
     #[test]
