@@ -11,9 +11,13 @@
 use crate::durability::Directory;
 use crate::error::{Error, Result};
 use crate::extract::{timestamps, Transaction};
-use rustix::fs::{AtFlags, Mode};
+use crate::journal::{self, JOURNAL, JOURNAL_NEW};
+use rustix::fs::{AtFlags, Mode, OFlags};
+use std::fs::File;
+use std::io::Write;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Seconds spent in each commit phase.
@@ -24,33 +28,35 @@ pub struct CommitTimes {
     pub dirsync_s: f64,
 }
 
-/// Runs the commit phase of `tx`. From its first rename on, a failure no longer rolls back.
-pub fn commit(tx: &mut Transaction<'_>) -> Result<CommitTimes> {
+/// Runs the commit phase of `tx`. From its first rename on, a failure no longer rolls back: the
+/// journal is on disk, and recovery finishes the renames. `packages` name the transaction's
+/// packages in the journal.
+pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTimes> {
     let mut times = CommitTimes::default();
     let root_dir = tx.root.dir().clone();
 
     let t = Instant::now();
-    tx.strategy.barrier(&tx.files, &root_dir, tx.calls)?;
+    tx.strategy.barrier(&tx.renames, &root_dir, tx.calls)?;
     times.barrier_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
+    write_journal(tx, packages)?;
     tx.committing = true;
     // Directories whose entries changed, by canonical path, to make durable at the end.
-    let mut touched: BTreeMap<PathBuf, Directory> = BTreeMap::new();
+    let mut touched: BTreeMap<Arc<Path>, Directory> = BTreeMap::new();
     for r in &tx.renames {
         if r.replaces_empty_dir {
             rustix::fs::unlinkat(r.dir.fd(), &r.name, AtFlags::REMOVEDIR)
-                .map_err(|e| Error::root(&r.path, "removing the empty directory the package replaces", e))?;
+                .map_err(|e| Error::root(r.path(), "removing the empty directory the package replaces", e))?;
         }
-        tx.calls.rename(r.dir.fd(), &r.temp, &r.name).map_err(|e| Error::root(&r.path, "rename into place", e))?;
-        touched.entry(r.canon_dir.clone()).or_insert_with(|| r.dir.clone());
+        tx.calls.rename(r.dir.fd(), &r.temp_name(), &r.name).map_err(|e| Error::root(r.path(), "rename into place", e))?;
+        touched.entry(r.dir.path.clone()).or_insert_with(|| r.dir.clone());
     }
     times.rename_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
     for d in &tx.created {
-        let parent_canon = d.canon.parent().map(PathBuf::from).unwrap_or_default();
-        touched.entry(parent_canon).or_insert_with(|| d.parent.clone());
+        touched.entry(d.parent.path.clone()).or_insert_with(|| d.parent.clone());
     }
     // Deepest first, so that setting a directory's mtime is not undone by a change inside it.
     let mut metas: Vec<_> = tx.dir_meta.values().collect();
@@ -63,10 +69,54 @@ pub fn commit(tx: &mut Transaction<'_>) -> Result<CommitTimes> {
         }
         rustix::fs::fchmod(m.dir.fd(), Mode::from_raw_mode(m.mode)).map_err(|e| Error::root(path, "chmod of directory", e))?;
         rustix::fs::futimens(m.dir.fd(), &timestamps(m.mtime)).map_err(|e| Error::root(path, "setting directory mtime", e))?;
-        touched.entry(m.canon.clone()).or_insert_with(|| m.dir.clone());
+        touched.entry(m.dir.path.clone()).or_insert_with(|| m.dir.clone());
     }
     let dirs: Vec<Directory> = touched.into_values().collect();
     tx.strategy.after_commit(&dirs, &root_dir, tx.calls)?;
+    // The renames are durable: the journal has nothing left to say. Its removal need not be
+    // durable; replaying a journal whose renames are done does nothing.
+    let _ = rustix::fs::unlinkat(tx.state.fd(), JOURNAL, AtFlags::empty());
+    tx.finish();
     times.dirsync_s = t.elapsed().as_secs_f64();
     Ok(times)
+}
+
+/// Writes `var/lib/unpack/txn`: through `txn.new`, flushed and renamed, and the rename
+/// flushed, for durable strategies, so that the journal is on disk before the first rename
+/// and only ever complete.
+fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
+    let state = &tx.state;
+    let path = state.path().join(JOURNAL);
+    let fd = rustix::fs::openat(
+        state.fd(),
+        JOURNAL_NEW,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )
+    .map_err(|e| Error::root(&path, "creating the journal", e))?;
+    let mut file = std::io::BufWriter::new(File::from(fd));
+    let written = (|| {
+        let mut e = journal::Encoder::new(&mut file)?;
+        packages.iter().for_each(|p| e.package(p));
+        for r in &tx.renames {
+            let canon_dir = r.dir.path.strip_prefix(tx.root.path()).unwrap_or(Path::new(""));
+            e.rename(canon_dir, &r.temp_name(), &r.name, r.replaces_empty_dir);
+        }
+        for m in tx.dir_meta.values() {
+            e.dir_meta(&journal::DirMetaRecord { dir: m.canon.clone(), mode: m.mode, uid: m.uid, gid: m.gid, mtime: m.mtime });
+        }
+        e.finish()?;
+        file.flush()
+    })();
+    written.map_err(|e| Error::root(&path, "writing the journal", e))?;
+    let file = file.into_inner().map_err(|e| Error::root(&path, "writing the journal", e.into_error()))?;
+    let durable = tx.strategy.is_durable();
+    if durable {
+        tx.calls.fsync(&file).map_err(|e| Error::root(&path, "fsync of the journal", e))?;
+    }
+    tx.calls.rename(state.fd(), JOURNAL_NEW.as_ref(), JOURNAL.as_ref()).map_err(|e| Error::root(&path, "renaming the journal into place", e))?;
+    if durable {
+        state.fsync(tx.calls)?;
+    }
+    Ok(())
 }

@@ -24,6 +24,10 @@ pub enum ExitCode {
     RootIo = 4,
     /// Another unpack holds the root's lock.
     Locked = 5,
+    /// Stopped by SIGINT in the write phase; the root is left as it was.
+    Interrupted = 130,
+    /// Stopped by SIGTERM in the write phase; the root is left as it was.
+    Terminated = 143,
 }
 
 /// An engine error. Every variant carries the path it is about.
@@ -49,6 +53,10 @@ pub enum Error {
     /// The caller asked for something that cannot be done (unknown strategy, no package).
     #[error("{0}")]
     Usage(String),
+
+    /// A signal stopped the write phase; the transaction was rolled back.
+    #[error("{root}: stopped by signal {signal} before any rename; removed the temporary files, the root is as it was")]
+    Interrupted { signal: i32, root: PathBuf },
 }
 
 impl Error {
@@ -60,6 +68,9 @@ impl Error {
             Error::Conflict { .. } => ExitCode::Failure,
             Error::Locked { .. } => ExitCode::Locked,
             Error::Usage(_) => ExitCode::Usage,
+            Error::Interrupted { signal, .. } if *signal == libc::SIGINT => ExitCode::Interrupted,
+            Error::Interrupted { signal, .. } if *signal == libc::SIGTERM => ExitCode::Terminated,
+            Error::Interrupted { .. } => ExitCode::Failure,
         }
     }
 

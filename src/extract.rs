@@ -12,7 +12,9 @@
 use crate::durability::{Directory, Strategy, TempFile};
 use crate::entry::{Entry, Kind};
 use crate::error::{Error, Result};
+use crate::journal;
 use crate::root::{CreatedDir, Pending, ResolveError, Root};
+use crate::StopFn;
 use crate::syscalls::Syscalls;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
 use rustix::io::Errno;
@@ -27,19 +29,6 @@ pub const TEMP_SUFFIX: &str = ".unpack-new";
 
 /// Size of the copy buffer: large enough that a read and a write per 256 KiB is noise.
 const COPY_BUFFER: usize = 256 * 1024;
-
-/// One rename the commit phase will do.
-#[derive(Debug)]
-pub struct Rename {
-    pub dir: Directory,
-    pub canon_dir: PathBuf,
-    pub temp: OsString,
-    pub name: OsString,
-    /// `ROOT/path`, for messages.
-    pub path: PathBuf,
-    /// The root holds an empty directory at the final name: remove it just before the rename.
-    pub replaces_empty_dir: bool,
-}
 
 /// A package directory's metadata, applied in the commit phase.
 #[derive(Debug)]
@@ -76,8 +65,8 @@ pub struct Transaction<'a> {
     pub(crate) strategy: &'a dyn Strategy,
     pub(crate) calls: &'a Syscalls,
     slots: HashMap<PathBuf, (Slot, usize)>,
-    pub(crate) renames: Vec<Rename>,
-    pub(crate) files: Vec<TempFile>,
+    /// Every pending name, in archive order: what the commit renames.
+    pub(crate) renames: Vec<TempFile>,
     /// Every temporary name made so far, recorded the moment it exists: rollback removes them.
     temps: Vec<(Directory, OsString)>,
     pub(crate) created: Vec<CreatedDir>,
@@ -86,10 +75,26 @@ pub struct Transaction<'a> {
     buffer: Vec<u8>,
     /// Set once the commit phase has started: from then on rollback must not run.
     pub(crate) committing: bool,
+    /// The engine's state directory, where the intent file and the journal live.
+    pub(crate) state: Directory,
+    /// `var/lib/unpack/intent`, open for appending the directories this transaction creates.
+    intent: File,
+    /// Asked between entries and buffers; `Some(signal)` stops the write phase.
+    stop: Option<&'a StopFn>,
 }
 
 impl<'a> Transaction<'a> {
-    pub fn new(root: &'a mut Root, strategy: &'a dyn Strategy, calls: &'a Syscalls) -> Transaction<'a> {
+    /// Starts a transaction: marks it in progress with the intent file in `state`.
+    pub fn new(root: &'a mut Root, state: Directory, strategy: &'a dyn Strategy, calls: &'a Syscalls, stop: Option<&'a StopFn>) -> Result<Transaction<'a>> {
+        let intent_path = state.path().join(journal::INTENT);
+        let intent = rustix::fs::openat(
+            state.fd(),
+            journal::INTENT,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )
+        .map(File::from)
+        .map_err(|e| Error::root(&intent_path, "creating the intent file", e))?;
         let umask = rustix::process::umask(Mode::empty());
         rustix::process::umask(umask);
         let identity = Identity {
@@ -97,19 +102,29 @@ impl<'a> Transaction<'a> {
             egid: rustix::process::getegid().as_raw(),
             umask: umask.bits(),
         };
-        Transaction {
+        Ok(Transaction {
             root,
             strategy,
             calls,
             slots: HashMap::new(),
             renames: Vec::new(),
-            files: Vec::new(),
             temps: Vec::new(),
             created: Vec::new(),
             dir_meta: HashMap::new(),
             identity,
             buffer: vec![0; COPY_BUFFER],
             committing: false,
+            state,
+            intent,
+            stop,
+        })
+    }
+
+    /// Fails with [`Error::Interrupted`] once a stop was asked for.
+    pub fn check_stop(&self) -> Result<()> {
+        match self.stop.and_then(|f| f()) {
+            Some(signal) => Err(Error::Interrupted { signal, root: self.root.path().to_path_buf() }),
+            None => Ok(()),
         }
     }
 
@@ -136,12 +151,8 @@ impl<'a> Transaction<'a> {
             return self.add_dir(pkg, package, entry, &canon);
         }
         let display = self.root.display(&canon);
-        let replaces_empty_dir = self.check_final_name(&dir, name, &display)?;
+        let replaces_empty_dir = !dir.fresh && self.check_final_name(&dir, name, &display)?;
         let temp = temp_name(name);
-        match rustix::fs::unlinkat(dir.fd(), &temp, AtFlags::empty()) {
-            Ok(()) | Err(Errno::NOENT) => {}
-            Err(e) => return Err(Error::root(self.root.display(&canon_dir.join(&temp)), "removing a stale temporary file", e)),
-        }
         let rename = self.renames.len();
         let slot = match &entry.kind {
             Kind::File { size } => {
@@ -149,7 +160,8 @@ impl<'a> Transaction<'a> {
                 Slot::File { rename }
             }
             Kind::Symlink { target } => {
-                rustix::fs::symlinkat(target.as_os_str(), dir.fd(), &temp).map_err(|e| Error::root(&display, "creating symlink", e))?;
+                create_temp(&dir, &temp, || rustix::fs::symlinkat(target.as_os_str(), dir.fd(), &temp))
+                    .map_err(|e| Error::root(&display, "creating symlink", e))?;
                 self.temps.push((dir.clone(), temp.clone()));
                 self.set_metadata_at(entry, &dir, &temp, &display, false)?;
                 Slot::Symlink { rename, target: target.clone() }
@@ -174,7 +186,8 @@ impl<'a> Transaction<'a> {
             }
             Kind::Dir => return self.add_dir(pkg, package, entry, &canon),
         };
-        self.renames.push(Rename { dir, canon_dir, temp, name: name.to_os_string(), path: display, replaces_empty_dir });
+        let regular = matches!(entry.kind, Kind::File { .. });
+        self.renames.push(TempFile { dir, name: name.to_os_string(), regular, replaces_empty_dir });
         self.slots.insert(canon, (slot, pkg));
         Ok(())
     }
@@ -188,8 +201,14 @@ impl<'a> Transaction<'a> {
             Some((Slot::Symlink { target, .. }, _)) => Pending::Symlink(target.clone()),
             Some(_) => Pending::NotDir,
         };
+        let before = self.created.len();
         let created = if create { Some(&mut self.created) } else { None };
-        self.root.resolve_dir(path, created, &overlay).map_err(|e| match e {
+        let resolved = self.root.resolve_dir(path, created, &overlay);
+        for d in &self.created[before..] {
+            // Best effort: recovery also finds temporary files without it.
+            let _ = self.intent.write_all(&journal::intent_line(&d.canon));
+        }
+        resolved.map_err(|e| match e {
             ResolveError::Loop(p) => Error::bad(package, format!("'{}': too many levels of symbolic links", p.display())),
             ResolveError::NotDir { path, pending: true } => {
                 Error::bad(package, format!("'{}' is not a directory in this package", path.display()))
@@ -243,13 +262,9 @@ impl<'a> Transaction<'a> {
 
     #[allow(clippy::too_many_arguments)]
     fn write_file(&mut self, package: &Path, entry: &Entry, size: u64, dir: &Directory, temp: &OsStr, display: &Path, data: &mut dyn Read) -> Result<()> {
-        let fd = rustix::fs::openat(
-            dir.fd(),
-            temp,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(entry.mode & 0o777),
-        )
-        .map_err(|e| Error::root(display, "creating temporary file", e))?;
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = create_temp(dir, temp, || rustix::fs::openat(dir.fd(), temp, flags, Mode::from_raw_mode(entry.mode & 0o777)))
+            .map_err(|e| Error::root(display, "creating temporary file", e))?;
         // Recorded before the first byte so that any failure below removes it.
         self.temps.push((dir.clone(), temp.to_os_string()));
         let mut file = File::from(fd);
@@ -263,14 +278,13 @@ impl<'a> Transaction<'a> {
             };
             file.write_all(&self.buffer[..n]).map_err(|e| Error::root(display, "writing", e))?;
             written += n as u64;
+            self.check_stop()?;
         }
         if written != size {
             return Err(Error::bad(package, format!("entry '{}': archive ends after {written} of {size} bytes", entry.path.display())));
         }
         self.set_metadata_fd(entry, &file, display)?;
-        self.strategy.after_file(&file, display, self.calls)?;
-        self.files.push(TempFile { dir: dir.clone(), temp_name: temp.to_os_string(), path: display.to_path_buf() });
-        Ok(())
+        self.strategy.after_file(&file, display, self.calls)
     }
 
     /// Owner first (chown clears setuid), then the mode where creation could not give it,
@@ -324,7 +338,8 @@ impl<'a> Transaction<'a> {
             None => return Err(refuse("the target is not an earlier entry of this transaction")),
         };
         let source = &self.renames[rename];
-        rustix::fs::linkat(source.dir.fd(), &source.temp, dir.fd(), temp, AtFlags::empty()).map_err(|e| Error::root(display, "creating hard link", e))?;
+        create_temp(dir, temp, || rustix::fs::linkat(source.dir.fd(), source.temp_name(), dir.fd(), temp, AtFlags::empty()))
+            .map_err(|e| Error::root(display, "creating hard link", e))?;
         self.temps.push((dir.clone(), temp.to_os_string()));
         Ok(())
     }
@@ -333,7 +348,7 @@ impl<'a> Transaction<'a> {
         if file_type != FileType::Fifo && self.identity.euid != 0 {
             return Err(Error::bad(package, format!("entry '{}': device nodes need root", entry.path.display())));
         }
-        rustix::fs::mknodat(dir.fd(), temp, file_type, Mode::from_raw_mode(entry.mode & 0o777), dev)
+        create_temp(dir, temp, || rustix::fs::mknodat(dir.fd(), temp, file_type, Mode::from_raw_mode(entry.mode & 0o777), dev))
             .map_err(|e| Error::root(display, "creating special file", e))?;
         self.temps.push((dir.clone(), temp.to_os_string()));
         self.set_metadata_at(entry, dir, temp, display, true)
@@ -345,18 +360,27 @@ impl<'a> Transaction<'a> {
         let mut parents: HashMap<PathBuf, Directory> = HashMap::new();
         for (dir, temp) in self.temps.drain(..).rev() {
             let _ = rustix::fs::unlinkat(dir.fd(), &temp, AtFlags::empty());
-            parents.entry(dir.path.clone()).or_insert(dir);
+            parents.entry(dir.path.to_path_buf()).or_insert(dir);
         }
         for d in self.created.drain(..).rev() {
             let _ = rustix::fs::unlinkat(d.parent.fd(), &d.name, AtFlags::REMOVEDIR);
             parents.remove(&d.parent.path.join(&d.name));
-            parents.entry(d.parent.path.clone()).or_insert(d.parent);
+            parents.entry(d.parent.path.to_path_buf()).or_insert(d.parent);
         }
         // Adding and removing names changed the mtimes of the directories that were there
         // before; put them back, so that a failed transaction leaves the tree as it found it.
         for dir in parents.values() {
             let _ = rustix::fs::futimens(dir.fd(), &dir.times_before);
         }
+        for name in [journal::JOURNAL, journal::JOURNAL_NEW] {
+            let _ = rustix::fs::unlinkat(self.state.fd(), name, AtFlags::empty());
+        }
+        self.finish();
+    }
+
+    /// Removes the intent file: the transaction is over, committed or rolled back.
+    pub(crate) fn finish(&mut self) {
+        let _ = rustix::fs::unlinkat(self.state.fd(), journal::INTENT, AtFlags::empty());
     }
 }
 
@@ -365,6 +389,19 @@ impl Drop for Transaction<'_> {
         if !self.committing {
             self.rollback();
         }
+    }
+}
+
+/// Creates a temporary name with `create`. The suffix is the engine's own, so a name already
+/// there is a leftover of an interrupted run: it is removed and the creation tried once more.
+/// Trying first and cleaning up only on EEXIST saves a system call per file.
+fn create_temp<T>(dir: &Directory, temp: &OsStr, create: impl Fn() -> rustix::io::Result<T>) -> rustix::io::Result<T> {
+    match create() {
+        Err(Errno::EXIST) => {
+            rustix::fs::unlinkat(dir.fd(), temp, AtFlags::empty())?;
+            create()
+        }
+        other => other,
     }
 }
 

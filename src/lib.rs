@@ -13,6 +13,7 @@
 //! # Ok::<(), unpack::Error>(())
 //! ```
 
+pub mod bench;
 pub mod commit;
 pub mod control;
 pub mod crash;
@@ -21,7 +22,11 @@ pub mod durability;
 pub mod entry;
 pub mod error;
 pub mod extract;
+pub mod interrupt;
+pub mod journal;
 pub mod mountinfo;
+pub mod pipeline;
+pub mod recover;
 pub mod report;
 pub mod root;
 pub mod scratchfs;
@@ -32,13 +37,18 @@ pub use durability::Strategy;
 pub use error::{Error, ExitCode, Result};
 pub use report::Report;
 
+use pipeline::Message;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Instant;
 
 /// Called now and then with (bytes of package files read, total bytes of package files).
 pub type ProgressFn = dyn Fn(u64, u64) + Send + Sync;
+
+/// Asked between entries: `Some(signal)` stops the write phase and rolls the transaction back.
+/// Once the renames have started it is no longer asked: they are finished first.
+pub type StopFn = dyn Fn() -> Option<i32> + Send + Sync;
 
 /// How to unpack.
 #[derive(Clone)]
@@ -47,12 +57,21 @@ pub struct Options {
     /// Wait for another unpack's lock on the root instead of failing with [`Error::Locked`].
     pub wait: bool,
     pub progress: Option<Arc<ProgressFn>>,
+    pub stop: Option<Arc<StopFn>>,
 }
 
 impl Options {
     pub fn new(strategy: Arc<dyn Strategy>) -> Options {
-        Options { strategy, wait: false, progress: None }
+        Options { strategy, wait: false, progress: None, stop: None }
     }
+}
+
+/// Finishes or rolls back a transaction that was interrupted in `root` (see [`recover`]), under
+/// the root's lock. [`unpack`] does the same before its own work.
+pub fn recover_root(root: &Path, options: &Options) -> Result<recover::Recovery> {
+    let mut root_handle = root::Root::open(root)?;
+    let _lock = root_handle.lock(options.wait)?;
+    recover::recover(&mut root_handle, options.strategy.as_ref(), &syscalls::Syscalls::default())
 }
 
 /// Unpacks `packages` into `root` as one transaction: every file of every package is written
@@ -67,44 +86,24 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
     raise_fd_limit();
     let mut root_handle = root::Root::open(root)?;
     let _lock = root_handle.lock(options.wait)?;
+    let recovered = match recover::recover(&mut root_handle, options.strategy.as_ref(), &syscalls::Syscalls::default())? {
+        recover::Recovery::Clean => None,
+        r => Some(r.describe(root)),
+    };
     let calls = syscalls::Syscalls::default();
-    let total: u64 = packages.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
     let mut reports = Vec::with_capacity(packages.len());
-    let mut tx = extract::Transaction::new(&mut root_handle, options.strategy.as_ref(), &calls);
-    let mut done_before = 0;
-    for (index, package) in packages.iter().enumerate() {
-        let mut deb = deb::Deb::open(package)?;
-        let size = deb.len();
-        let consumed = deb.consumed();
-        let progress = options.progress.clone().map(|f| move || f(done_before + consumed.load(Relaxed), total));
-        let control = {
-            let (member, stream) = deb.control()?;
-            control::Control::from_tar(package, &member, stream)?
-        };
-        let mut report = report::PackageReport::new(control);
-        let (member, stream) = deb.data()?;
-        let bad = |e: std::io::Error| Error::bad(package, format!("{member}: {e}"));
-        let mut archive = tar::Archive::new(stream);
-        for item in archive.entries().map_err(bad)? {
-            let mut item = item.map_err(bad)?;
-            let Some(entry) = entry::validate(&mut item).map_err(|e| Error::bad(package, format!("{member}: {e}")))? else {
-                continue;
-            };
-            report.entries += 1;
-            if let entry::Kind::File { size } = entry.kind {
-                report.files += 1;
-                report.bytes += size;
-            }
-            tx.add(index, package, &entry, &mut item)?;
-            if let Some(p) = &progress {
-                p();
-            }
-        }
-        done_before += size;
-        reports.push(report);
-    }
+    let state = root_handle.state_dir()?;
+    let mut tx = extract::Transaction::new(&mut root_handle, state, options.strategy.as_ref(), &calls, options.stop.as_deref())?;
+    let (sender, receiver) = std::sync::mpsc::sync_channel(pipeline::QUEUE);
+    let progress = options.progress.as_deref();
+    std::thread::scope(|s| {
+        s.spawn(move || pipeline::read(packages, sender, progress));
+        // Returning drops the receiver, which stops a reader still sending.
+        write_all(&mut tx, receiver, &mut reports)
+    })?;
     let extract_s = started.elapsed().as_secs_f64();
-    let times = commit::commit(&mut tx)?;
+    let names: Vec<String> = reports.iter().map(|r: &report::PackageReport| format!("{} {}", r.name, r.version)).collect();
+    let times = commit::commit(&mut tx, &names)?;
     drop(tx);
     let phases = report::Phases {
         extract_s,
@@ -121,7 +120,46 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
         phases,
         syscalls: calls.counts(),
         peak_rss_bytes: report::peak_rss_bytes(),
+        recovered,
     })
+}
+
+/// The writing half: takes what the reader thread sends and writes it into the transaction.
+fn write_all(tx: &mut extract::Transaction<'_>, rx: Receiver<Vec<Message>>, reports: &mut Vec<report::PackageReport>) -> Result<()> {
+    let mut package: Option<(usize, PathBuf)> = None;
+    let mut failed = None;
+    let mut rx = pipeline::Queue::new(rx);
+    while let Some(message) = rx.next() {
+        let entry = match message {
+            Message::Package { index, path, control } => {
+                reports.push(report::PackageReport::new(control));
+                package = Some((index, path));
+                continue;
+            }
+            Message::Failed(e) => return Err(e),
+            Message::Entry(entry) => entry,
+            Message::Data(_) => return Err(Error::Usage("internal: file data without an entry".into())),
+        };
+        let (Some((index, path)), Some(report)) = (&package, reports.last_mut()) else {
+            return Err(Error::Usage("internal: an entry before its package".into()));
+        };
+        report.entries += 1;
+        let size = match entry.kind {
+            entry::Kind::File { size } => {
+                report.files += 1;
+                report.bytes += size;
+                size
+            }
+            _ => 0,
+        };
+        tx.check_stop()?;
+        let added = tx.add(*index, path, &entry, &mut pipeline::FileData::new(&mut rx, size, &mut failed));
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
+        added?;
+    }
+    Ok(())
 }
 
 /// The directory cache holds a descriptor per directory of the package (linux-headers has

@@ -50,6 +50,8 @@ pub struct Report {
     pub phases: Phases,
     pub syscalls: SyscallCounts,
     pub peak_rss_bytes: u64,
+    /// What recovery of an earlier, interrupted transaction did first, if anything.
+    pub recovered: Option<String>,
 }
 
 impl Report {

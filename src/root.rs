@@ -113,6 +113,8 @@ impl Root {
         let mut canon = PathBuf::new();
         let mut todo: VecDeque<OsString> = path.iter().map(OsStr::to_os_string).collect();
         let mut hops = 0;
+        // The directory this lookup just made, to mark it fresh once opened.
+        let mut made: Option<PathBuf> = None;
         while let Some(name) = todo.pop_front() {
             if name.is_empty() || name == "." {
                 continue;
@@ -137,7 +139,8 @@ impl Root {
             let target = match symlink_target {
                 Some(t) => t,
                 None => match self.open_child(&parent, &name, &next) {
-                    Ok(Child::Dir(dir)) => {
+                    Ok(Child::Dir(mut dir)) => {
+                        dir.fresh = made.as_ref() == Some(&next);
                         self.dirs.insert(next.clone(), dir);
                         canon = next;
                         continue;
@@ -149,6 +152,7 @@ impl Root {
                                 if let Some(list) = created.as_mut() {
                                     list.push(CreatedDir { parent, name: name.clone(), canon: next.clone() });
                                 }
+                                made = Some(next.clone());
                             }
                             // Made by someone else meanwhile: look again.
                             Err(Errno::EXIST) => {}
@@ -197,11 +201,27 @@ impl Root {
         }
     }
 
+    /// The engine's state directory `var/lib/unpack`, made if missing. It is the engine's own
+    /// and never rolled back.
+    pub fn state_dir(&mut self) -> Result<Directory> {
+        let state = Path::new(STATE_DIR);
+        self.resolve_dir(state, Some(&mut Vec::new()), &|_| Pending::Nothing).map(|(_, dir)| dir).map_err(|e| self.resolve_error(e))
+    }
+
+    /// The state directory if it exists, without making it.
+    pub fn existing_state_dir(&mut self) -> Result<Option<Directory>> {
+        match self.resolve_dir(Path::new(STATE_DIR), None, &|_| Pending::Nothing) {
+            Ok((_, dir)) => Ok(Some(dir)),
+            Err(ResolveError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.resolve_error(e)),
+        }
+    }
+
     /// Takes the root's lock (`var/lib/unpack/lock`, flock), waiting for it with `wait`.
     /// The holder's pid is written into the lock file so a second unpack can name it.
     pub fn lock(&mut self, wait: bool) -> Result<Lock> {
         let state = Path::new(STATE_DIR);
-        let (_, dir) = self.resolve_dir(state, Some(&mut Vec::new()), &|_| Pending::Nothing).map_err(|e| self.resolve_error(e))?;
+        let dir = self.state_dir()?;
         let lock_path = self.display(&state.join(LOCK_FILE));
         let fd = rustix::fs::openat(
             dir.fd(),
@@ -230,7 +250,7 @@ impl Root {
     }
 
     /// A lookup failure as an engine error about the root (packages map it themselves).
-    fn resolve_error(&self, e: ResolveError) -> Error {
+    pub fn resolve_error(&self, e: ResolveError) -> Error {
         match e {
             ResolveError::Loop(p) => Error::Conflict { path: self.display(&p), reason: "too many levels of symbolic links".into() },
             ResolveError::NotDir { path, .. } => Error::Conflict { path: self.display(&path), reason: "not a directory".into() },

@@ -106,14 +106,17 @@ fn each_strategy_makes_the_flush_calls_it_promises_and_no_others() {
         let j = unpack_ok(strategy, &[&deb], &root);
         let c = &j["syscalls"];
         let n = |k: &str| c[k].as_u64().unwrap();
-        assert_eq!(n("rename"), non_dirs, "{strategy}: one rename per non-directory");
+        // One rename per non-directory, plus the journal's (txn.new -> txn).
+        assert_eq!(n("rename"), non_dirs + 1, "{strategy}: one rename per non-directory and the journal's");
         assert_eq!(n("fdatasync"), 0, "{strategy}");
+        // Durable strategies also flush the journal: the file and its directory.
+        let journal = if *strategy == "none" { 0 } else { 2 };
         let (fsync, sync, syncfs, sfr) = match *strategy {
             "none" => (0, 0, 0, 0),
-            "fsync" | "parallel" => (files + dirs_with_entries, 0, 0, 0),
-            "batch" => (0, 2, 0, 0),
-            "syncfs" => (0, 0, 2, 0),
-            "writeback" => (files + dirs_with_entries, 0, 0, 2 * files),
+            "fsync" | "parallel" => (files + dirs_with_entries + journal, 0, 0, 0),
+            "batch" => (journal, 2, 0, 0),
+            "syncfs" => (journal, 0, 2, 0),
+            "writeback" => (files + dirs_with_entries + journal, 0, 0, 2 * files),
             _ => unreachable!(),
         };
         assert_eq!((n("fsync"), n("sync"), n("syncfs"), n("sync_file_range")), (fsync, sync, syncfs, sfr), "{strategy}: {c}");
@@ -327,8 +330,9 @@ fn a_second_unpack_into_a_locked_root_exits_5_or_waits() {
     unpack_ok("none", &[&fixture("other_1.0_all.deb")], &root);
     let lock = root.join("var/lib/unpack/lock");
     // Hold the lock from another process, as a running unpack would.
-    let mut holder = Command::new("flock").arg(&lock).args(["sleep", "30"]).spawn().unwrap();
-    while unpack(["--quiet", fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]).code != 5 {
+    // --no-fork: the process we kill is the one holding the lock.
+    let mut holder = Command::new("flock").arg("--no-fork").arg(&lock).args(["sleep", "60"]).spawn().unwrap();
+    while run(Command::new("flock").args(["-n", "-E", "99"]).arg(&lock).arg("true")).code != 99 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let r = unpack([fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);

@@ -1,6 +1,5 @@
 //! `unpack [OPTIONS] PACKAGE... ROOT`: parse, call the library, map the result to an exit code.
 
-use anyhow::Context;
 use clap::Parser;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -17,6 +16,11 @@ Exit codes:
   3  bad, truncated or hostile package (ROOT is left unchanged)
   4  I/O error in ROOT: no space left, read-only, no permission
   5  ROOT is locked by another unpack (see --wait)
+  130, 143  stopped by SIGINT / SIGTERM before any rename (ROOT is left as it was); a signal
+     during the renames lets them finish first
+
+Every unpack first recovers an interrupted transaction in ROOT (finishing its renames if it
+was in its rename phase, removing its temporary files if not); --recover does only that.
 
 Strategies (--list-strategies for their guarantees): none, fsync, batch (alias sync), syncfs,
 writeback (default, today's dpkg), parallel.";
@@ -28,8 +32,12 @@ writeback (default, today's dpkg), parallel.";
 struct Cli {
     /// The packages (.deb), then the root directory to unpack them into. Several packages are
     /// one transaction with one barrier.
-    #[arg(value_name = "PACKAGE... ROOT", required_unless_present = "list_strategies", num_args = 2..)]
+    #[arg(value_name = "PACKAGE... ROOT", required_unless_present = "list_strategies", num_args = 1..)]
     paths: Vec<PathBuf>,
+
+    /// Only recover ROOT: finish or roll back a transaction a crash interrupted, then exit.
+    #[arg(long)]
+    recover: bool,
 
     /// Durability strategy: none, fsync, batch (sync), syncfs, writeback, parallel.
     #[arg(short, long, default_value = durability::DEFAULT, value_name = "NAME")]
@@ -79,10 +87,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         print!("{}", strategy_table());
         return Ok(());
     }
-    let (root, packages) = cli.paths.split_last().context("need PACKAGE... ROOT")?;
     let jobs = cli.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     let mut options = unpack::Options::new(durability::by_name(&cli.strategy, jobs)?);
     options.wait = cli.wait;
+    unpack::interrupt::install();
+    options.stop = Some(Arc::new(unpack::interrupt::pending));
+    if cli.recover {
+        let [root] = cli.paths.as_slice() else {
+            return Err(unpack::Error::Usage("--recover takes ROOT only".into()).into());
+        };
+        let recovery = unpack::recover_root(root, &options)?;
+        if !cli.quiet {
+            println!("{}", recovery.describe(root));
+        }
+        return Ok(());
+    }
+    let (root, packages) = match cli.paths.split_last() {
+        Some((root, packages)) if !packages.is_empty() => (root, packages),
+        _ => return Err(unpack::Error::Usage("need PACKAGE... ROOT".into()).into()),
+    };
     let bar = (!cli.quiet && std::io::stderr().is_terminal()).then(progress_bar);
     if let Some(bar) = &bar {
         let bar = bar.clone();
@@ -101,6 +124,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         bar.finish_and_clear();
     }
     let report = report?;
+    if let Some(recovered) = &report.recovered {
+        eprintln!("unpack: recovered first: {recovered}");
+    }
+    if let Some(signal) = unpack::interrupt::pending() {
+        eprintln!("unpack: signal {signal} came during the rename phase; finished the transaction first");
+    }
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if !cli.quiet {

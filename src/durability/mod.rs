@@ -28,7 +28,7 @@ pub use writeback::Writeback;
 use crate::error::{Error, Result};
 use crate::syscalls::Syscalls;
 use rustix::fs::{Mode, OFlags, Timestamps};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -40,13 +40,20 @@ pub trait Strategy: Send + Sync {
     /// The name shown in reports.
     fn name(&self) -> &str;
 
+    /// Whether exit 0 promises durability. The engine's own bookkeeping (the transaction
+    /// journal) is flushed only for durable strategies.
+    fn is_durable(&self) -> bool {
+        true
+    }
+
     /// Called after each regular file's data and metadata are written, before it is closed.
     fn after_file(&self, _file: &File, _path: &Path, _calls: &Syscalls) -> Result<()> {
         Ok(())
     }
 
     /// Called once, when every file of the transaction is written and before any rename.
-    /// `files` are the regular files in archive order.
+    /// `files` are all the pending names in archive order; only the regular ones
+    /// ([`TempFile::is_regular`]) hold data to flush.
     fn barrier(&self, _files: &[TempFile], _root: &Directory, _calls: &Syscalls) -> Result<()> {
         Ok(())
     }
@@ -103,9 +110,13 @@ pub fn names() -> Vec<&'static str> {
 pub struct Directory {
     pub(crate) fd: Arc<OwnedFd>,
     pub(crate) dev: u64,
-    pub(crate) path: PathBuf,
+    /// Shared by every record of the directory: a transaction holds one per file.
+    pub(crate) path: Arc<Path>,
     /// Its atime and mtime when the transaction first opened it, restored by a rollback.
     pub(crate) times_before: Arc<Timestamps>,
+    /// Made by this transaction: it holds nothing but the transaction's own names, so no name
+    /// in it needs looking at before it is created.
+    pub(crate) fresh: bool,
 }
 
 impl Directory {
@@ -116,7 +127,7 @@ impl Directory {
             last_access: rustix::fs::Timespec { tv_sec: st.st_atime as _, tv_nsec: st.st_atime_nsec as _ },
             last_modification: rustix::fs::Timespec { tv_sec: st.st_mtime as _, tv_nsec: st.st_mtime_nsec as _ },
         };
-        Ok(Directory { fd: Arc::new(fd), dev: st.st_dev, path, times_before: Arc::new(times_before) })
+        Ok(Directory { fd: Arc::new(fd), dev: st.st_dev, path: path.into(), times_before: Arc::new(times_before), fresh: false })
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -135,29 +146,49 @@ impl Directory {
 
     /// `fsync(2)` of the directory, with the error naming it.
     pub fn fsync(&self, calls: &Syscalls) -> Result<()> {
-        calls.fsync(self.fd()).map_err(|e| Error::root(&self.path, "fsync of directory", e))
+        calls.fsync(self.fd()).map_err(|e| Error::root(&*self.path, "fsync of directory", e))
     }
 }
 
-/// A regular file written under its temporary name, waiting for its rename.
+/// A name written under its temporary name (`NAME.unpack-new`), waiting for its rename: a
+/// regular file, or a symlink, hard link or special file. A transaction holds one per entry,
+/// so it is kept small: the directory is shared, the paths are made when a message needs them.
 #[derive(Debug)]
 pub struct TempFile {
     pub(crate) dir: Directory,
-    pub(crate) temp_name: OsString,
-    pub(crate) path: PathBuf,
+    /// The final name in `dir`.
+    pub(crate) name: OsString,
+    pub(crate) regular: bool,
+    /// The root holds an empty directory at the final name: removed just before the rename.
+    pub(crate) replaces_empty_dir: bool,
 }
 
 impl TempFile {
     /// Opens the temporary file again, read-only, which is enough to flush it.
     pub fn open(&self) -> Result<File> {
-        rustix::fs::openat(self.dir.fd(), &self.temp_name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+        rustix::fs::openat(self.dir.fd(), self.temp_name(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
             .map(File::from)
-            .map_err(|e| Error::root(&self.path, "opening the temporary file to flush it", e))
+            .map_err(|e| Error::root(self.path(), "opening the temporary file to flush it", e))
+    }
+
+    /// True for a regular file: the only kind with data to flush.
+    pub fn is_regular(&self) -> bool {
+        self.regular
     }
 
     /// The final path, root included, for messages.
-    pub fn path(&self) -> &Path {
-        &self.path
+    pub fn path(&self) -> PathBuf {
+        self.dir.path.join(&self.name)
+    }
+
+    /// The final name.
+    pub fn name(&self) -> &OsStr {
+        &self.name
+    }
+
+    /// The temporary name, `NAME.unpack-new`.
+    pub fn temp_name(&self) -> OsString {
+        crate::extract::temp_name(&self.name)
     }
 
     /// The directory it lives in.

@@ -23,4 +23,8 @@ impl Strategy for NoFlush {
     fn name(&self) -> &str {
         INFO.name
     }
+
+    fn is_durable(&self) -> bool {
+        false
+    }
 }

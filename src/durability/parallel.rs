@@ -44,7 +44,8 @@ impl Strategy for Parallel {
 
     fn barrier(&self, files: &[TempFile], _root: &Directory, calls: &Syscalls) -> Result<()> {
         self.pool.install(|| {
-            files.par_iter().with_max_len(1).try_for_each(|f| {
+            let regular: Vec<&TempFile> = files.iter().filter(|f| f.is_regular()).collect();
+            regular.par_iter().with_max_len(1).try_for_each(|f| {
                 let file = f.open()?;
                 calls.fsync(&file).map_err(|e| Error::root(f.path(), "fsync", e))
             })

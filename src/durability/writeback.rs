@@ -37,11 +37,11 @@ impl Strategy for Writeback {
     }
 
     fn barrier(&self, files: &[TempFile], _root: &Directory, calls: &Syscalls) -> Result<()> {
-        for f in files {
+        for f in files.iter().filter(|f| f.is_regular()) {
             let file = f.open()?;
             calls.sync_file_range(&file, RangeSync::WaitBefore).map_err(|e| Error::root(f.path(), "sync_file_range", e))?;
         }
-        for f in files {
+        for f in files.iter().filter(|f| f.is_regular()) {
             let file = f.open()?;
             calls.fsync(&file).map_err(|e| Error::root(f.path(), "fsync", e))?;
         }

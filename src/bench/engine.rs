@@ -1,0 +1,117 @@
+//! Our own unpacker, driven as a child process: the `unpack` binary next to `unpack-bench`.
+//!
+//! Why a child and not a library call: the bench compares it with dpkg and tar, which are
+//! processes, so ours must pay the same exec and exit, and its peak RSS must be its own. This
+//! module knows the engine's command line and the part of its `--json` report the matrix keeps;
+//! it never reimplements anything the engine does. (The list of strategies comes from the
+//! library's [`crate::durability::ALL`], which the binary is built from.)
+
+use super::{command, Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The `unpack` binary.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    path: PathBuf,
+}
+
+/// System calls the engine made, as it counts them itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Syscalls {
+    pub fsync: u64,
+    pub fdatasync: u64,
+    pub sync: u64,
+    pub syncfs: u64,
+    pub sync_file_range: u64,
+    pub rename: u64,
+}
+
+/// Where the engine's time went, as it measures it itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Phases {
+    pub extract_s: f64,
+    pub barrier_s: f64,
+    pub rename_s: f64,
+    pub dirsync_s: f64,
+    pub total_s: f64,
+}
+
+/// The part of `unpack --json` the matrix keeps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub phases: Phases,
+    pub syscalls: Syscalls,
+    pub peak_rss_bytes: u64,
+}
+
+impl Report {
+    /// Parses the engine's `--json` stdout.
+    pub fn parse(stdout: &[u8]) -> std::result::Result<Report, String> {
+        serde_json::from_slice(stdout).map_err(|e| format!("unreadable --json report from unpack: {e}"))
+    }
+}
+
+impl Engine {
+    /// The `unpack` binary in the directory of the running executable.
+    pub fn next_to_current_exe() -> Result<Engine> {
+        let exe = std::env::current_exe().map_err(Error::io("/proc/self/exe"))?;
+        let path = exe.with_file_name("unpack");
+        if !path.is_file() {
+            return Err(Error::MissingEngine { path });
+        }
+        Ok(Engine { path })
+    }
+
+    /// The binary's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The measured command: unpack `packages` into `root` with `strategy`, reporting JSON.
+    pub fn unpack_command(&self, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
+        let mut cmd = Command::new(&self.path);
+        cmd.arg("--json").arg("--quiet").arg("--strategy").arg(strategy).args(packages).arg(root);
+        cmd
+    }
+
+    /// Installs `packages` into `root` without any flushing: the untimed preparation of the
+    /// upgrade scenario (the caller makes it durable with one syncfs).
+    pub fn install_unsafely(&self, packages: &[PathBuf], root: &Path) -> Result<()> {
+        let mut cmd = Command::new(&self.path);
+        cmd.arg("--quiet").arg("--strategy").arg("none").args(packages).arg(root);
+        command::output(&mut cmd, root).map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_what_the_engine_writes() {
+        let theirs = crate::report::Report {
+            packages: Vec::new(),
+            strategy: "fsync".into(),
+            root: "/r".into(),
+            filesystem: None,
+            phases: crate::report::Phases { extract_s: 0.5, barrier_s: 0.25, rename_s: 0.125, dirsync_s: 0.0625, total_s: 1.0 },
+            syscalls: crate::syscalls::SyscallCounts { fsync: 2, fdatasync: 3, sync: 4, syncfs: 5, sync_file_range: 6, rename: 7 },
+            peak_rss_bytes: 4096,
+            recovered: None,
+        };
+        let ours = Report::parse(serde_json::to_string(&theirs).unwrap().as_bytes()).unwrap();
+        let s = &ours.syscalls;
+        assert_eq!([s.fsync, s.fdatasync, s.sync, s.syncfs, s.sync_file_range, s.rename], [2, 3, 4, 5, 6, 7]);
+        assert_eq!(ours.phases.barrier_s, 0.25);
+        assert_eq!(ours.phases.total_s, 1.0);
+        assert_eq!(ours.peak_rss_bytes, 4096);
+    }
+
+    #[test]
+    fn a_truncated_report_is_an_error_not_a_panic() {
+        assert!(Report::parse(br#"{"phases":{"#).is_err());
+        assert!(Report::parse(b"").is_err());
+    }
+}

@@ -1,0 +1,308 @@
+//! From a configuration to a finished matrix: check what is asked for, prepare the workloads,
+//! run every row's schedule with a progress bar, and summarize each cell.
+//!
+//! Why checks come first: a matrix runs for a long time, so everything that can be known to
+//! fail (not root, unknown strategy, a missing mkfs or peer) fails before the first run, with
+//! the fix in the message. Once runs start, a failing run is data, not an error; a signal
+//! (Ctrl-C reaches the unpacker too, which then fails its run) stops the matrix between runs,
+//! once the last run's filesystem is down. This module
+//! never measures anything itself ([`super::run`] does) and never formats output.
+
+use super::cache::Cache;
+use super::device::Device;
+use super::engine::Engine;
+use super::environment::Environment;
+use super::package::Package;
+use super::peers::Peer;
+use super::plan::{default_option_sets, Plan, Row, Tool, Workload};
+use super::run::{run_once, Context, RunRecord, Site};
+use super::scenario::{make_old_version, Scenario};
+use super::stats::Spread;
+use super::synthetic;
+use super::workdir::Workdir;
+use super::{command, Error, Result};
+use crate::{durability, mountinfo, scratchfs};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// What the user asked for.
+pub struct Config {
+    /// Packages unpacked together in every run (may be empty when `synthetic` is not).
+    pub packages: Vec<PathBuf>,
+    /// Generated packages, each benched on its own.
+    pub synthetic: Vec<synthetic::Spec>,
+    pub filesystems: Vec<String>,
+    /// Mount option sets; empty means each filesystem's defaults ([`default_option_sets`]).
+    pub option_sets: Vec<String>,
+    /// Our strategies; `None` means every strategy the engine lists.
+    pub strategies: Option<Vec<String>>,
+    /// Peers; `None` means the installed ones.
+    pub peers: Option<Vec<Peer>>,
+    pub caches: Vec<Cache>,
+    pub scenarios: Vec<Scenario>,
+    /// Counted runs per cell.
+    pub runs: u64,
+    /// Bench this directory's filesystem instead of fresh ones.
+    pub dir: Option<PathBuf>,
+    /// Where fresh filesystems live.
+    pub device: Box<dyn Device>,
+}
+
+/// A column of the tables.
+#[derive(Debug, Clone, Serialize)]
+pub struct Column {
+    pub name: String,
+    pub kind: &'static str,
+}
+
+/// The runs of one tool on one row, and their summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub tool: String,
+    /// `strategy` or `peer`.
+    pub kind: &'static str,
+    /// Runs that failed; a cell with any is shown as failed, never as a time.
+    pub failed: usize,
+    /// Until the unpacker exited, over the successful runs.
+    pub exit: Option<Spread>,
+    /// Until the data was stable, over the successful runs.
+    pub stable: Option<Spread>,
+    /// Median device flushes per successful run until it exited and until the data was
+    /// stable, when the device counts: the numbers that explain the times.
+    pub device_flushes_at_exit: Option<u64>,
+    pub device_flushes: Option<u64>,
+    pub runs: Vec<RunRecord>,
+}
+
+impl Cell {
+    fn new(tool: &Tool, runs: Vec<RunRecord>) -> Cell {
+        let ok: Vec<&RunRecord> = runs.iter().filter(|r| r.ok).collect();
+        let times = |f: fn(&RunRecord) -> Option<f64>| ok.iter().filter_map(|r| f(r)).collect::<Vec<f64>>();
+        Cell {
+            tool: tool.name().to_string(),
+            kind: tool.kind(),
+            failed: runs.len() - ok.len(),
+            exit: Spread::of(&times(|r| r.exit_s)),
+            stable: Spread::of(&times(|r| r.stable_s)),
+            device_flushes_at_exit: median_u64(ok.iter().filter_map(|r| r.device_at_exit.map(|d| d.flushes)).collect()),
+            device_flushes: median_u64(ok.iter().filter_map(|r| r.device.map(|d| d.flushes)).collect()),
+            runs,
+        }
+    }
+
+    /// True when no run failed and there is a time to show.
+    pub fn is_clean(&self) -> bool {
+        self.failed == 0 && self.exit.is_some()
+    }
+}
+
+fn median_u64(mut values: Vec<u64>) -> Option<u64> {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied()
+}
+
+/// One row's cells, in column order.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowResult {
+    pub workload: String,
+    #[serde(flatten)]
+    pub row: Row,
+    /// The options mountinfo read back after mounting (from the row's first run that got that
+    /// far), so a silently ignored option shows.
+    pub applied_options: Option<String>,
+    pub cells: Vec<Cell>,
+}
+
+/// A finished matrix.
+#[derive(Debug, Clone, Serialize)]
+pub struct Matrix {
+    pub environment: Environment,
+    pub runs_per_cell: u64,
+    pub columns: Vec<Column>,
+    pub rows: Vec<RowResult>,
+}
+
+impl Matrix {
+    /// Counted runs that failed, over the whole matrix.
+    pub fn failed_runs(&self) -> usize {
+        self.rows.iter().flat_map(|r| &r.cells).map(|c| c.failed).sum()
+    }
+}
+
+/// Runs the whole matrix.
+pub fn run_matrix(config: Config) -> Result<Matrix> {
+    let is_root = rustix::process::geteuid().is_root();
+    if config.dir.is_none() && !is_root {
+        return Err(Error::NeedsRoot(
+            "unpack-bench needs root: it makes filesystems on loop devices. Run it as root, or \
+             bench an existing directory's filesystem with --dir DIR"
+                .to_string(),
+        ));
+    }
+    if config.caches.contains(&Cache::Cold) && !is_root {
+        return Err(Error::NeedsRoot("--cache cold needs root: it drops the page cache".to_string()));
+    }
+    if config.packages.is_empty() && config.synthetic.is_empty() {
+        return Err(Error::Usage("nothing to unpack: give a PACKAGE or --synthetic N:SIZE".to_string()));
+    }
+    if config.runs == 0 {
+        return Err(Error::Usage("--runs must be at least 1".to_string()));
+    }
+    let engine = Engine::next_to_current_exe()?;
+    let tools = choose_tools(&config)?;
+    let filesystems = choose_filesystems(&config)?;
+
+    let workdir = Workdir::new(&std::env::temp_dir())?;
+    let workloads = prepare_workloads(&config, workdir.path())?;
+    let rows = Plan::rows_for(workloads.len(), &filesystems, &config.scenarios, &config.caches);
+    let plan = Plan { workloads, rows, tools, runs: config.runs };
+
+    let (site, host, device) = match &config.dir {
+        Some(dir) => (Site::Dir(dir.clone()), dir.clone(), format!("--dir {}", dir.display())),
+        None => (Site::Device(config.device.as_ref()), workdir.path().to_path_buf(), config.device.describe()),
+    };
+    let environment = Environment::read(device, &host, engine.path(), &plan.workloads);
+    let ctx = Context { engine: &engine, site, scratch: workdir.path() };
+    let rows = run_plan(&ctx, &plan)?;
+    Ok(Matrix {
+        environment,
+        runs_per_cell: plan.runs,
+        columns: plan.tools.iter().map(|t| Column { name: t.name().to_string(), kind: t.kind() }).collect(),
+        rows,
+    })
+}
+
+/// Our strategies (by their names or aliases, shown by name), then the peers (checked
+/// installed).
+fn choose_tools(config: &Config) -> Result<Vec<Tool>> {
+    let strategies = config
+        .strategies
+        .clone()
+        .unwrap_or_else(|| durability::names().into_iter().map(String::from).collect());
+    let mut tools: Vec<Tool> = Vec::new();
+    for s in strategies {
+        let info = durability::ALL.iter().find(|i| i.name == s || i.aliases.contains(&s.as_str())).ok_or_else(|| {
+            Error::Usage(format!("unknown strategy '{s}' (known: {})", durability::names().join(", ")))
+        })?;
+        tools.push(Tool::Strategy(info.name.to_string()));
+    }
+    let peers = match &config.peers {
+        Some(peers) => {
+            for peer in peers {
+                peer.require()?;
+            }
+            peers.clone()
+        }
+        None => Peer::ALL.into_iter().filter(|p| p.is_installed()).collect(),
+    };
+    tools.extend(peers.into_iter().map(Tool::Peer));
+    let mut unique: Vec<Tool> = Vec::new();
+    for tool in tools {
+        if !unique.contains(&tool) {
+            unique.push(tool);
+        }
+    }
+    if unique.is_empty() {
+        return Err(Error::Usage("no strategy and no peer to bench".to_string()));
+    }
+    Ok(unique)
+}
+
+/// Each filesystem with its option sets; for `--dir`, the directory's filesystem as mounted.
+fn choose_filesystems(config: &Config) -> Result<Vec<(String, Vec<String>)>> {
+    if let Some(dir) = &config.dir {
+        if !dir.is_dir() {
+            return Err(Error::Usage(format!("--dir {}: not a directory", dir.display())));
+        }
+        let info = mountinfo::for_path(dir).map_err(Error::io(dir))?;
+        return Ok(vec![(info.fstype, vec!["as mounted".to_string()])]);
+    }
+    command::require("losetup", "mount")?;
+    command::require("mount", "mount")?;
+    let mut out = Vec::new();
+    for fs in &config.filesystems {
+        if !scratchfs::FILESYSTEMS.contains(&fs.as_str()) {
+            return Err(Error::Usage(format!(
+                "unknown filesystem '{fs}' (known: {})",
+                scratchfs::FILESYSTEMS.join(", ")
+            )));
+        }
+        command::require(&format!("mkfs.{fs}"), scratchfs::mkfs_package(fs))?;
+        let sets = if config.option_sets.is_empty() { default_option_sets(fs) } else { config.option_sets.clone() };
+        out.push((fs.clone(), sets));
+    }
+    Ok(out)
+}
+
+/// The command-line packages as one workload, then one workload per synthetic package; with
+/// their rewritten old versions when the upgrade scenario is benched.
+fn prepare_workloads(config: &Config, scratch: &std::path::Path) -> Result<Vec<Workload>> {
+    let mut workloads = Vec::new();
+    if !config.packages.is_empty() {
+        let packages = config.packages.iter().map(|p| Package::inspect(p)).collect::<Result<Vec<_>>>()?;
+        let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
+        let label = if names.len() <= 3 { names.join("+") } else { format!("{}+{} more", names[0], names.len() - 1) };
+        workloads.push(Workload { label, synthetic_files: None, packages, old_packages: Vec::new() });
+    }
+    for spec in &config.synthetic {
+        let deb = spec.generate(scratch)?;
+        workloads.push(Workload {
+            label: format!("synthetic {spec}"),
+            synthetic_files: Some(spec.files),
+            packages: vec![Package::inspect(&deb)?],
+            old_packages: Vec::new(),
+        });
+    }
+    if config.scenarios.contains(&Scenario::Upgrade) {
+        for workload in &mut workloads {
+            workload.old_packages =
+                workload.packages.iter().map(|p| make_old_version(&p.path, scratch)).collect::<Result<_>>()?;
+        }
+    }
+    Ok(workloads)
+}
+
+/// Every row's schedule, under a progress bar on stderr.
+fn run_plan(ctx: &Context, plan: &Plan) -> Result<Vec<RowResult>> {
+    let bar = ProgressBar::new(plan.total_runs()).with_style(
+        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} runs, about {eta} left\n{wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut results = Vec::with_capacity(plan.rows.len());
+    for row in &plan.rows {
+        let workload = &plan.workloads[row.workload];
+        let mut runs: Vec<Vec<RunRecord>> = vec![Vec::new(); plan.tools.len()];
+        for step in plan.schedule() {
+            let tool = &plan.tools[step.tool];
+            let round = if step.is_warm_up() { "warm-up".to_string() } else { format!("run {}/{}", step.round, plan.runs) };
+            bar.set_message(format!(
+                "{} | {} {} -o {} {} | {} {round}",
+                workload.label,
+                row.filesystem,
+                row.scenario.name(),
+                row.mount_options,
+                row.cache.name(),
+                tool.name()
+            ));
+            if let Some(signal) = crate::interrupt::pending() {
+                bar.abandon();
+                return Err(Error::Interrupted { signal });
+            }
+            let record = run_once(ctx, workload, row, tool, step.round)?;
+            if !step.is_warm_up() {
+                runs[step.tool].push(record);
+            }
+            bar.inc(1);
+        }
+        let applied_options = runs.iter().flatten().find_map(|r| r.applied_options.clone());
+        results.push(RowResult {
+            workload: workload.label.clone(),
+            row: row.clone(),
+            applied_options,
+            cells: plan.tools.iter().zip(runs).map(|(tool, runs)| Cell::new(tool, runs)).collect(),
+        });
+    }
+    bar.finish_and_clear();
+    Ok(results)
+}

@@ -1,0 +1,105 @@
+//! The benchmark matrix behind `unpack-bench`: what durability costs, per strategy, filesystem,
+//! mount option set, page-cache state and scenario, next to the tools people already use.
+//!
+//! Why it exists: the claim of this project is that safe unpacking can be cheap, and a claim
+//! about speed is only worth the command that reproduces it. The matrix is that command.
+//!
+//! How a number is made (and what this module must never do):
+//! - every run gets a fresh filesystem ([`device`]), so runs never see each other's files,
+//!   journals or free-space layout;
+//! - the unpacker is a child process (our `unpack` binary or a peer), so its time and peak RSS
+//!   are its own and never include the bench;
+//! - every run records two times: until the unpacker exited, and until the data was stable
+//!   (that exit plus a `syncfs` of the filesystem), because an unpacker that does not flush is
+//!   only fast until somebody counts the flush;
+//! - tools alternate within a round of a cell row (A B C A B C …), never one block each, so the
+//!   drift of a shared machine hits all of them alike ([`plan`]);
+//! - a run that fails is counted as failed and never contributes a time ([`stats`]).
+//!
+//! It never touches a filesystem it did not make, except the directory given with `--dir`, and
+//! there only a subdirectory of its own.
+
+pub mod cache;
+pub mod chart;
+pub mod command;
+pub mod device;
+pub mod engine;
+pub mod environment;
+pub mod matrix;
+pub mod output;
+pub mod package;
+pub mod peers;
+pub mod plan;
+pub mod run;
+pub mod scenario;
+pub mod stats;
+pub mod synthetic;
+pub mod workdir;
+
+use std::io;
+use std::path::PathBuf;
+
+pub use matrix::{run_matrix, Config, Matrix};
+
+/// Everything that can stop the bench as a whole. A single run failing is not an error: it is a
+/// failed run in the matrix.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Making filesystems on loop devices and dropping caches needs root.
+    #[error("{0}")]
+    NeedsRoot(String),
+    /// The arguments ask for something that cannot be benched.
+    #[error("{0}")]
+    Usage(String),
+    /// An external tool the matrix needs is not installed.
+    #[error("{tool} not found in PATH: install the Debian package {package}")]
+    MissingTool { tool: String, package: &'static str },
+    /// The `unpack` binary is not where the bench expects it.
+    #[error("{path}: the unpack engine binary is missing (it is looked up next to unpack-bench)")]
+    MissingEngine { path: PathBuf },
+    /// An I/O error on a file or directory of the bench's own.
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    /// An external command the bench needs for itself (not a measured run) failed.
+    #[error("{path}: {command} failed: {message}")]
+    Command { path: PathBuf, command: String, message: String },
+    /// A generated or rewritten package could not be written.
+    #[error("{path}: cannot write package: {source}")]
+    Package { path: PathBuf, source: io::Error },
+    /// A filesystem of the bench could not be taken down; continuing would leak it.
+    #[error("{path}: cannot take the scratch filesystem down: {source}")]
+    Teardown { path: PathBuf, source: io::Error },
+    /// SIGINT, SIGTERM or SIGHUP stopped the matrix between two runs (after taking the last
+    /// run's filesystem down).
+    #[error("stopped by signal {signal} after the run in progress; its filesystem is taken down")]
+    Interrupted { signal: i32 },
+    /// Writing an output file failed.
+    #[error("{path}: cannot write output: {message}")]
+    Output { path: PathBuf, message: String },
+}
+
+impl Error {
+    /// True for errors a user fixes by changing the command line (exit status 2).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, Error::NeedsRoot(_) | Error::Usage(_))
+    }
+
+    /// The exit status for this error: 2 for usage, 128 + signal when a signal stopped the
+    /// matrix (the shell's convention), 1 otherwise.
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            Error::Interrupted { signal } => u8::try_from(128 + signal).unwrap_or(1),
+            e if e.is_usage() => 2,
+            _ => 1,
+        }
+    }
+
+    /// An I/O error about `path`.
+    pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io { path, source }
+    }
+}
+
+/// The bench's result type.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,262 @@
+//! The matrix as people read it (`matrix.md`) and as programs read it (`matrix.csv`,
+//! `matrix.json`), plus the chart ([`super::chart`]).
+//!
+//! Why three text forms: the markdown is for the release notes, one table per workload,
+//! filesystem and scenario with the durability tax (ratio to `none`) in every cell; the CSV has
+//! one line per run for spreadsheets; the JSON has the same runs nested under their rows, with
+//! the environment. A failed cell is printed as failed, never as a time, and the markdown never
+//! shows a ratio against a `none` that failed.
+
+use super::chart;
+use super::matrix::{Cell, Matrix, RowResult};
+use super::stats::{ratio, Spread};
+use super::{Error, Result};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Writes `matrix.md`, `matrix.csv`, `matrix.json` and `matrix.svg` into `dir` (created if
+/// needed).
+pub fn write_all(matrix: &Matrix, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
+    let json = serde_json::to_string_pretty(matrix)
+        .map_err(|e| Error::Output { path: dir.join("matrix.json"), message: e.to_string() })?;
+    for (name, text) in [("matrix.md", markdown(matrix)), ("matrix.csv", csv(matrix)), ("matrix.json", json + "\n")] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(Error::io(&path))?;
+    }
+    chart::write_svg(matrix, &dir.join("matrix.svg"))
+}
+
+/// Seconds with three significant digits.
+fn secs(x: f64) -> String {
+    let decimals = if x > 0.0 { (2 - x.log10().floor() as i64).clamp(0, 6) as usize } else { 3 };
+    format!("{x:.decimals$}")
+}
+
+fn times(s: &Spread) -> String {
+    format!("{}–{}", secs(s.min), secs(s.max))
+}
+
+/// Groups of consecutive rows that share a workload, filesystem and scenario: one table each.
+fn tables(matrix: &Matrix) -> Vec<&[RowResult]> {
+    let same = |a: &RowResult, b: &RowResult| {
+        a.row.workload == b.row.workload && a.row.filesystem == b.row.filesystem && a.row.scenario == b.row.scenario
+    };
+    matrix.rows.chunk_by(|a, b| same(a, b)).collect()
+}
+
+/// The `none` cell of a row, when it has a clean time.
+fn baseline(row: &RowResult) -> Option<&Cell> {
+    row.cells.iter().find(|c| c.tool == "none" && c.is_clean())
+}
+
+/// The markdown report.
+pub fn markdown(matrix: &Matrix) -> String {
+    let env = &matrix.environment;
+    let mut md = String::from("# unpack-bench\n\n");
+    let _ = writeln!(md, "- kernel: {}", env.kernel);
+    let _ = writeln!(md, "- CPUs: {}", env.cpus);
+    let _ = writeln!(md, "- device: {}", env.device);
+    if let Some(host) = &env.host_filesystem {
+        let _ = writeln!(md, "- host filesystem: {} on {} ({})", host.fstype, host.source, host.options);
+    }
+    let _ = writeln!(md, "- runs: {} counted per cell, after one warm-up round; tools alternate within each round", matrix.runs_per_cell);
+    for w in &env.workloads {
+        let list: Vec<String> =
+            w.packages.iter().map(|p| format!("{} {} ({}), {} bytes", p.name, p.version, p.architecture, p.bytes)).collect();
+        let _ = writeln!(md, "- workload {}: {}", w.label, list.join("; "));
+    }
+    for rows in tables(matrix) {
+        let first = &rows[0];
+        let _ = writeln!(md, "\n## {} on {}, {}\n", first.workload, first.row.filesystem, first.row.scenario.name());
+        let head = header(matrix);
+        let mut base_note = if rows.iter().any(|r| baseline(r).is_some()) { " (in brackets: ratio to `none` of the same row)" } else { "" }.to_string();
+        if rows.iter().any(|r| r.cells.iter().any(|c| c.device_flushes.is_some())) {
+            base_note += "; `fl`: device cache flushes per run (median)";
+        }
+        let _ = writeln!(md, "Until the unpacker exited, median seconds{base_note}:\n\n{head}");
+        for row in rows {
+            md += &table_line(row, |c| c.exit, |c| with_ratio(c, |c| c.exit, baseline(row).and_then(|b| b.exit), c.device_flushes_at_exit));
+        }
+        let _ = writeln!(md, "\nUntil the data was stable (exit + syncfs of the filesystem), median seconds{base_note}:\n\n{head}");
+        for row in rows {
+            md += &table_line(row, |c| c.stable, |c| with_ratio(c, |c| c.stable, baseline(row).and_then(|b| b.stable), c.device_flushes));
+        }
+        let _ = writeln!(md, "\nSpread, min–max seconds (until exited / until stable):\n\n{head}");
+        for row in rows {
+            md += &table_line(row, |c| c.exit, |c| match (c.exit, c.stable) {
+                (Some(e), Some(s)) => format!("{} / {}", times(&e), times(&s)),
+                _ => "–".to_string(),
+            });
+        }
+        md += "\nMount options as /proc/self/mountinfo read them back:\n\n";
+        let mut seen: Vec<&str> = Vec::new();
+        for row in rows {
+            if seen.contains(&row.row.mount_options.as_str()) {
+                continue;
+            }
+            seen.push(&row.row.mount_options);
+            let applied = row.applied_options.as_deref().unwrap_or("(not mounted)");
+            let _ = writeln!(md, "- `{}` → `{applied}`", row.row.mount_options);
+        }
+        let failures = failure_lines(rows);
+        if !failures.is_empty() {
+            let _ = writeln!(md, "\nFailures (the first reason of each failed cell):\n\n{}", failures.join("\n"));
+        }
+    }
+    md
+}
+
+/// One line per row and reason, naming the columns that failed for it (a mount that fails
+/// fails every column alike, and one line says so).
+fn failure_lines(rows: &[RowResult]) -> Vec<String> {
+    let mut groups: Vec<(&RowResult, &str, Vec<&str>)> = Vec::new();
+    for row in rows {
+        for cell in &row.cells {
+            let Some(error) = cell.runs.iter().find_map(|r| r.error.as_deref()) else { continue };
+            match groups.iter_mut().find(|(r, e, _)| std::ptr::eq(*r, row) && *e == error) {
+                Some((_, _, tools)) => tools.push(&cell.tool),
+                None => groups.push((row, error, vec![&cell.tool])),
+            }
+        }
+    }
+    groups
+        .iter()
+        .map(|(row, error, tools)| {
+            format!("- `{}` {}, {}: {error}", row.row.mount_options, row.row.cache.name(), tools.join(", "))
+        })
+        .collect()
+}
+
+fn header(matrix: &Matrix) -> String {
+    let names: Vec<&str> = matrix.columns.iter().map(|c| c.name.as_str()).collect();
+    let aligns = vec!["---:"; names.len()];
+    format!("| mount options | cache | {} |\n| --- | --- | {} |", names.join(" | "), aligns.join(" | "))
+}
+
+/// One table line: a failed cell says so; a clean one shows `text`.
+fn table_line(row: &RowResult, present: fn(&Cell) -> Option<Spread>, text: impl Fn(&Cell) -> String) -> String {
+    let cells: Vec<String> = row
+        .cells
+        .iter()
+        .map(|c| {
+            if c.failed > 0 {
+                format!("failed {}/{}", c.failed, c.runs.len())
+            } else if present(c).is_none() {
+                "–".to_string()
+            } else {
+                text(c)
+            }
+        })
+        .collect();
+    format!("| `{}` | {} | {} |\n", row.row.mount_options, row.row.cache.name(), cells.join(" | "))
+}
+
+/// The median, its ratio to the baseline, and the device flushes per run where the device
+/// counts them.
+fn with_ratio(cell: &Cell, pick: fn(&Cell) -> Option<Spread>, base: Option<Spread>, flushes: Option<u64>) -> String {
+    let Some(s) = pick(cell) else { return "–".to_string() };
+    let mut text = match base.and_then(|b| ratio(s.median, b.median)) {
+        Some(r) => format!("{} ({r:.2}×)", secs(s.median)),
+        None => secs(s.median),
+    };
+    if let Some(flushes) = flushes {
+        let _ = write!(text, " · {flushes} fl");
+    }
+    text
+}
+
+/// The CSV columns, one line per counted run.
+pub const CSV_COLUMNS: &[&str] = &[
+    "workload", "filesystem", "scenario", "mount_options", "applied_options", "cache", "tool", "kind", "run", "ok",
+    "exit_code", "exit_s", "stable_s", "extract_s", "barrier_s", "rename_s", "dirsync_s", "engine_total_s", "fsync",
+    "fdatasync", "sync", "syncfs", "sync_file_range", "rename", "peak_rss_bytes", "device_flushes", "device_bytes", "device_flushes_at_exit",
+    "error", "kernel", "cpus", "packages",
+];
+
+/// Every run of every cell, with the environment repeated on each line so that any line stands
+/// on its own.
+pub fn csv(matrix: &Matrix) -> String {
+    let env = &matrix.environment;
+    let mut out = CSV_COLUMNS.join(",") + "\n";
+    for row in &matrix.rows {
+        let packages: Vec<String> = env.workloads[row.row.workload]
+            .packages
+            .iter()
+            .map(|p| format!("{} {} {} bytes", p.name, p.version, p.bytes))
+            .collect();
+        for cell in &row.cells {
+            for run in &cell.runs {
+                let opt = |v: Option<String>| v.unwrap_or_default();
+                let e = run.engine.as_ref();
+                let fields = [
+                    row.workload.clone(),
+                    row.row.filesystem.clone(),
+                    row.row.scenario.name().to_string(),
+                    row.row.mount_options.clone(),
+                    opt(run.applied_options.clone()),
+                    row.row.cache.name().to_string(),
+                    cell.tool.clone(),
+                    cell.kind.to_string(),
+                    run.run.to_string(),
+                    run.ok.to_string(),
+                    opt(run.exit_code.map(|c| c.to_string())),
+                    opt(run.exit_s.map(|s| format!("{s:.6}"))),
+                    opt(run.stable_s.map(|s| format!("{s:.6}"))),
+                    opt(e.map(|e| format!("{:.6}", e.phases.extract_s))),
+                    opt(e.map(|e| format!("{:.6}", e.phases.barrier_s))),
+                    opt(e.map(|e| format!("{:.6}", e.phases.rename_s))),
+                    opt(e.map(|e| format!("{:.6}", e.phases.dirsync_s))),
+                    opt(e.map(|e| format!("{:.6}", e.phases.total_s))),
+                    opt(e.map(|e| e.syscalls.fsync.to_string())),
+                    opt(e.map(|e| e.syscalls.fdatasync.to_string())),
+                    opt(e.map(|e| e.syscalls.sync.to_string())),
+                    opt(e.map(|e| e.syscalls.syncfs.to_string())),
+                    opt(e.map(|e| e.syscalls.sync_file_range.to_string())),
+                    opt(e.map(|e| e.syscalls.rename.to_string())),
+                    opt(e.map(|e| e.peak_rss_bytes.to_string())),
+                    opt(run.device.map(|d| d.flushes.to_string())),
+                    opt(run.device.map(|d| d.bytes.to_string())),
+                    opt(run.device_at_exit.map(|d| d.flushes.to_string())),
+                    opt(run.error.clone()),
+                    env.kernel.clone(),
+                    env.cpus.to_string(),
+                    packages.join("; "),
+                ];
+                out += &fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",");
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// RFC 4180 quoting: fields with a comma, quote or line break are quoted, quotes doubled.
+fn csv_field(field: &str) -> String {
+    if field.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", field.replace('"', "\"\""))
+    } else {
+        field.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_keep_three_significant_digits() {
+        assert_eq!(secs(0.004213), "0.00421");
+        assert_eq!(secs(0.1234), "0.123");
+        assert_eq!(secs(1.5), "1.50");
+        assert_eq!(secs(123.4), "123");
+        assert_eq!(secs(0.0), "0.000");
+    }
+
+    #[test]
+    fn csv_fields_with_commas_and_quotes_are_quoted() {
+        assert_eq!(csv_field("rw,relatime"), "\"rw,relatime\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("plain"), "plain");
+    }
+}

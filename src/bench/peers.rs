@@ -1,0 +1,178 @@
+//! The tools people already unpack with, run exactly as they would run them, so the matrix
+//! answers "what does our safety cost compared with what you use today".
+//!
+//! - `dpkg`: `dpkg --unpack` with `--refuse-unsafe-io`, i.e. today's dpkg as shipped (its
+//!   sync_file_range + fsync dance), whatever `/etc/dpkg/dpkg.cfg.d` says;
+//! - `dpkg-unsafe`: the same with `--force-unsafe-io` (what Docker images configure);
+//! - `tar`: `dpkg-deb --fsys-tarfile | tar -x`, no flushing at all;
+//! - `tar-sync`: `tar`, then `sync`: the crude way to make it durable.
+//!
+//! dpkg gets a minimal admin directory (`var/lib/dpkg/{status,updates,info}`) under the root and
+//! `--root=ROOT --force-not-root --force-depends --no-triggers`, which keeps it to unpacking.
+//! This module never runs anything through a shell, and never lets dpkg look at the host's own
+//! database: the admin directory is always the one under the root.
+
+use super::command;
+use super::{Error, Result};
+use serde::Serialize;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A peer unpacker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Peer {
+    Dpkg,
+    DpkgUnsafe,
+    Tar,
+    TarSync,
+}
+
+impl Peer {
+    /// Every peer, in the order the table shows them.
+    pub const ALL: [Peer; 4] = [Peer::Dpkg, Peer::DpkgUnsafe, Peer::Tar, Peer::TarSync];
+
+    /// The name users type.
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Dpkg => "dpkg",
+            Peer::DpkgUnsafe => "dpkg-unsafe",
+            Peer::Tar => "tar",
+            Peer::TarSync => "tar-sync",
+        }
+    }
+
+    /// The programs it runs, each with the Debian package that ships it.
+    fn tools(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Peer::Dpkg | Peer::DpkgUnsafe => &[("dpkg", "dpkg")],
+            Peer::Tar => &[("dpkg-deb", "dpkg"), ("tar", "tar")],
+            Peer::TarSync => &[("dpkg-deb", "dpkg"), ("tar", "tar"), ("sync", "coreutils")],
+        }
+    }
+
+    /// True when every program it runs is installed.
+    pub fn is_installed(self) -> bool {
+        self.tools().iter().all(|(tool, _)| command::find_in_path(tool).is_some())
+    }
+
+    /// Fails, naming the package to install, when a program it runs is missing.
+    pub fn require(self) -> Result<()> {
+        for (tool, package) in self.tools() {
+            command::require(tool, package)?;
+        }
+        Ok(())
+    }
+
+    /// Makes `root` ready for this peer (untimed): dpkg's admin directory.
+    pub fn prepare_root(self, root: &Path) -> io::Result<()> {
+        if matches!(self, Peer::Dpkg | Peer::DpkgUnsafe) {
+            let admin = root.join("var/lib/dpkg");
+            fs::create_dir_all(admin.join("updates"))?;
+            fs::create_dir_all(admin.join("info"))?;
+            fs::write(admin.join("status"), b"")?;
+        }
+        Ok(())
+    }
+
+    /// Unpacks `packages` into `root`: the measured part.
+    pub fn run(self, packages: &[PathBuf], root: &Path) -> io::Result<Output> {
+        match self {
+            Peer::Dpkg | Peer::DpkgUnsafe => {
+                let io_mode = if self == Peer::Dpkg { "--refuse-unsafe-io" } else { "--force-unsafe-io" };
+                let mut root_arg = std::ffi::OsString::from("--root=");
+                root_arg.push(root);
+                Command::new("dpkg")
+                    .arg(root_arg)
+                    .args(["--force-not-root", "--force-depends", "--no-triggers", io_mode, "--unpack"])
+                    .args(packages)
+                    .stdin(Stdio::null())
+                    .output()
+            }
+            Peer::Tar => tar_extract(packages, root),
+            Peer::TarSync => {
+                let out = tar_extract(packages, root)?;
+                if !out.status.success() {
+                    return Ok(out);
+                }
+                Command::new("sync").stdin(Stdio::null()).output()
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for Peer {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Peer> {
+        Peer::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            let known: Vec<&str> = Peer::ALL.iter().map(|p| p.name()).collect();
+            Error::Usage(format!("unknown peer '{s}' (known: {})", known.join(", ")))
+        })
+    }
+}
+
+/// `dpkg-deb --fsys-tarfile PKG | tar -x -f - -C ROOT` for each package in turn, stopping at
+/// the first failure, whose output is returned.
+fn tar_extract(packages: &[PathBuf], root: &Path) -> io::Result<Output> {
+    let mut last = None;
+    for package in packages {
+        let out = tar_extract_one(package, root)?;
+        if !out.status.success() {
+            return Ok(out);
+        }
+        last = Some(out);
+    }
+    last.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no package to extract"))
+}
+
+fn tar_extract_one(package: &Path, root: &Path) -> io::Result<Output> {
+    let mut deb = Command::new("dpkg-deb")
+        .arg("--fsys-tarfile")
+        .arg(package)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let Some(stream) = deb.stdout.take() else {
+        return Err(io::Error::other("dpkg-deb has no stdout pipe"));
+    };
+    let tar = Command::new("tar").args(["-x", "-f", "-", "-C"]).arg(root).stdin(stream).output();
+    let tar = match tar {
+        Ok(tar) => tar,
+        Err(e) => {
+            let _ = deb.kill();
+            let _ = deb.wait();
+            return Err(e);
+        }
+    };
+    let deb = deb.wait_with_output()?;
+    Ok(if deb.status.success() { tar } else { deb })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_back_and_unknown_names_are_usage_errors() {
+        for peer in Peer::ALL {
+            assert_eq!(peer.name().parse::<Peer>().unwrap(), peer);
+        }
+        let err = "rpm".parse::<Peer>().unwrap_err();
+        assert!(err.is_usage() && err.to_string().contains("dpkg-unsafe"), "{err}");
+    }
+
+    #[test]
+    fn dpkg_admin_directory_is_made_under_the_root_only_for_dpkg() {
+        let dir = tempfile::tempdir().unwrap();
+        Peer::Tar.prepare_root(dir.path()).unwrap();
+        assert!(!dir.path().join("var").exists());
+        Peer::Dpkg.prepare_root(dir.path()).unwrap();
+        let admin = dir.path().join("var/lib/dpkg");
+        assert!(admin.join("updates").is_dir() && admin.join("info").is_dir());
+        assert_eq!(fs::read(admin.join("status")).unwrap(), b"");
+    }
+}

@@ -1,0 +1,142 @@
+//! What the root holds before a measured run: nothing (`install`), or an installed copy of the
+//! same paths with other contents (`upgrade`).
+//!
+//! Why upgrade matters: replacing files is where atomicity costs most (the old content must
+//! survive until the new one is durable), and filesystems treat a rename over an existing file
+//! differently (ext4's auto_da_alloc flushes it). The old copy is a rewritten package (same
+//! paths, different bytes and lengths), installed with `unpack -s none` and made durable with
+//! one syncfs before the run, so every tool replaces the same existing files. The preparation is
+//! never measured.
+
+use super::engine::Engine;
+use super::{command, Error, Result};
+use serde::Serialize;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The state of the root before a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scenario {
+    Install,
+    Upgrade,
+}
+
+impl Scenario {
+    /// Every scenario, in the order the tables show them.
+    pub const ALL: [Scenario; 2] = [Scenario::Install, Scenario::Upgrade];
+
+    /// The name users type.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Install => "install",
+            Scenario::Upgrade => "upgrade",
+        }
+    }
+
+    /// Brings `root` (an empty directory) to this scenario's starting state; `old` are the
+    /// rewritten packages of [`make_old_version`]. The caller syncs afterwards.
+    pub fn prepare(self, engine: &Engine, old: &[PathBuf], root: &Path) -> Result<()> {
+        match self {
+            Scenario::Install => Ok(()),
+            Scenario::Upgrade => engine.install_unsafely(old, root),
+        }
+    }
+}
+
+impl std::str::FromStr for Scenario {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Scenario, String> {
+        Scenario::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| format!("unknown scenario '{s}' (known: install, upgrade)"))
+    }
+}
+
+/// Writes into `dir` a copy of `package` whose regular files have other bytes and other
+/// lengths at the same paths (control data unchanged), using dpkg-deb to take it apart and put
+/// it back together. Returns the new package's path.
+pub fn make_old_version(package: &Path, dir: &Path) -> Result<PathBuf> {
+    let stem = package.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stage = dir.join(format!("{stem}.old-tree"));
+    let out = dir.join(format!("{stem}.old.deb"));
+    command::output(Command::new("dpkg-deb").arg("--raw-extract").arg(package).arg(&stage), package)?;
+    rewrite_tree(&stage, &stage.join("DEBIAN"))?;
+    // -Znone: it is only installed in the untimed preparation, so make it fast to build.
+    command::output(
+        Command::new("dpkg-deb").args(["--nocheck", "-Znone", "--build"]).arg(&stage).arg(&out),
+        package,
+    )?;
+    fs::remove_dir_all(&stage).map_err(Error::io(&stage))?;
+    Ok(out)
+}
+
+/// Replaces every regular file under `dir` (except under `skip`) by [`old_content`] of a
+/// different length, keeping its mode.
+fn rewrite_tree(dir: &Path, skip: &Path) -> Result<()> {
+    for entry in fs::read_dir(dir).map_err(Error::io(dir))? {
+        let path = entry.map_err(Error::io(dir))?.path();
+        if path == skip {
+            continue;
+        }
+        let meta = fs::symlink_metadata(&path).map_err(Error::io(&path))?;
+        if meta.is_dir() {
+            rewrite_tree(&path, skip)?;
+        } else if meta.is_file() {
+            // Remove and recreate rather than truncate: works on read-only files without root.
+            fs::remove_file(&path).map_err(Error::io(&path))?;
+            fs::write(&path, old_content(meta.len())).map_err(Error::io(&path))?;
+            fs::set_permissions(&path, meta.permissions()).map_err(Error::io(&path))?;
+        }
+    }
+    Ok(())
+}
+
+/// Content for the old version of a file of `len` bytes: never the same length (half of it, or
+/// a few bytes more for the tiniest files), so the upgrade changes sizes as well as bytes.
+fn old_content(len: u64) -> Vec<u8> {
+    let new_len = if len > 2 { len / 2 + 1 } else { len + 3 };
+    b"unpack-bench: the old version of this file\n".iter().copied().cycle().take(new_len as usize).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn old_content_never_has_the_original_length() {
+        for len in [0u64, 1, 2, 3, 4, 5, 100, 4096, 1 << 20] {
+            assert_ne!(old_content(len).len() as u64, len, "{len}");
+        }
+    }
+
+    #[test]
+    fn the_old_version_has_the_same_paths_and_different_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = super::super::synthetic::Spec { files: 5, size: 100 };
+        let deb = spec.generate(dir.path()).unwrap();
+        let old = make_old_version(&deb, dir.path()).unwrap();
+        let list = |p: &Path| {
+            let out = Command::new("dpkg-deb").arg("--contents").arg(p).output().unwrap();
+            assert!(out.status.success());
+            let text = String::from_utf8(out.stdout).unwrap();
+            let mut names: Vec<String> =
+                text.lines().map(|l| l.rsplit(' ').next().unwrap_or_default().to_string()).collect();
+            names.sort();
+            names
+        };
+        assert_eq!(list(&deb), list(&old));
+        let (new_x, old_x) = (dir.path().join("new"), dir.path().join("oldx"));
+        for (p, x) in [(&deb, &new_x), (&old, &old_x)] {
+            assert!(Command::new("dpkg-deb").arg("-x").arg(p).arg(x).status().unwrap().success());
+        }
+        let f = "usr/share/synthetic-5-100/d0000/f0000003";
+        let (a, b) = (fs::read(new_x.join(f)).unwrap(), fs::read(old_x.join(f)).unwrap());
+        assert_eq!(a.len(), 100);
+        assert_eq!(b.len(), 51);
+        assert!(!dir.path().join("synthetic-5-100_1.0_all.old-tree").exists(), "stage removed");
+    }
+}

@@ -1,0 +1,145 @@
+//! `unpack-bench`: the benchmark matrix. Parses arguments, runs [`unpack::bench`], writes or
+//! prints the result. Exit status: 0 the matrix was made (failed runs are in it), 1 the bench
+//! itself failed, 2 usage (including not being root without `--dir`), 130/143/129 stopped by
+//! SIGINT/SIGTERM/SIGHUP between runs.
+
+use anyhow::Context as _;
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use unpack::bench::cache::Cache;
+use unpack::bench::device;
+use unpack::bench::peers::Peer;
+use unpack::bench::scenario::Scenario;
+use unpack::bench::{output, run_matrix, synthetic, Config};
+
+const FAIRNESS: &str = "\
+How the numbers are made (fairness rules):
+  - Every run gets a fresh filesystem (mkfs + mount on a loop device), so runs never see each
+    other; with --dir, a fresh directory on that filesystem.
+  - Strategies and peers alternate within each round of a row (A B C A B C ...), after one
+    warm-up round that is not counted, so drift on a shared machine hits all of them alike.
+  - Each run records the time until the unpacker exited and the time until its data was stable
+    (the exit plus a syncfs of the filesystem): `none` is only fast until you count the second.
+  - Every run starts with no dirty data (sync); `--cache cold` also drops the page cache.
+  - The dpkg peer runs with --refuse-unsafe-io (dpkg as shipped, whatever dpkg.cfg.d says);
+    dpkg-unsafe with --force-unsafe-io. dpkg gets a minimal admin directory under the root and
+    --force-not-root --force-depends --no-triggers, which keep it to the unpack.
+  - A run that fails counts as failed in the table, never as a time.
+  - The upgrade scenario first installs a rewritten copy of the package (same paths, other
+    contents) with `unpack -s none` and a sync, untimed.";
+
+/// The benchmark matrix: our durability strategies and peers (dpkg, tar) x filesystems x mount
+/// options x page cache x scenario -> seconds until exit and until the data is stable.
+#[derive(Parser, Debug)]
+#[command(name = "unpack-bench", version, after_long_help = FAIRNESS)]
+struct Args {
+    /// Packages to unpack, all together in each run.
+    #[arg(required_unless_present = "synthetic")]
+    packages: Vec<PathBuf>,
+
+    /// Filesystems to make: ext4, ext3, xfs, btrfs.
+    #[arg(long = "fs", value_name = "LIST", value_delimiter = ',', default_value = "ext4", conflicts_with = "dir")]
+    filesystems: Vec<String>,
+
+    /// A mount option set, one row per set; repeatable (-o defaults -o 'data=journal,commit=30').
+    /// Default: the ext4 matrix on ext4 (defaults, nodelalloc, noauto_da_alloc, data=journal,
+    /// data=writeback, commit=60, nobarrier, journal_async_commit), the same without the two
+    /// delalloc options on ext3, defaults on xfs and btrfs.
+    #[arg(short = 'o', long = "mount-options", value_name = "SET", conflicts_with = "dir")]
+    mount_options: Vec<String>,
+
+    /// Our strategies (comma-separated; '' for none); default: all six (none, fsync, batch,
+    /// syncfs, writeback, parallel).
+    #[arg(short = 's', long, value_name = "LIST")]
+    strategies: Option<String>,
+
+    /// Peers: dpkg, dpkg-unsafe, tar, tar-sync (comma-separated; '' for none); default: those
+    /// installed.
+    #[arg(long, value_name = "LIST")]
+    peers: Option<String>,
+
+    /// Page cache before each run: warm, cold (sync and drop caches).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "warm")]
+    cache: Vec<Cache>,
+
+    /// install (into an empty root), upgrade (over an installed copy with other contents).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "install")]
+    scenario: Vec<Scenario>,
+
+    /// Counted runs per cell, after one warm-up round.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    runs: u64,
+
+    /// Also bench a generated package of N files of SIZE bytes (e.g. 10000:4k); repeatable.
+    #[arg(long, value_name = "N:SIZE")]
+    synthetic: Vec<synthetic::Spec>,
+
+    /// Bench on this existing directory's filesystem (no mkfs, mount options as they are; no
+    /// root needed for warm runs).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+
+    /// The device under every filesystem: native (this machine), nvme, ssd, hdd, sdcard, or
+    /// flush=LATENCY,bw=BANDWIDTH (e.g. flush=8ms,bw=150MB/s), emulated by a virtual disk that
+    /// counts the flushes and bytes reaching it.
+    #[arg(long, value_name = "NAME", default_value = "native", conflicts_with = "dir")]
+    device: unpack::vdisk::Profile,
+
+    /// Write matrix.md, matrix.csv, matrix.json and matrix.svg here instead of printing the
+    /// markdown.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    // Ctrl-C stops the matrix between runs, so the last filesystem still comes down.
+    unpack::interrupt::install();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("unpack-bench: {e:#}");
+            ExitCode::from(e.downcast_ref::<unpack::bench::Error>().map_or(1, |e| e.exit_status()))
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let peers = match args.peers.as_deref() {
+        None => None,
+        Some(list) => Some(names(list).map(str::parse).collect::<Result<Vec<Peer>, _>>()?),
+    };
+    let strategies = args.strategies.as_deref().map(|list| names(list).map(String::from).collect());
+    let config = Config {
+        packages: args.packages,
+        synthetic: args.synthetic,
+        filesystems: args.filesystems,
+        option_sets: args.mount_options,
+        strategies,
+        peers,
+        caches: args.cache,
+        scenarios: args.scenario,
+        runs: args.runs,
+        dir: args.dir,
+        device: device::for_profile(args.device),
+    };
+    let matrix = run_matrix(config)?;
+    match &args.out {
+        Some(dir) => {
+            output::write_all(&matrix, dir).with_context(|| format!("writing the matrix to {}", dir.display()))?;
+            eprintln!("unpack-bench: wrote matrix.md, matrix.csv, matrix.json and matrix.svg to {}", dir.display());
+        }
+        None => print!("{}", output::markdown(&matrix)),
+    }
+    let failed = matrix.failed_runs();
+    if failed > 0 {
+        eprintln!("unpack-bench: {failed} counted run(s) failed; their cells show as failed, with reasons");
+    }
+    Ok(())
+}
+
+/// The names in a comma-separated list; an empty list ('') names nothing.
+fn names(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|n| !n.is_empty())
+}

@@ -1,0 +1,207 @@
+//! The reading half of an unpack on its own thread: packages in, validated entries and their
+//! bytes out, through a bounded queue.
+//!
+//! Decompression (xz above all) costs as much as creating the files, so the two run on two
+//! cores, as dpkg gets from its decompressor process and tar from its pipe. Messages travel in
+//! batches of about [`CHUNK`] bytes (one queue operation, and so at most one futex wake-up, per
+//! batch rather than per file), and the queue holds at most [`QUEUE`] batches, so memory stays
+//! bounded whatever the package. The reader never touches the root: everything it learns goes through the queue,
+//! and it stops as soon as the writer hangs up (an error or a signal on the writing side).
+
+use crate::control::Control;
+use crate::deb::Deb;
+use crate::entry::{self, Entry, Kind};
+use crate::error::{Error, Result};
+use crate::ProgressFn;
+use std::io::{self, Read};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{Receiver, SyncSender};
+
+
+/// Largest piece of file data in one message, and the size at which a batch is sent.
+pub const CHUNK: usize = 128 * 1024;
+/// Batches in flight: at most about `QUEUE * 2 * CHUNK` bytes of file data are buffered.
+pub const QUEUE: usize = 16;
+/// Most messages in one batch (a batch of empty files or symlinks carries no bytes).
+const BATCH_MESSAGES: usize = 512;
+
+/// What the reader sends.
+pub enum Message {
+    /// A new package starts; its control file says what it is.
+    Package { index: usize, path: PathBuf, control: Control },
+    /// The next entry; a regular file's bytes follow as [`Message::Data`].
+    Entry(Entry),
+    Data(Vec<u8>),
+    /// The reader failed; nothing follows.
+    Failed(Error),
+}
+
+/// Reads `packages` in order and sends what they hold. Returns when done, on the first error
+/// (sent as [`Message::Failed`]), or when the receiver is gone.
+pub fn read(packages: &[PathBuf], tx: SyncSender<Vec<Message>>, progress: Option<&ProgressFn>) {
+    let mut out = Batcher { tx, batch: Vec::new(), bytes: 0 };
+    if let Err(e) = read_all(packages, &mut out, progress) {
+        out.batch.push(Message::Failed(e));
+    }
+    out.flush();
+}
+
+/// Collects messages into batches.
+struct Batcher {
+    tx: SyncSender<Vec<Message>>,
+    batch: Vec<Message>,
+    bytes: usize,
+}
+
+impl Batcher {
+    /// Adds a message; false when the writer hung up (stop quietly: it reports its own error).
+    fn send(&mut self, m: Message) -> bool {
+        if let Message::Data(d) = &m {
+            self.bytes += d.len();
+        }
+        self.batch.push(m);
+        if self.bytes >= CHUNK || self.batch.len() >= BATCH_MESSAGES {
+            return self.flush();
+        }
+        true
+    }
+
+    fn flush(&mut self) -> bool {
+        self.bytes = 0;
+        self.batch.is_empty() || self.tx.send(std::mem::take(&mut self.batch)).is_ok()
+    }
+}
+
+fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressFn>) -> Result<()> {
+    let total: u64 = packages.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+    let mut done_before = 0;
+    for (index, package) in packages.iter().enumerate() {
+        let mut deb = Deb::open(package)?;
+        let consumed = deb.consumed();
+        let control = {
+            let (member, stream) = deb.control()?;
+            Control::from_tar(package, &member, stream)?
+        };
+        if !out.send(Message::Package { index, path: package.clone(), control }) {
+            return Ok(());
+        }
+        let size = deb.len();
+        let (member, stream) = deb.data()?;
+        let bad = |e: io::Error| Error::bad(package, format!("{member}: {e}"));
+        let mut archive = tar::Archive::new(stream);
+        let mut buffer = vec![0u8; CHUNK];
+        for item in archive.entries().map_err(bad)? {
+            let mut item = item.map_err(bad)?;
+            let Some(entry) = entry::validate(&mut item).map_err(|e| Error::bad(package, format!("{member}: {e}")))? else {
+                continue;
+            };
+            let size = match entry.kind {
+                Kind::File { size } => size,
+                _ => 0,
+            };
+            let shown = entry.path.clone();
+            if !out.send(Message::Entry(entry)) {
+                return Ok(());
+            }
+            let mut left = size;
+            while left > 0 {
+                let want = left.min(CHUNK as u64) as usize;
+                let n = read_full(&mut item, &mut buffer[..want]).map_err(|e| Error::bad(package, format!("entry '{}': {e}", shown.display())))?;
+                if n == 0 {
+                    return Err(Error::bad(
+                        package,
+                        format!("entry '{}': archive ends after {} of {size} bytes", shown.display(), size - left),
+                    ));
+                }
+                left -= n as u64;
+                if !out.send(Message::Data(buffer[..n].to_vec())) {
+                    return Ok(());
+                }
+            }
+            if let Some(p) = progress {
+                p(done_before + consumed.load(Relaxed), total);
+            }
+        }
+        done_before += size;
+    }
+    Ok(())
+}
+
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// The writer's end of the queue: messages one by one out of the batches.
+pub struct Queue {
+    rx: Receiver<Vec<Message>>,
+    batch: std::vec::IntoIter<Message>,
+}
+
+impl Queue {
+    pub fn new(rx: Receiver<Vec<Message>>) -> Queue {
+        Queue { rx, batch: Vec::new().into_iter() }
+    }
+
+    /// The next message; `None` when the reader is done.
+    pub fn next(&mut self) -> Option<Message> {
+        loop {
+            if let Some(m) = self.batch.next() {
+                return Some(m);
+            }
+            self.batch = self.rx.recv().ok()?.into_iter();
+        }
+    }
+}
+
+/// The writer's view of one regular file's bytes: a `Read` over the queue's data messages.
+/// A reader failure in the middle of a file is kept in `failed` for the writer to report.
+pub struct FileData<'a> {
+    rx: &'a mut Queue,
+    left: u64,
+    pending: Vec<u8>,
+    offset: usize,
+    failed: &'a mut Option<Error>,
+}
+
+impl<'a> FileData<'a> {
+    /// The next `size` bytes of the queue.
+    pub fn new(rx: &'a mut Queue, size: u64, failed: &'a mut Option<Error>) -> FileData<'a> {
+        FileData { rx, left: size, pending: Vec::new(), offset: 0, failed }
+    }
+}
+
+impl Read for FileData<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.offset == self.pending.len() {
+            if self.left == 0 {
+                return Ok(0);
+            }
+            match self.rx.next() {
+                Some(Message::Data(d)) => {
+                    self.left = self.left.saturating_sub(d.len() as u64);
+                    self.pending = d;
+                    self.offset = 0;
+                }
+                Some(Message::Failed(e)) => {
+                    *self.failed = Some(e);
+                    return Err(io::Error::other("the package reader failed"));
+                }
+                Some(_) | None => return Err(io::Error::other("the package reader stopped in the middle of a file")),
+            }
+        }
+        let n = buf.len().min(self.pending.len() - self.offset);
+        buf[..n].copy_from_slice(&self.pending[self.offset..self.offset + n]);
+        self.offset += n;
+        Ok(n)
+    }
+}

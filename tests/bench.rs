@@ -1,0 +1,390 @@
+//! `unpack-bench` end to end: the real bench binary driving the real `unpack`, dpkg and tar on
+//! real filesystems on loop devices, checked through the files it writes.
+//!
+//! Every bench here gets its own `TMPDIR`, so that whatever it might leave behind (a mount, a
+//! loop device, a backing file) is found by path and fails the test. Matrices are kept tiny
+//! (one run after the warm-up, small synthetic packages): these tests pin behaviour, they never
+//! assert a time.
+
+mod common;
+
+use common::{is_root, run, Run};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use unpack::scratchfs::{self, LoopDevice, Mounted};
+use std::process::Command;
+
+fn bench_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_unpack-bench")
+}
+
+/// `unpack-bench ARGS...` with `TMPDIR` set to `tmp`.
+fn bench(tmp: &Path, args: &[&str]) -> Run {
+    run(Command::new(bench_bin()).env("TMPDIR", tmp).args(args))
+}
+
+/// The same as the unprivileged user `nobody`.
+fn bench_as_nobody(tmp: &Path, args: &[&str]) -> Run {
+    run(Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bench_bin())
+        .env("TMPDIR", tmp)
+        .args(args))
+}
+
+/// The bench's `TMPDIR` for one test. What a bench leaves under it fails the test (see
+/// [`leftovers`]) and is still taken down here, so a failing test leaks nothing either.
+struct BenchTmp(tempfile::TempDir);
+
+impl BenchTmp {
+    fn new() -> BenchTmp {
+        BenchTmp(tempfile::tempdir().unwrap())
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for BenchTmp {
+    fn drop(&mut self) {
+        for target in mounts_under(self.path()) {
+            drop(Mounted::adopt(&target));
+        }
+        for (device, backing) in loops_under(self.path()) {
+            drop(LoopDevice::adopt(&device, &backing));
+        }
+    }
+}
+
+/// Mount points under `dir`, deepest first.
+fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut found: Vec<PathBuf> =
+        table.lines().filter_map(|l| l.split(' ').nth(4)).map(PathBuf::from).filter(|m| m.starts_with(dir)).collect();
+    found.sort_by_key(|m| std::cmp::Reverse(m.components().count()));
+    found
+}
+
+/// Loop devices whose backing file is under `dir`, with that file.
+fn loops_under(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir("/sys/block") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("loop"))
+        .map(|e| Path::new("/dev").join(e.file_name()))
+        .filter_map(|dev| scratchfs::backing_file(&dev).map(|backing| (dev, backing)))
+        .filter(|(_, backing)| backing.starts_with(dir))
+        .collect()
+}
+
+/// Mounts and loop devices under `tmp`, and anything left in it.
+fn leftovers(tmp: &Path) -> Vec<String> {
+    let mut found: Vec<String> = mounts_under(tmp).iter().map(|m| format!("mount: {}", m.display())).collect();
+    found.extend(loops_under(tmp).iter().map(|(d, b)| format!("loop: {} on {}", d.display(), b.display())));
+    found.extend(std::fs::read_dir(tmp).unwrap().map(|e| format!("file: {}", e.unwrap().path().display())));
+    found
+}
+
+/// Parses RFC 4180 CSV (quoted fields may hold commas and doubled quotes).
+fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .map(|line| {
+            let (mut fields, mut field, mut quoted, mut chars) = (Vec::new(), String::new(), false, line.chars().peekable());
+            while let Some(c) = chars.next() {
+                match (c, quoted) {
+                    ('"', true) if chars.peek() == Some(&'"') => {
+                        field.push('"');
+                        chars.next();
+                    }
+                    ('"', _) => quoted = !quoted,
+                    (',', false) => fields.push(std::mem::take(&mut field)),
+                    _ => field.push(c),
+                }
+            }
+            fields.push(field);
+            fields
+        })
+        .collect()
+}
+
+/// CSV rows as maps from column name to field.
+fn csv_records(text: &str) -> Vec<std::collections::BTreeMap<String, String>> {
+    let rows = parse_csv(text);
+    let header = &rows[0];
+    rows[1..]
+        .iter()
+        .map(|r| {
+            assert_eq!(r.len(), header.len(), "every CSV line has every column: {r:?}");
+            header.iter().cloned().zip(r.iter().cloned()).collect()
+        })
+        .collect()
+}
+
+/// The markdown table lines of a row (`| \`defaults\` | warm | ...`), split into cells.
+fn table_lines<'a>(md: &'a str, options: &str, cache: &str) -> Vec<Vec<&'a str>> {
+    let prefix = format!("| `{options}` | {cache} |");
+    md.lines()
+        .filter(|l| l.starts_with(&prefix))
+        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).skip(2).collect())
+        .collect()
+}
+
+fn seconds(cell: &str) -> f64 {
+    let number = cell.split_whitespace().next().unwrap_or_default();
+    number.parse().unwrap_or_else(|_| panic!("not a time: {cell:?}"))
+}
+
+#[test]
+fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_the_options_asked() {
+    assert!(is_root(), "the integration tests run as root (loop devices)");
+    let tmp = BenchTmp::new();
+    let out = tempfile::tempdir().unwrap();
+    let out_dir = out.path().to_str().unwrap();
+    let r = bench(
+        tmp.path(),
+        &["--synthetic", "50:4k", "-o", "defaults", "-o", "nodelalloc", "-s", "none,fsync", "--peers", "dpkg,tar", "--runs", "1", "--out", out_dir],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new(), "the bench cleans up after itself");
+    let tools = ["none", "fsync", "dpkg", "tar"];
+
+    // matrix.md: one table per filesystem and scenario, three views of it, every cell a time.
+    let md = std::fs::read_to_string(out.path().join("matrix.md")).unwrap();
+    assert_eq!(md.matches("## synthetic 50:4k on ext4, install").count(), 1, "{md}");
+    assert_eq!(md.matches("| mount options | cache | none | fsync | dpkg | tar |").count(), 3, "{md}");
+    for options in ["defaults", "nodelalloc"] {
+        let lines = table_lines(&md, options, "warm");
+        assert_eq!(lines.len(), 3, "exit, stable and spread lines for {options}: {md}");
+        for line in &lines[..2] {
+            assert_eq!(line.len(), tools.len());
+            assert!(line[0].ends_with("(1.00×)"), "none is the baseline: {line:?}");
+            for cell in line {
+                assert!(seconds(cell) > 0.0);
+            }
+        }
+        for cell in &lines[2] {
+            let (exit, stable) = cell.split_once(" / ").unwrap_or_else(|| panic!("spread: {cell}"));
+            assert!(exit.contains('–') && stable.contains('–'), "{cell}");
+        }
+    }
+    assert!(md.contains("- `defaults` → `rw,"), "{md}");
+    let applied = md.lines().find(|l| l.starts_with("- `nodelalloc` → ")).unwrap();
+    assert!(applied.contains(",nodelalloc"), "nodelalloc was applied: {applied}");
+
+    // matrix.csv: every run of every cell, with the engine's counters where it is ours.
+    let csv = std::fs::read_to_string(out.path().join("matrix.csv")).unwrap();
+    let records = csv_records(&csv);
+    assert_eq!(records.len(), 2 * tools.len(), "two option sets x four tools x one run");
+    let cells: BTreeSet<(String, String)> =
+        records.iter().map(|r| (r["mount_options"].clone(), r["tool"].clone())).collect();
+    assert_eq!(cells.len(), records.len(), "one line per cell and run");
+    for r in &records {
+        assert_eq!(r["ok"], "true", "{r:?}");
+        assert_eq!(r["exit_code"], "0");
+        assert_eq!(r["filesystem"], "ext4");
+        assert_eq!(r["scenario"], "install");
+        let (exit, stable): (f64, f64) = (r["exit_s"].parse().unwrap(), r["stable_s"].parse().unwrap());
+        assert!(exit > 0.0 && stable >= exit, "{r:?}");
+        let nodelalloc = r["applied_options"].split(',').any(|o| o == "nodelalloc");
+        assert_eq!(nodelalloc, r["mount_options"] == "nodelalloc", "applied options read back: {r:?}");
+        assert!(r["kernel"].starts_with("Linux") && r["cpus"].parse::<u32>().unwrap() >= 1);
+        assert!(r["packages"].starts_with("synthetic-50-4k 1.0"), "{r:?}");
+        let ours = r["kind"] == "strategy";
+        assert_eq!(ours, ["none", "fsync"].contains(&r["tool"].as_str()));
+        for counter in ["fsync", "fdatasync", "sync", "syncfs", "sync_file_range", "rename", "peak_rss_bytes"] {
+            assert_eq!(r[counter].is_empty(), !ours, "{counter} only for our engine: {r:?}");
+        }
+        let count = |c: &str| r[c].parse::<u64>().unwrap_or(0);
+        match r["tool"].as_str() {
+            "none" => assert_eq!(
+                count("fsync") + count("fdatasync") + count("sync") + count("syncfs") + count("sync_file_range"),
+                0,
+                "none flushes nothing"
+            ),
+            "fsync" => assert!(count("fsync") >= 50, "fsync flushes each of the 50 files: {r:?}"),
+            _ => {}
+        }
+        if ours {
+            assert!(count("rename") >= 50 && count("peak_rss_bytes") > 0, "{r:?}");
+        }
+        assert!(r["device_flushes"].is_empty() && r["device_bytes"].is_empty(), "the native device counts nothing");
+    }
+
+    // matrix.json: the same runs nested under rows, and the environment.
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(out.path().join("matrix.json")).unwrap()).unwrap();
+    let env = &json["environment"];
+    assert!(env["kernel"].as_str().unwrap().starts_with("Linux"));
+    assert!(env["cpus"].as_u64().unwrap() >= 1);
+    let package = &env["workloads"][0]["packages"][0];
+    assert_eq!((package["name"].as_str(), package["version"].as_str()), (Some("synthetic-50-4k"), Some("1.0")));
+    assert!(package["bytes"].as_u64().unwrap() > 50 * 4096 / 2);
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        let names: Vec<&str> = row["cells"].as_array().unwrap().iter().map(|c| c["tool"].as_str().unwrap()).collect();
+        assert_eq!(names, tools);
+        for cell in row["cells"].as_array().unwrap() {
+            assert_eq!(cell["runs"].as_array().unwrap().len(), 1);
+            assert_eq!(cell["failed"], 0);
+            assert!(cell["stable"]["median"].as_f64().unwrap() >= cell["exit"]["median"].as_f64().unwrap());
+        }
+        let options = row["mount_options"].as_str().unwrap();
+        let applied = row["applied_options"].as_str().unwrap();
+        assert_eq!(applied.split(',').any(|o| o == "nodelalloc"), options == "nodelalloc", "{row}");
+    }
+
+    // matrix.svg: grouped bars per option set, one per tool.
+    let svg = std::fs::read_to_string(out.path().join("matrix.svg")).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+    let texts: BTreeSet<&str> = svg.lines().map(str::trim).collect();
+    for label in ["-o defaults", "-o nodelalloc", "none", "fsync", "dpkg", "tar"] {
+        assert!(texts.contains(label), "the chart shows {label}");
+    }
+    assert!(svg.matches("<rect").count() > 2 * tools.len(), "a bar per cell");
+}
+
+#[test]
+fn failed_runs_show_as_failed_never_as_times() {
+    assert!(is_root(), "the integration tests run as root (loop devices)");
+    let tmp = BenchTmp::new();
+    let deb = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/corrupt-data.deb");
+    let r = bench(tmp.path(), &[deb.to_str().unwrap(), "-o", "defaults", "-s", "none", "--peers", "tar", "--runs", "1"]);
+    assert_eq!(r.code, 0, "a matrix with failed runs is still a matrix: {}", r.stderr);
+    assert!(r.stderr.contains("2 counted run(s) failed"), "{}", r.stderr);
+    let lines = table_lines(&r.stdout, "defaults", "warm");
+    assert_eq!(lines.len(), 3, "{}", r.stdout);
+    for line in &lines {
+        assert_eq!(line, &["failed 1/1", "failed 1/1"], "{}", r.stdout);
+    }
+    assert!(r.stdout.contains("- `defaults` warm, none: exit status 3"), "the engine's reason: {}", r.stdout);
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}
+
+#[test]
+fn the_upgrade_scenario_with_a_cold_cache_runs_over_an_installed_copy() {
+    assert!(is_root(), "the integration tests run as root (loop devices)");
+    let tmp = BenchTmp::new();
+    let out = tempfile::tempdir().unwrap();
+    let r = bench(
+        tmp.path(),
+        &["--synthetic", "30:1k", "-o", "defaults", "-s", "fsync", "--peers", "dpkg", "--scenario", "upgrade", "--cache", "cold", "--runs", "1", "--out", out.path().to_str().unwrap()],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let records = csv_records(&std::fs::read_to_string(out.path().join("matrix.csv")).unwrap());
+    assert_eq!(records.len(), 2);
+    for r in &records {
+        assert_eq!((r["scenario"].as_str(), r["cache"].as_str(), r["ok"].as_str()), ("upgrade", "cold", "true"), "{r:?}");
+    }
+    let md = std::fs::read_to_string(out.path().join("matrix.md")).unwrap();
+    assert!(md.contains("## synthetic 30:1k on ext4, upgrade"), "{md}");
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}
+
+#[test]
+fn without_root_it_exits_2_and_points_at_dir() {
+    let tmp = BenchTmp::new();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let r = bench_as_nobody(tmp.path(), &["--synthetic", "10:1k", "--runs", "1"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("needs root") && r.stderr.contains("--dir"), "{}", r.stderr);
+    assert!(r.stdout.is_empty());
+    let r = bench_as_nobody(tmp.path(), &["--dir", tmp.path().to_str().unwrap(), "--cache", "cold", "--synthetic", "10:1k"]);
+    assert_eq!(r.code, 2, "a cold cache needs root even with --dir: {r:?}");
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}
+
+#[test]
+fn with_dir_it_benches_that_filesystem_as_mounted_without_root() {
+    let tmp = BenchTmp::new();
+    std::os::unix::fs::chown(tmp.path(), Some(65534), Some(65534)).unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let r = bench_as_nobody(tmp.path(), &["--dir", dir, "--synthetic", "20:1k", "-s", "", "--peers", "tar", "--runs", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let fstype = unpack::mountinfo::for_path(tmp.path()).unwrap().fstype;
+    assert!(r.stdout.contains(&format!("## synthetic 20:1k on {fstype}, install")), "{}", r.stdout);
+    let lines = table_lines(&r.stdout, "as mounted", "warm");
+    assert_eq!(lines.len(), 3, "{}", r.stdout);
+    assert!(seconds(lines[0][0]) > 0.0);
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new(), "the bench's directories are gone");
+}
+
+#[test]
+fn what_cannot_be_benched_is_a_usage_error_before_any_run() {
+    let tmp = BenchTmp::new();
+    for (args, says) in [
+        (&["--synthetic", "10:1k", "-s", "nosuch"][..], "unknown strategy 'nosuch'"),
+        (&["--synthetic", "10:1k", "--peers", "rpm"][..], "unknown peer 'rpm'"),
+        (&["--synthetic", "10:1k", "--fs", "zfs"][..], "unknown filesystem 'zfs'"),
+        (&["--synthetic", "10:none"][..], "SIZE is not a size"),
+        (&["--dir", "/", "-o", "nodelalloc", "--synthetic", "1:1"][..], "cannot be used with"),
+        (&[][..], "required"),
+    ] {
+        let r = bench(tmp.path(), args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(r.stderr.contains(says), "{args:?} says {says}: {}", r.stderr);
+    }
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}
+
+#[test]
+fn a_signal_stops_the_matrix_between_runs_and_takes_its_filesystem_down() {
+    assert!(is_root(), "the integration tests run as root (loop devices)");
+    let tmp = BenchTmp::new();
+    let mut child = Command::new(bench_bin())
+        .env("TMPDIR", tmp.path())
+        .args(["--synthetic", "100:4k", "-o", "defaults", "-s", "none", "--peers", "tar", "--runs", "1000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (without judging how long it takes) until a run's filesystem is mounted: by then the
+    // bench is past its setup and inside the matrix.
+    let tmp_name = tmp.path().to_string_lossy().into_owned();
+    let mounted = || std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(&tmp_name);
+    for _ in 0..6000 {
+        if mounted() || child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(child.try_wait().unwrap().is_none(), "the matrix was still running");
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + 15), "{stderr}");
+    assert!(stderr.contains("stopped by signal 15"), "{stderr}");
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}
+
+/// On a virtual disk every run counts the flushes that reached the device: per-file fsync pays
+/// at least one per file, `none` none until it exits, and the markdown shows them beside the
+/// times.
+#[test]
+fn a_virtual_device_counts_the_flushes_each_strategy_pays() {
+    assert!(is_root(), "the integration tests run as root (loop devices, FUSE)");
+    let tmp = BenchTmp::new();
+    let outdir = tempfile::tempdir().unwrap();
+    let out = outdir.path().to_path_buf();
+    let r = bench(
+        tmp.path(),
+        &["--device", "flush=1ms,bw=unlimited", "--synthetic", "40:1k", "-o", "defaults", "-s", "none,fsync,syncfs", "--peers", "", "--runs", "1", "--out", out.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let runs = csv_records(&std::fs::read_to_string(out.join("matrix.csv")).unwrap());
+    let flushes = |tool: &str, column: &str| -> u64 {
+        let run = runs.iter().find(|r| r["tool"] == tool).unwrap_or_else(|| panic!("no {tool} run"));
+        run[column].parse().unwrap_or_else(|_| panic!("{tool} {column}: '{}'", run[column]))
+    };
+    assert_eq!(flushes("none", "device_flushes_at_exit"), 0, "none flushes nothing before it exits");
+    assert!(flushes("none", "device_flushes") > 0, "the syncfs after the run does");
+    assert!(flushes("fsync", "device_flushes_at_exit") >= 40, "one per file at least");
+    let syncfs = flushes("syncfs", "device_flushes_at_exit");
+    assert!(syncfs > 0 && syncfs < 40, "one transaction's worth: {syncfs}");
+    let md = std::fs::read_to_string(out.join("matrix.md")).unwrap();
+    assert!(md.contains("device: flush=1ms,bw=unlimited") && md.contains(" fl |"), "{md}");
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}
