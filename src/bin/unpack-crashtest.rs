@@ -17,7 +17,8 @@ state is rebuilt from the log of the virtual disk, mounted (the journal replays)
 fsck'ed. Invariants, per path of the package:
   1. old complete content or new complete content (zero-length, torn, lost-old otherwise);
   2. in a state a crash after the unpacker's exit can leave: new content (not-durable);
-  3. after `unpack --recover`: each package entirely old or entirely new (not run yet);
+  3. after `unpack --recover ROOT` on the state: each package entirely old or entirely new
+     (mixed, recover-failed);
   4. the state mounts and fsck is clean (reported apart: it points at the filesystem).
 Needs root (loop devices, FUSE, mounts).";
 

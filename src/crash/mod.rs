@@ -40,9 +40,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use workdir::Workdir;
 
-/// Invariant 3 needs `unpack --recover`, which the engine does not have yet.
-pub const RECOVER: &str = "not run: unpack has no --recover yet";
-
 /// What can go wrong in the crash test. Every variant but `Usage` names the path it is about.
 #[derive(Debug, thiserror::Error)]
 pub enum CrashError {
@@ -169,8 +166,13 @@ pub struct CellResult {
     pub states_with_violations: usize,
     /// Violations (state x path) per kind.
     pub kinds: BTreeMap<Kind, usize>,
-    /// Invariant 3.
-    pub recover: &'static str,
+    /// States with at least one violation of the kind, per kind.
+    pub states_by_kind: BTreeMap<Kind, usize>,
+    /// States `unpack --recover` ran on (invariant 3), and how many of them held a rename
+    /// journal (recovery rolls forward) or an intent without one (it rolls back).
+    pub states_recovered: usize,
+    pub states_with_journal: usize,
+    pub states_with_intent: usize,
     pub violations: Vec<Violation>,
     /// Mount and fsck failures: the filesystem's, reported apart.
     pub fs_failures: Vec<FsFailure>,
@@ -241,7 +243,14 @@ pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matr
                         disk_bytes,
                         dir: &dir,
                     };
-                    let expected = Expected { old, new: &new, root: Path::new(record::ROOT_DIR), fstype: fs };
+                    let expected = Expected {
+                        old,
+                        new: &new,
+                        root: Path::new(record::ROOT_DIR),
+                        fstype: fs,
+                        unpack: &config.unpack,
+                        strategy,
+                    };
                     match run_cell(config, index, &setup, &expected, &mut cell) {
                         Ok(io_flusher) => matrix.io_flusher &= io_flusher,
                         Err(e) => cell.error = Some(chain(&e)),
@@ -285,7 +294,10 @@ impl CellResult {
             states_after_returned: 0,
             states_with_violations: 0,
             kinds: BTreeMap::new(),
-            recover: RECOVER,
+            states_by_kind: BTreeMap::new(),
+            states_recovered: 0,
+            states_with_journal: 0,
+            states_with_intent: 0,
             violations: Vec::new(),
             fs_failures: Vec::new(),
             states_detail: Vec::new(),
@@ -341,8 +353,15 @@ fn run_cell(
         if !outcome.violations.is_empty() {
             cell.states_with_violations += 1;
         }
+        cell.states_recovered += usize::from(outcome.recovered);
+        cell.states_with_journal += usize::from(outcome.left.journal);
+        cell.states_with_intent += usize::from(outcome.left.intent && !outcome.left.journal);
         for v in &outcome.violations {
             *cell.kinds.entry(v.kind).or_default() += 1;
+        }
+        let seen: std::collections::BTreeSet<Kind> = outcome.violations.iter().map(|v| v.kind).collect();
+        for kind in seen {
+            *cell.states_by_kind.entry(kind).or_default() += 1;
         }
         cell.violations.extend(outcome.violations);
         cell.fs_failures.extend(outcome.fs_failures);

@@ -3,12 +3,12 @@
 //! `crash.json` (everything, every violation with its state, path, expected and found content)
 //! and `violations.txt` (one line per violation).
 //!
-//! A cell reads `V / S kinds`: V states with at least one violation out of S states checked,
-//! and the kinds seen. Mount and fsck failures point at the filesystem, not at the unpacker,
+//! A cell reads `V / S (kind N, ...)`: V states with at least one violation out of S states
+//! checked, and for each kind seen the number of states that show it. Mount and fsck failures point at the filesystem, not at the unpacker,
 //! so they are listed apart, under the tables. This module only formats and writes.
 
 use super::check::Kind;
-use super::{CellResult, CrashError, Matrix, Scenario, RECOVER};
+use super::{CellResult, CrashError, Matrix, Scenario};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -24,8 +24,10 @@ pub fn markdown(m: &Matrix) -> String {
     let _ = writeln!(out, "# Crash states of {}\n", m.package.display());
     let _ = writeln!(
         out,
-        "Each cell: states with a violation / crash states checked (at most {} per cell, seed {}), and the \
-         kinds seen. Invariant 3 (after `unpack --recover`): {RECOVER}.\n",
+        "Each cell: states with a violation / crash states checked (at most {} per cell, seed {}), and for \
+         each kind of violation seen, the number of states showing it. Kinds: zero-length, torn, lost-old \
+         (invariant 1: old or new), not-durable (2: new after exit 0), leftover-dirs, mixed, recover-failed (3: \
+         entirely old or entirely new after `unpack --recover`).\n",
         m.states_per_cell, m.seed
     );
     let mut filesystems: Vec<&str> = Vec::new();
@@ -103,10 +105,11 @@ fn cell_text(c: &CellResult) -> String {
     if c.error.is_some() {
         return "error".to_string();
     }
-    let kinds: Vec<&str> = Kind::ALL.iter().filter(|k| c.kinds.contains_key(k)).map(|k| k.name()).collect();
+    let kinds: Vec<String> =
+        Kind::ALL.iter().filter_map(|k| c.states_by_kind.get(k).map(|n| format!("{} {n}", k.name()))).collect();
     let mut text = format!("{} / {}", c.states_with_violations, c.states);
     if !kinds.is_empty() {
-        let _ = write!(text, " {}", kinds.join(", "));
+        let _ = write!(text, " ({})", kinds.join(", "));
     }
     text
 }
@@ -121,7 +124,8 @@ fn push_unique<'a>(list: &mut Vec<&'a str>, item: &'a str) {
 pub fn csv(m: &Matrix) -> String {
     let mut out = String::from(
         "fs,options,scenario,strategy,settle_s,states,states_after_returned,states_with_violations,\
-         zero_length,torn,lost_old,not_durable,fs_failures,foreign_flushes,recover,error\n",
+         zero_length,torn,lost_old,not_durable,leftover_dirs,mixed,recover_failed,states_recovered,states_with_journal,\
+         states_with_intent,fs_failures,foreign_flushes,error\n",
     );
     for c in &m.cells {
         let kinds: Vec<String> = Kind::ALL.iter().map(|k| c.kinds.get(k).copied().unwrap_or(0).to_string()).collect();
@@ -135,9 +139,11 @@ pub fn csv(m: &Matrix) -> String {
             c.states_after_returned.to_string(),
             c.states_with_violations.to_string(),
             kinds.join(","),
+            c.states_recovered.to_string(),
+            c.states_with_journal.to_string(),
+            c.states_with_intent.to_string(),
             c.fs_failures.len().to_string(),
             c.foreign_flushes.to_string(),
-            c.recover.to_string(),
             c.error.clone().unwrap_or_default(),
         ];
         let quoted: Vec<String> =
