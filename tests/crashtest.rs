@@ -190,6 +190,51 @@ fn fsync_syncfs_and_writeback_keep_every_file_old_or_new_and_new_after_exit_over
 }
 
 #[test]
+fn sigterm_while_its_filesystem_is_mounted_takes_everything_down_and_exits_143() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    /// Kills the child on the way out if an assertion fails first.
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Reap(
+        crashtest()
+            .env("TMPDIR", tmp.path())
+            .args(["-s", "none", "-o", "defaults", "--scenario", "install", "--settle", "600"])
+            .arg("--out")
+            .arg(out.path())
+            .arg(fixture("pkg-v2_2.0_all.deb"))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let canonical = tmp.path().canonicalize().unwrap();
+    let ext4_mounted = || {
+        let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        table.lines().any(|l| l.contains(canonical.to_str().unwrap()) && l.contains(" - ext4 "))
+    };
+    // The unpack into the ext4 filesystem is over within seconds; the settle time is not.
+    while !ext4_mounted() {
+        assert!(child.0.try_wait().unwrap().is_none(), "it ended before its filesystem was mounted");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = rustix::process::Pid::from_raw(child.0.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = child.0.wait().unwrap();
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    assert_no_leftovers(tmp.path());
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "the work directory is removed");
+}
+
+#[test]
 fn bad_arguments_and_non_root_exit_2_and_say_why() {
     let package = fixture("pkg-v2_2.0_all.deb");
     let r = run(crashtest().args(["-s", "nosuch"]).arg(&package));

@@ -1,6 +1,6 @@
 //! `unpack-crashtest [OPTIONS] PACKAGE`: parse, call [`unpack::crash`], print or write the
 //! matrix. Exit status: 0 the matrix was made (violations are results, not failures), 1 the
-//! test itself failed, 2 usage (including not being root).
+//! test itself failed, 2 usage (including not being root), 128 + signal when stopped by one.
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -85,8 +85,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("unpack-crashtest: {e:#}");
-            let usage = e.downcast_ref::<crash::CrashError>().is_some_and(|e| e.is_usage());
-            ExitCode::from(if usage { 2 } else { 1 })
+            ExitCode::from(e.downcast_ref::<crash::CrashError>().map_or(1, crash::CrashError::exit_code))
         }
     }
 }
@@ -110,6 +109,8 @@ fn run(args: Args) -> anyhow::Result<()> {
         .into());
     }
     let package = args.package.context("a PACKAGE is needed")?;
+    // Ctrl-C and SIGTERM stop the matrix with everything taken down (exit 128 + signal).
+    unpack::interrupt::install();
     let exe = std::env::current_exe().context("where is this program")?;
     let unpack = exe.with_file_name("unpack");
     anyhow::ensure!(unpack.is_file(), "{}: the unpack binary is not next to {}", unpack.display(), exe.display());

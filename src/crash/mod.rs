@@ -61,6 +61,9 @@ pub enum CrashError {
     /// Bad arguments.
     #[error("{0}")]
     Usage(String),
+    /// SIGINT, SIGTERM or SIGHUP arrived; everything mounted or attached was taken down.
+    #[error("stopped by signal {signal}; every filesystem, loop device and virtual disk was taken down")]
+    Interrupted { signal: i32 },
     #[error(transparent)]
     Disk(#[from] VdiskError),
     #[error(transparent)]
@@ -68,10 +71,20 @@ pub enum CrashError {
 }
 
 impl CrashError {
-    /// True for errors in the arguments.
-    pub fn is_usage(&self) -> bool {
-        matches!(self, CrashError::Usage(_))
+    /// The exit status for this error: 2 for usage, 128 + signal for a signal, else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CrashError::Usage(_) => 2,
+            CrashError::Interrupted { signal } => u8::try_from(128 + signal).unwrap_or(1),
+            _ => 1,
+        }
     }
+}
+
+/// Fails with [`CrashError::Interrupted`] once a signal the binary listens for
+/// (`crate::interrupt`) has arrived, so the guards take everything down on the way out.
+pub(crate) fn check_interrupt() -> Result<(), CrashError> {
+    crate::interrupt::pending().map_or(Ok(()), |signal| Err(CrashError::Interrupted { signal }))
 }
 
 /// What the root holds before the unpack.
@@ -251,11 +264,13 @@ pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matr
                         unpack: &config.unpack,
                         strategy,
                     };
-                    match run_cell(config, index, &setup, &expected, &mut cell) {
+                    let ran = run_cell(config, index, &setup, &expected, &mut cell);
+                    let _ = std::fs::remove_dir_all(&dir);
+                    check_interrupt()?;
+                    match ran {
                         Ok(io_flusher) => matrix.io_flusher &= io_flusher,
                         Err(e) => cell.error = Some(chain(&e)),
                     }
-                    let _ = std::fs::remove_dir_all(&dir);
                     on_cell(&cell);
                     matrix.cells.push(cell);
                 }
@@ -346,6 +361,7 @@ fn run_cell(
     let chosen: Vec<(usize, &State)> = selection.states.iter().enumerate().collect();
     let mnt = setup.dir.join("check");
     image::build_states(&recording.log, &timeline, &chosen, setup.disk_bytes, setup.dir, &mut |id, state, image| {
+        check_interrupt()?;
         let outcome = check::check_state(image.path(), &mnt, expected, id, timeline.after_returned(state))?;
         if !outcome.violations.is_empty() || !outcome.fs_failures.is_empty() {
             cell.states_detail.push(timeline.describe(id, state));

@@ -84,10 +84,24 @@ fn run_on(disk: &VDisk, setup: &Setup<'_>) -> Result<(), CrashError> {
     disk.mark(super::states::MARK_START)?;
     unpack(setup.unpack, setup.strategy, setup.package, &root)?;
     disk.mark(super::states::MARK_RETURNED)?;
-    std::thread::sleep(setup.settle);
+    settle(setup.settle)?;
     disk.mark(super::states::MARK_SETTLED)?;
     fs.teardown()?;
     Ok(())
+}
+
+/// Lets the filesystem run on for `time`, watching for a signal (a settle time can be half a
+/// minute).
+fn settle(time: Duration) -> Result<(), CrashError> {
+    let end = std::time::Instant::now() + time;
+    loop {
+        super::check_interrupt()?;
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
 }
 
 /// `unpack -q -s STRATEGY PACKAGE ROOT`, which must exit 0.
