@@ -54,9 +54,15 @@ impl Image {
             return Ok(());
         }
         let unit = u64::from(SECTOR_SIZE);
-        let (offset, len) = (sector * unit, sectors * unit);
+        let beyond = || CrashError::BadLog {
+            path: self.path.clone(),
+            reason: format!("entry {}: sectors {sector}+{sectors} lie beyond any disk", e.index),
+        };
+        let (offset, len) = sector.checked_mul(unit).zip(sectors.checked_mul(unit)).ok_or_else(beyond)?;
         let data = match sector.checked_sub(e.sector).filter(|_| !e.is_discard()) {
-            Some(skip) => e.data.get((skip * unit) as usize..((skip + sectors) * unit) as usize),
+            Some(skip) => {
+                usize::try_from(skip * unit).ok().and_then(|from| e.data.get(from..from.checked_add(len as usize)?))
+            }
             None => None,
         };
         match data {

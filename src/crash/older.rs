@@ -25,7 +25,7 @@ use std::path::Path;
 const MAX_CONTROL: u64 = 16 << 20;
 
 /// The length of the older version of a file whose new length is `new_len`: never equal.
-pub fn older_len(new_len: u64) -> u64 {
+fn older_len(new_len: u64) -> u64 {
     if new_len < 64 {
         new_len + 17
     } else {
@@ -34,7 +34,7 @@ pub fn older_len(new_len: u64) -> u64 {
 }
 
 /// The older version's bytes for `path`: a line naming the path, repeated, cut to `len`.
-pub fn older_bytes(path: &Path, len: u64) -> Vec<u8> {
+fn older_bytes(path: &Path, len: u64) -> Vec<u8> {
     let line = format!("older version of /{}\n", path.display());
     line.bytes().cycle().take(len as usize).collect()
 }

@@ -166,6 +166,9 @@ impl Timeline {
         // Writes since the last flush, counted only once the unpacker has returned.
         let mut idle: Option<usize> = None;
         while let Some(e) = reader.next_entry()? {
+            if e.is_write() || e.is_discard() {
+                within(&e, disk.len()).map_err(bad)?;
+            }
             if !started {
                 if e.mark.as_deref() == Some(MARK_START) {
                     started = true;
@@ -356,14 +359,19 @@ fn sector_hash(sector: u64, data: &[u8]) -> u128 {
     (u128::from(lane(0)) << 64) | u128::from(lane(1))
 }
 
+/// Checks that a write or discard lies on a disk of `sectors` sectors.
+fn within(e: &LogEntry, sectors: usize) -> Result<u64, String> {
+    e.sector.checked_add(e.nr_sectors).filter(|&end| end <= sectors as u64).ok_or_else(|| {
+        format!("entry {} covers sectors {}+{} beyond the disk's {sectors}", e.index, e.sector, e.nr_sectors)
+    })
+}
+
 /// Applies a write or discard to the per-sector hashes and their sum.
 fn apply(disk: &mut [u128], total: &mut u128, e: &LogEntry) -> Result<(), String> {
     if !(e.is_write() || e.is_discard()) {
         return Ok(());
     }
-    let end = e.sector.checked_add(e.nr_sectors).filter(|&end| end <= disk.len() as u64).ok_or_else(|| {
-        format!("entry {} covers sectors {}+{} beyond the disk's {}", e.index, e.sector, e.nr_sectors, disk.len())
-    })?;
+    let end = within(e, disk.len())?;
     let hashes = sector_hashes(e);
     for (slot, h) in disk[e.sector as usize..end as usize].iter_mut().zip(hashes) {
         *total = total.wrapping_sub(*slot).wrapping_add(h);
@@ -602,6 +610,11 @@ mod tests {
         let mut w = LogWriter::create(&path).unwrap();
         w.mark(MARK_START).unwrap();
         w.write(DISK / 512, &block(1)).unwrap();
+        w.finish().unwrap();
+        assert!(matches!(Timeline::read(&path, DISK), Err(CrashError::BadLog { .. })));
+        let mut w = LogWriter::create(&path).unwrap();
+        w.mark(MARK_START).unwrap();
+        w.discard(1, u64::MAX / 2).unwrap();
         w.finish().unwrap();
         assert!(matches!(Timeline::read(&path, DISK), Err(CrashError::BadLog { .. })));
     }
