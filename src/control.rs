@@ -23,11 +23,15 @@ impl Control {
     /// Finds `./control` in a control.tar stream and parses it.
     pub fn from_tar(package: &Path, member: &str, stream: impl Read) -> Result<Control> {
         let bad = |reason: String| Error::bad(package, format!("{member}: {reason}"));
+        let (stream, meter) = crate::entry::metered(stream);
         let mut archive = tar::Archive::new(stream);
         for entry in archive.entries().map_err(|e| bad(e.to_string()))? {
-            let entry = entry.map_err(|e| bad(e.to_string()))?;
+            let mut entry = entry.map_err(|e| bad(e.to_string()))?;
+            let _held = meter.entry();
             let name = entry.path_bytes();
             if name.as_ref() != b"./control" && name.as_ref() != b"control" {
+                // Skipped here, while unbounded: other members (md5sums) may be large.
+                std::io::copy(&mut entry, &mut std::io::sink()).map_err(|e| bad(e.to_string()))?;
                 continue;
             }
             if entry.size() > MAX_CONTROL {

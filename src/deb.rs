@@ -241,7 +241,7 @@ impl Deb {
 }
 
 /// Reads until `buf` is full or the end of input; returns how much it read.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..]) {

@@ -3,16 +3,78 @@
 //! Everything the archive says is checked here before the engine acts on it: paths are split
 //! into plain components (no `..`, no empty or over-long names; a leading `/` means the root),
 //! link targets likewise for hard links, ids and times are range-checked, mode bits beyond
-//! 07777 are dropped. What leaves this module is safe to hand to `root.rs`, which still confines
+//! 07777 are dropped, and the tar reader may read at most 1 MiB of headers to reach one entry
+//! ([`metered`]). What leaves this module is safe to hand to `root.rs`, which still confines
 //! every lookup by itself. This module never touches the filesystem.
 
+use crate::extract::TEMP_SUFFIX;
+use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
+use std::rc::Rc;
 
 /// The longest name of one path component Linux accepts.
-const NAME_MAX: usize = 255;
+pub(crate) const NAME_MAX: usize = 255;
+
+/// The longest symlink target symlink(2) accepts (PATH_MAX less its NUL).
+const SYMLINK_MAX: usize = 4095;
+
+/// The most bytes the tar reader may read to reach one entry: its headers, GNU long names,
+/// PAX records, and the data of the entry before it that nobody read. Real ones are a few
+/// hundred bytes.
+const MAX_HEADER_BYTES: u64 = 1 << 20;
+
+/// A tar stream whose reads are bounded while the tar reader looks for the next entry, and
+/// unbounded while an entry is held ([`Meter::entry`]). The tar crate reads a GNU long name or
+/// a PAX record into memory whole, whatever size its header claims: without this bound a
+/// package of a few KiB of zstd could make it allocate gigabytes.
+pub struct Metered<R> {
+    inner: R,
+    left: Rc<Cell<u64>>,
+}
+
+/// Switches the bound of a [`Metered`] stream off while an entry is held.
+pub struct Meter(Rc<Cell<u64>>);
+
+/// An entry is held: its data may be read without bound. Dropping it bounds the stream again.
+pub struct Held(Rc<Cell<u64>>);
+
+/// `inner`, bounded to 1 MiB of reads until the first entry is held.
+pub fn metered<R: Read>(inner: R) -> (Metered<R>, Meter) {
+    let left = Rc::new(Cell::new(MAX_HEADER_BYTES));
+    (Metered { inner, left: left.clone() }, Meter(left))
+}
+
+impl Meter {
+    /// Call on each entry the tar reader yields, and keep the result while reading its data.
+    pub fn entry(&self) -> Held {
+        self.0.set(u64::MAX);
+        Held(self.0.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.set(MAX_HEADER_BYTES);
+    }
+}
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.left.get();
+        if left == 0 {
+            return Err(std::io::Error::other(format!("more than {MAX_HEADER_BYTES} bytes of tar headers for one entry")));
+        }
+        let room = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..room])?;
+        if left != u64::MAX {
+            self.left.set(left - n as u64);
+        }
+        Ok(n)
+    }
+}
 
 /// What an entry is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +137,14 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
         if target.is_empty() {
             return Err(err("symlink with an empty target".into()));
         }
+        // The kernel cannot make these (EINVAL, ENAMETOOLONG): refused here, so that the
+        // package is blamed (exit 3) and not the root (exit 4). Found by fuzzing.
+        if target.contains(&0) {
+            return Err(err("symlink target contains a NUL byte".into()));
+        }
+        if target.len() > SYMLINK_MAX {
+            return Err(err(format!("symlink target of {} bytes is longer than {SYMLINK_MAX}", target.len())));
+        }
         Kind::Symlink { target: OsStr::from_bytes(&target).to_os_string() }
     } else if etype.is_hard_link() {
         let target = clean_path(&link()?).map_err(|e| err(format!("hard link target: {e}")))?;
@@ -115,6 +185,9 @@ pub fn clean_path(raw: &[u8]) -> Result<PathBuf, String> {
             b".." => return Err("path contains '..'".into()),
             _ if part.len() > NAME_MAX => return Err(format!("a name of {} bytes is longer than {NAME_MAX}", part.len())),
             _ if part.contains(&0) => return Err("path contains a NUL byte".into()),
+            // The engine's own temporary names: such an entry would be mistaken for one (its
+            // temporary file overwritten by another's rename, an installed one removed as stale).
+            _ if part.ends_with(TEMP_SUFFIX.as_bytes()) => return Err(format!("a name ending in '{TEMP_SUFFIX}' (the engine's temporary names)")),
             _ => path.push(OsStr::from_bytes(part)),
         }
     }
@@ -137,8 +210,8 @@ fn pax_time(value: &[u8]) -> Option<(i64, u32)> {
     let digits: String = frac.chars().chain(std::iter::repeat('0')).take(9).collect();
     let nanos: u32 = digits.parse().ok()?;
     if secs < 0 && nanos > 0 {
-        // -1.5 is 1.5 s before the epoch: -2 s plus 0.5 s.
-        return Some((secs - 1, 1_000_000_000 - nanos));
+        // -1.5 is 1.5 s before the epoch: -2 s plus 0.5 s. At i64::MIN there is no -2 s.
+        return Some((secs.checked_sub(1)?, 1_000_000_000 - nanos));
     }
     Some((secs, nanos))
 }
@@ -156,6 +229,9 @@ mod tests {
         assert!(clean_path(b"..").is_err());
         assert!(clean_path(&[b'a'; 256]).is_err());
         assert!(clean_path(&[b'a'; 255]).is_ok());
+        assert!(clean_path(b"usr/bin/tool.unpack-new").is_err());
+        assert!(clean_path(b"usr/x.unpack-new/tool").is_err());
+        assert!(clean_path(b"usr/x.unpack-newer").is_ok());
     }
 
     #[test]
@@ -164,6 +240,9 @@ mod tests {
         assert_eq!(pax_time(b"1700000000.25"), Some((1_700_000_000, 250_000_000)));
         assert_eq!(pax_time(b"-1.5"), Some((-2, 500_000_000)));
         assert_eq!(pax_time(b"x"), None);
+        // i64::MIN with a fraction: the borrowed second would overflow.
+        assert_eq!(pax_time(b"-9223372036854775808.5"), None);
+        assert_eq!(pax_time(b"-9223372036854775808"), Some((i64::MIN, 0)));
     }
 
     #[test]

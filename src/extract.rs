@@ -10,7 +10,7 @@
 //! which runs on any error and on drop.
 
 use crate::durability::{Directory, Strategy, TempFile};
-use crate::entry::{Entry, Kind};
+use crate::entry::{Entry, Kind, NAME_MAX};
 use crate::error::{Error, Result};
 use crate::journal;
 use crate::root::{CreatedDir, Pending, ResolveError, Root};
@@ -81,6 +81,8 @@ pub struct Transaction<'a> {
     intent: File,
     /// Asked between entries and buffers; `Some(signal)` stops the write phase.
     stop: Option<&'a StopFn>,
+    /// The package being written, for messages about paths two packages share.
+    pkg: usize,
 }
 
 impl<'a> Transaction<'a> {
@@ -117,6 +119,7 @@ impl<'a> Transaction<'a> {
             state,
             intent,
             stop,
+            pkg: 0,
         })
     }
 
@@ -131,6 +134,7 @@ impl<'a> Transaction<'a> {
     /// Writes one entry of package number `pkg` (its file is `package`), reading a regular
     /// file's bytes from `data`.
     pub fn add(&mut self, pkg: usize, package: &Path, entry: &Entry, data: &mut dyn Read) -> Result<()> {
+        self.pkg = pkg;
         if entry.path.as_os_str().is_empty() {
             // `./`: the root's own metadata belongs to whoever made the root.
             return Ok(());
@@ -153,6 +157,11 @@ impl<'a> Transaction<'a> {
         let display = self.root.display(&canon);
         let replaces_empty_dir = !dir.fresh && self.check_final_name(&dir, name, &display)?;
         let temp = temp_name(name);
+        // A name of up to 255 bytes is valid, its temporary name 11 bytes longer may not be:
+        // that is the package's limit (exit 3), not an I/O error in the root (exit 4).
+        if temp.len() > NAME_MAX {
+            return Err(Error::bad(package, format!("entry '{}': the name is too long to add '{TEMP_SUFFIX}' to it", entry.path.display())));
+        }
         let rename = self.renames.len();
         let slot = match &entry.kind {
             Kind::File { size } => {
@@ -207,6 +216,9 @@ impl<'a> Transaction<'a> {
         for d in &self.created[before..] {
             // Best effort: recovery also finds temporary files without it.
             let _ = self.intent.write_all(&journal::intent_line(&d.canon));
+            // A directory made for entries under it is the package's from now on: a later
+            // entry that is not a directory at this path contradicts the package (exit 3).
+            self.slots.entry(d.canon.clone()).or_insert((Slot::Dir, self.pkg));
         }
         resolved.map_err(|e| match e {
             ResolveError::Loop(p) => Error::bad(package, format!("'{}': too many levels of symbolic links", p.display())),
@@ -245,8 +257,8 @@ impl<'a> Transaction<'a> {
             Ok(_) => {
                 let fd = rustix::fs::openat(dir.fd(), name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
                     .map_err(|e| Error::root(display, "opening directory", e))?;
-                let mut entries = rustix::fs::Dir::read_from(&fd).map_err(|e| Error::root(display, "reading directory", e))?;
-                while let Some(e) = entries.next() {
+                let entries = rustix::fs::Dir::read_from(&fd).map_err(|e| Error::root(display, "reading directory", e))?;
+                for e in entries {
                     let e = e.map_err(|e| Error::root(display, "reading directory", e))?;
                     if e.file_name().to_bytes() != b"." && e.file_name().to_bytes() != b".." {
                         return Err(Error::Conflict {

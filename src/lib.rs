@@ -1,19 +1,31 @@
 //! unpack: a package-unpack durability engine, the core of a dpkg-style installer.
 //!
-//! [`unpack`] reads Debian packages and writes their files into a root directory through
+//! [`unpack()`] reads Debian packages and writes their files into a root directory through
 //! temporary names and renames, so that at any instant of a power cut each path holds its old
 //! or its new content, and so that when it returns `Ok` (for every strategy but `none`)
-//! everything is on stable storage. How the safety is paid for is a [`Strategy`].
+//! everything is on stable storage. How the safety is paid for is a [`Strategy`]: one of
+//! [`durability::ALL`], chosen by name, or one of your own (see [`durability`]).
 //!
-//! ```no_run
-//! use std::path::{Path, PathBuf};
-//! let options = unpack::Options::new(unpack::durability::by_name("syncfs", 2)?);
-//! let report = unpack::unpack(&[PathBuf::from("hello_1.0_all.deb")], Path::new("/srv/root"), &options)?;
-//! println!("{}", report.human());
-//! # Ok::<(), unpack::Error>(())
+//! Unpacking a package into a root with the `syncfs` strategy, as `unpack -s syncfs PKG ROOT`
+//! does:
+//!
+//! ```
+//! # use std::path::Path;
+//! # let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+//! let packages = [fixtures.join("comp-gz_1.0_all.deb")];
+//! let root = tempfile::tempdir()?; // any existing directory
+//!
+//! let strategy = unpack::durability::by_name("syncfs", 1)?;
+//! let report = unpack::unpack(&packages, root.path(), &unpack::Options::new(strategy))?;
+//!
+//! assert!(root.path().join("usr/bin/comp-tool").is_file());
+//! assert_eq!(report.syscalls.syncfs, 2); // one before the renames, one after
+//! print!("{}", report.human());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 pub mod bench;
+pub mod cli;
 pub mod commit;
 pub mod control;
 pub mod crash;
@@ -129,7 +141,7 @@ fn write_all(tx: &mut extract::Transaction<'_>, rx: Receiver<Vec<Message>>, repo
     let mut package: Option<(usize, PathBuf)> = None;
     let mut failed = None;
     let mut rx = pipeline::Queue::new(rx);
-    while let Some(message) = rx.next() {
+    while let Some(message) = rx.recv() {
         let entry = match message {
             Message::Package { index, path, control } => {
                 reports.push(report::PackageReport::new(control));

@@ -9,7 +9,7 @@
 //! and it stops as soon as the writer hangs up (an error or a signal on the writing side).
 
 use crate::control::Control;
-use crate::deb::Deb;
+use crate::deb::{read_full, Deb};
 use crate::entry::{self, Entry, Kind};
 use crate::error::{Error, Result};
 use crate::ProgressFn;
@@ -89,10 +89,12 @@ fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressF
         let size = deb.len();
         let (member, stream) = deb.data()?;
         let bad = |e: io::Error| Error::bad(package, format!("{member}: {e}"));
+        let (stream, meter) = entry::metered(stream);
         let mut archive = tar::Archive::new(stream);
         let mut buffer = vec![0u8; CHUNK];
         for item in archive.entries().map_err(bad)? {
             let mut item = item.map_err(bad)?;
+            let _held = meter.entry();
             let Some(entry) = entry::validate(&mut item).map_err(|e| Error::bad(package, format!("{member}: {e}")))? else {
                 continue;
             };
@@ -128,19 +130,6 @@ fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressF
     Ok(())
 }
 
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
 /// The writer's end of the queue: messages one by one out of the batches.
 pub struct Queue {
     rx: Receiver<Vec<Message>>,
@@ -153,7 +142,7 @@ impl Queue {
     }
 
     /// The next message; `None` when the reader is done.
-    pub fn next(&mut self) -> Option<Message> {
+    pub fn recv(&mut self) -> Option<Message> {
         loop {
             if let Some(m) = self.batch.next() {
                 return Some(m);
@@ -186,7 +175,7 @@ impl Read for FileData<'_> {
             if self.left == 0 {
                 return Ok(0);
             }
-            match self.rx.next() {
+            match self.rx.recv() {
                 Some(Message::Data(d)) => {
                     self.left = self.left.saturating_sub(d.len() as u64);
                     self.pending = d;

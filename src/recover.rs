@@ -152,21 +152,28 @@ fn roll_back(root: &mut Root, intent: &[u8]) -> Result<Recovery> {
 /// Removes every `*.unpack-new` below `dir`, staying on its filesystem and out of the state
 /// directory.
 fn remove_temps(dir: &Directory, rel: &Path, state: &Path, count: &mut usize) -> Result<()> {
-    let mut entries = rustix::fs::Dir::read_from(dir.fd()).map_err(|e| Error::root(dir.path(), "reading directory", e))?;
+    let entries = rustix::fs::Dir::read_from(dir.fd()).map_err(|e| Error::root(dir.path(), "reading directory", e))?;
     let mut subdirs = Vec::new();
-    while let Some(entry) = entries.next() {
+    for entry in entries {
         let entry = entry.map_err(|e| Error::root(dir.path(), "reading directory", e))?;
         let name = OsStr::from_bytes(entry.file_name().to_bytes());
         if name == "." || name == ".." {
             continue;
         }
-        if name.as_bytes().ends_with(TEMP_SUFFIX.as_bytes()) && entry.file_type() != FileType::Directory {
+        // Some filesystems do not fill in the type (DT_UNKNOWN): ask.
+        let file_type = match entry.file_type() {
+            FileType::Unknown => rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW)
+                .map(|st| FileType::from_raw_mode(st.st_mode))
+                .unwrap_or(FileType::Unknown),
+            t => t,
+        };
+        if name.as_bytes().ends_with(TEMP_SUFFIX.as_bytes()) && file_type != FileType::Directory {
             match rustix::fs::unlinkat(dir.fd(), name, AtFlags::empty()) {
                 Ok(()) => *count += 1,
                 Err(Errno::NOENT) => {}
                 Err(e) => return Err(Error::root(dir.path().join(name), "removing a temporary file", e)),
             }
-        } else if entry.file_type() == FileType::Directory && rel.join(name) != state {
+        } else if file_type == FileType::Directory && rel.join(name) != state {
             subdirs.push(name.to_os_string());
         }
     }

@@ -5,7 +5,7 @@
 use crate::control::Control;
 use crate::mountinfo::MountInfo;
 use crate::syscalls::SyscallCounts;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -30,7 +30,7 @@ impl PackageReport {
 }
 
 /// Seconds per phase; `total_s` is the wall time of the whole call, lock and reading included.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Phases {
     pub extract_s: f64,
     pub barrier_s: f64,

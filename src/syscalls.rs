@@ -5,7 +5,7 @@
 //! go through here and nowhere else. The counters are atomics because `parallel` flushes from a
 //! pool of threads.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -22,7 +22,7 @@ pub struct Syscalls {
 }
 
 /// A snapshot of [`Syscalls`], as the JSON report shows it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyscallCounts {
     pub fsync: u64,
     pub fdatasync: u64,

@@ -307,31 +307,7 @@ fn the_serving_thread_is_an_io_flusher_exactly_when_the_disk_says_so() {
 #[test]
 fn unpack_vdisk_serves_until_sigint_and_prints_the_counters() {
     let place = Place::new();
-    let child = Command::new(env!("CARGO_BIN_EXE_unpack-vdisk"))
-        .args(["--profile", "flush=0ms", "--size", "64M"])
-        .arg(place.disk())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Kills the server and unmounts if the test fails before the server stopped by itself.
-    struct Reap(Option<std::process::Child>, PathBuf);
-    impl Drop for Reap {
-        fn drop(&mut self) {
-            if let Some(mut child) = self.0.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-                let _ = Command::new("umount").arg(&self.1).status();
-            }
-        }
-    }
-    let mut reap = Reap(Some(child), place.disk());
-    let image = place.disk().join("disk.img");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::metadata(&image).map(|m| m.len()).ok() != Some(64 << 20) {
-        assert!(Instant::now() < deadline, "unpack-vdisk did not serve {}", image.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (mut reap, image) = serve(&place, Stdio::piped());
     let img = OpenOptions::new().write(true).open(&image).unwrap();
     img.write_all_at(&[1u8; 4096], 0).unwrap();
     img.sync_all().unwrap();
@@ -351,37 +327,14 @@ fn unpack_vdisk_serves_until_sigint_and_prints_the_counters() {
 fn unpack_vdisk_will_not_stop_while_a_loop_device_uses_the_image() {
     use std::io::BufRead;
     let place = Place::new();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_unpack-vdisk"))
-        .args(["--profile", "flush=0ms", "--size", "64M"])
-        .arg(place.disk())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
+    let (mut reap, image) = serve(&place, Stdio::null());
+    let stderr = reap.0.as_mut().unwrap().stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
             let _ = tx.send(line);
         }
     });
-    struct Reap(Option<std::process::Child>, PathBuf);
-    impl Drop for Reap {
-        fn drop(&mut self) {
-            if let Some(mut child) = self.0.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-                let _ = Command::new("umount").arg(&self.1).status();
-            }
-        }
-    }
-    let mut reap = Reap(Some(child), place.disk());
-    let image = place.disk().join("disk.img");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::metadata(&image).map(|m| m.len()).ok() != Some(64 << 20) {
-        assert!(Instant::now() < deadline, "unpack-vdisk did not serve {}", image.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let pid = rustix::process::Pid::from_raw(reap.0.as_ref().unwrap().id() as i32).unwrap();
     // Declared after the server's guard, so it is detached before the server is killed.
     let lo = unpack::scratchfs::LoopDevice::attach(&image).unwrap();
@@ -399,4 +352,37 @@ fn unpack_vdisk_will_not_stop_while_a_loop_device_uses_the_image() {
     let status = reap.0.take().unwrap().wait().unwrap();
     assert!(status.success());
     assert_eq!(place.leftovers(), Vec::<String>::new());
+}
+
+/// A running `unpack-vdisk`: killed, and its mount taken down, if a test fails before the
+/// server stopped by itself.
+struct Reap(Option<std::process::Child>, PathBuf);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = Command::new("umount").arg(&self.1).status();
+        }
+    }
+}
+
+/// Starts `unpack-vdisk` on a 64 MiB disk in `place` and waits until it serves the image.
+fn serve(place: &Place, stdout: Stdio) -> (Reap, PathBuf) {
+    let child = Command::new(env!("CARGO_BIN_EXE_unpack-vdisk"))
+        .args(["--profile", "flush=0ms", "--size", "64M"])
+        .arg(place.disk())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let reap = Reap(Some(child), place.disk());
+    let image = place.disk().join("disk.img");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(&image).map(|m| m.len()).ok() != Some(64 << 20) {
+        assert!(Instant::now() < deadline, "unpack-vdisk did not serve {}", image.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (reap, image)
 }

@@ -7,6 +7,8 @@
 //! library's [`crate::durability::ALL`], which the binary is built from.)
 
 use super::{command, Error, Result};
+use crate::report::Phases;
+use crate::syscalls::SyscallCounts;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,32 +19,11 @@ pub struct Engine {
     path: PathBuf,
 }
 
-/// System calls the engine made, as it counts them itself.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Syscalls {
-    pub fsync: u64,
-    pub fdatasync: u64,
-    pub sync: u64,
-    pub syncfs: u64,
-    pub sync_file_range: u64,
-    pub rename: u64,
-}
-
-/// Where the engine's time went, as it measures it itself.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Phases {
-    pub extract_s: f64,
-    pub barrier_s: f64,
-    pub rename_s: f64,
-    pub dirsync_s: f64,
-    pub total_s: f64,
-}
-
-/// The part of `unpack --json` the matrix keeps.
+/// The part of `unpack --json` the matrix keeps, in the engine's own types.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub phases: Phases,
-    pub syscalls: Syscalls,
+    pub syscalls: SyscallCounts,
     pub peak_rss_bytes: u64,
 }
 

@@ -12,6 +12,7 @@ use unpack::bench::device;
 use unpack::bench::peers::Peer;
 use unpack::bench::scenario::Scenario;
 use unpack::bench::{output, run_matrix, synthetic, Config};
+use unpack::cli::Invocation;
 
 const FAIRNESS: &str = "\
 How the numbers are made (fairness rules):
@@ -93,7 +94,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let Invocation::Run(args) = unpack::cli::parse::<Args>() else { return ExitCode::SUCCESS };
     // Ctrl-C stops the matrix between runs, so the last filesystem still comes down.
     unpack::interrupt::install();
     match run(args) {

@@ -4,11 +4,12 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use std::path::PathBuf;
+use unpack::cli::Invocation;
 use unpack::vdisk::{profile, Profile, VDisk, IMAGE_NAME, MARK_XATTR};
 
 /// Serve an emulated block device as DIR/disk.img (a FUSE file; attach a loop device to it).
 #[derive(Parser)]
-#[command(version, after_help = profiles_help())]
+#[command(name = "unpack-vdisk", version, after_help = profiles_help())]
 struct Args {
     /// Device profile: native, nvme, ssd, hdd, sdcard, or flush=8ms,bw=150MB/s
     #[arg(long, default_value = "hdd")]
@@ -36,7 +37,8 @@ fn profiles_help() -> String {
 }
 
 fn main() {
-    if let Err(e) = run(Args::parse()) {
+    let Invocation::Run(args) = unpack::cli::parse::<Args>() else { return };
+    if let Err(e) = run(args) {
         eprintln!("unpack-vdisk: {e:#}");
         std::process::exit(1);
     }

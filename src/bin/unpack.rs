@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use unpack::cli::Invocation;
 use unpack::durability;
 
 const AFTER_HELP: &str = "\
@@ -65,8 +66,9 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let cli = match unpack::cli::try_parse::<Cli>() {
+        Ok(Invocation::Run(cli)) => cli,
+        Ok(Invocation::Completions) => return ExitCode::SUCCESS,
         Err(e) => {
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { unpack::ExitCode::Usage as u8 } else { 0 });

@@ -10,6 +10,50 @@
 //! A strategy only flushes: it never creates, renames or removes anything, so whatever it does,
 //! the engine's all-or-nothing ordering stays intact. Every flush goes through [`Syscalls`] so
 //! that the report counts it.
+//!
+//! # Writing your own
+//!
+//! An idea to try: write every file first, then fdatasync(2) each one at the barrier (by then
+//! the kernel has had the whole write phase to start writeback), and fsync each directory that
+//! changed after the renames. That keeps the promise of the built-in strategies: a file is
+//! durable before its rename can be, and the renames are durable before the unpack returns.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use unpack::durability::{Directory, Strategy, TempFile};
+//! use unpack::syscalls::Syscalls;
+//!
+//! struct Deferred;
+//!
+//! impl Strategy for Deferred {
+//!     fn name(&self) -> &str {
+//!         "deferred"
+//!     }
+//!
+//!     fn barrier(&self, files: &[TempFile], _root: &Directory, calls: &Syscalls) -> unpack::Result<()> {
+//!         for file in files.iter().filter(|f| f.is_regular()) {
+//!             calls.fdatasync(file.open()?).map_err(|source| unpack::Error::Root {
+//!                 path: file.path(),
+//!                 action: "fdatasync",
+//!                 source,
+//!             })?;
+//!         }
+//!         Ok(())
+//!     }
+//!
+//!     fn after_commit(&self, dirs: &[Directory], _root: &Directory, calls: &Syscalls) -> unpack::Result<()> {
+//!         dirs.iter().try_for_each(|dir| dir.fsync(calls))
+//!     }
+//! }
+//!
+//! # let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+//! let root = tempfile::tempdir()?;
+//! let options = unpack::Options::new(Arc::new(Deferred));
+//! let report = unpack::unpack(&[fixtures.join("comp-gz_1.0_all.deb")], root.path(), &options)?;
+//! assert_eq!(report.strategy, "deferred");
+//! assert_eq!(report.syscalls.fdatasync, report.packages[0].files); // one per regular file
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod batch;
 mod fsync;

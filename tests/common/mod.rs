@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use unpack::scratchfs::ScratchFs;
 
+pub mod deb_builder;
+
 pub fn unpack_bin() -> &'static str {
     env!("CARGO_BIN_EXE_unpack")
 }

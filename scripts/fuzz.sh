@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Fuzzes each parser of unpack for SECONDS (default 600) seconds, one target after another:
+#
+#   deb_container  any bytes as a .deb: ar container, decompressors, the whole unpack
+#   control        any bytes as a control file and as a control.tar
+#   tar_entries    any bytes as the data.tar of a valid .deb: tar headers, entry
+#                  validation, path resolution in a root full of hostile symlinks
+#
+#   scripts/fuzz.sh [SECONDS] [TARGET...]        as root (it mounts a tmpfs)
+#
+# Exits non-zero if any target crashed, hung (-timeout=10) or outgrew -rss_limit_mb=512; the
+# input that did it is in fuzz/artifacts/TARGET/, and `cargo fuzz run TARGET FILE` replays it.
+# The seed corpus is made from fixtures/ on every run (the fixtures are the source of truth,
+# so nothing derived from them is committed); what the fuzzer finds accumulates in the
+# git-ignored fuzz/corpus/TARGET/. Logs go to fuzz/logs/TARGET.log.
+#
+# cargo fuzz needs nightly's -Z flags; this machine has the stable toolchain only, so
+# RUSTC_BOOTSTRAP=1 lets stable accept them (ASan's runtime ships with stable's rust-std).
+# Only one fuzzer process runs at a time: the machine's two cores are shared.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-600}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(deb_container control tar_entries)
+
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+command -v dpkg-deb >/dev/null || { echo "fuzz.sh: dpkg-deb is needed to make the seed corpus" >&2; exit 2; }
+export RUSTC_BOOTSTRAP=1
+
+# The roots live on a small tmpfs of their own: a decompression bomb fills it (the engine must
+# then fail cleanly with ENOSPC) instead of the machine's memory, and nothing is left behind.
+scratch=$(mktemp -d /tmp/unpack-fuzz.XXXXXX)
+mount -t tmpfs -o size=256m,mode=0700 unpack-fuzz "$scratch"
+cleanup() { umount "$scratch" 2>/dev/null || umount -l "$scratch"; rmdir "$scratch"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+export UNPACK_FUZZ_DIR=$scratch
+
+# Seeds: the fixtures as packages, their data.tar streams, their control.tar streams and
+# control files. Broken fixtures that dpkg-deb cannot read give no stream, which is fine.
+for t in "${targets[@]}"; do mkdir -p "fuzz/corpus/$t"; done
+mkdir -p fuzz/logs
+for deb in fixtures/*.deb; do
+    name=$(basename "$deb" .deb)
+    if [ -d fuzz/corpus/deb_container ]; then
+        cp "$deb" "fuzz/corpus/deb_container/seed-$name"
+    fi
+    if [ -d fuzz/corpus/tar_entries ]; then
+        dpkg-deb --fsys-tarfile "$deb" > "fuzz/corpus/tar_entries/seed-$name" 2>/dev/null || true
+    fi
+    if [ -d fuzz/corpus/control ]; then
+        dpkg-deb --ctrl-tarfile "$deb" > "fuzz/corpus/control/seed-$name.tar" 2>/dev/null || true
+        dpkg-deb -I "$deb" control > "fuzz/corpus/control/seed-$name" 2>/dev/null || true
+    fi
+done
+find fuzz/corpus -name 'seed-*' -empty -delete
+
+# -a: debug assertions, so that an integer overflow is a crash and not a silent wrap.
+cargo fuzz build -a --fuzz-dir fuzz
+
+failed=()
+for t in "${targets[@]}"; do
+    echo "== $t for ${seconds}s (log: fuzz/logs/$t.log)"
+    if cargo fuzz run -a --fuzz-dir fuzz "$t" "fuzz/corpus/$t" -- \
+        -max_total_time="$seconds" -rss_limit_mb=512 -timeout=10 -max_len=65536 \
+        -dict=fuzz/unpack.dict -print_final_stats=1 > "fuzz/logs/$t.log" 2>&1; then
+        grep -E '^(#[0-9]+[[:space:]]+DONE|Done [0-9]+ runs|stat::number_of_executed_units|stat::peak_rss_mb)' "fuzz/logs/$t.log" || true
+    else
+        echo "!! $t failed: see fuzz/logs/$t.log and fuzz/artifacts/$t/"
+        grep -E '^(==[0-9]+==ERROR|thread .* panicked|SUMMARY|artifact_prefix|Test unit written)' "fuzz/logs/$t.log" | head -5 || true
+        failed+=("$t")
+    fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "fuzz.sh: failed: ${failed[*]}" >&2
+    exit 1
+fi
+echo "fuzz.sh: ${targets[*]}: no crash, hang or memory blow-up in ${seconds}s each"

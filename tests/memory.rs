@@ -1,0 +1,45 @@
+//! Peak memory does not grow with the package: a 300 MB package and one of 30,000 files both
+//! unpack in under 64 MiB of resident memory, as the engine's own `peak_rss_bytes` reports it
+//! (checked against the kernel's count for the child, `ru_maxrss` via /usr/bin/time -f %M).
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use unpack::bench::synthetic::Spec;
+
+const LIMIT: u64 = 64 << 20;
+
+fn peak_of(spec: Spec) -> (u64, u64) {
+    let fs = scratch_sized("ext4", "defaults", 1 << 30);
+    let packages = tempfile::tempdir().unwrap();
+    let deb = spec.generate(packages.path()).unwrap();
+    let root = fs.subdir("root");
+    let kernel_peak = fs.path().join("time");
+    let r = run(Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&kernel_peak)
+        .arg(unpack_bin())
+        .args(["--json", "-s", "syncfs"])
+        .arg(&deb)
+        .arg(&root));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let reported = r.json()["peak_rss_bytes"].as_u64().unwrap();
+    let kernel = std::fs::read_to_string(&kernel_peak).unwrap().trim().parse::<u64>().unwrap() * 1024;
+    println!("{spec}: peak RSS reported {} KiB, kernel {} KiB", reported >> 10, kernel >> 10);
+    (reported, kernel)
+}
+
+#[test]
+fn peak_memory_stays_under_64_mib_for_300_mb_of_data() {
+    let (reported, kernel) = peak_of(Spec { files: 3, size: 100 << 20 });
+    assert!(reported < LIMIT && kernel < LIMIT, "reported {reported}, kernel {kernel}");
+    // The engine's figure is the kernel's (VmHWM), give or take the exit path.
+    assert!(reported.abs_diff(kernel) < 4 << 20, "reported {reported}, kernel {kernel}");
+}
+
+#[test]
+fn peak_memory_stays_under_64_mib_for_30000_files() {
+    let (reported, kernel) = peak_of(Spec { files: 30_000, size: 64 });
+    assert!(reported < LIMIT && kernel < LIMIT, "reported {reported}, kernel {kernel}");
+}
