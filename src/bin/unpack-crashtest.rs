@@ -7,6 +7,7 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+use unpack::cli::Invocation;
 use unpack::crash::{self, report, Scenario};
 
 const AFTER_HELP: &str = "\
@@ -81,7 +82,8 @@ fn seconds(s: &str) -> Result<Duration, String> {
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
+    let Invocation::Run(args) = unpack::cli::parse::<Args>() else { return ExitCode::SUCCESS };
+    match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("unpack-crashtest: {e:#}");
