@@ -32,7 +32,8 @@ use crate::vdisk::log::LogError;
 use crate::vdisk::VdiskError;
 use check::{Expected, FsFailure, Kind, Violation};
 use expect::{Content, Tree};
-use serde::{Deserialize, Serialize};
+pub use crate::bench::scenario::Scenario;
+use serde::Serialize;
 use states::{State, StateInfo, Timeline};
 use std::collections::BTreeMap;
 use std::io;
@@ -85,37 +86,6 @@ impl CrashError {
 /// (`crate::interrupt`) has arrived, so the guards take everything down on the way out.
 pub(crate) fn check_interrupt() -> Result<(), CrashError> {
     crate::interrupt::pending().map_or(Ok(()), |signal| Err(CrashError::Interrupted { signal }))
-}
-
-/// What the root holds before the unpack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scenario {
-    /// An empty root.
-    Install,
-    /// The older version of the package, installed and synced.
-    Upgrade,
-}
-
-impl Scenario {
-    pub const ALL: [Scenario; 2] = [Scenario::Install, Scenario::Upgrade];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Scenario::Install => "install",
-            Scenario::Upgrade => "upgrade",
-        }
-    }
-}
-
-impl std::str::FromStr for Scenario {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Scenario, String> {
-        Scenario::ALL
-            .into_iter()
-            .find(|c| c.name() == s)
-            .ok_or_else(|| format!("unknown scenario '{s}' (known: install, upgrade)"))
-    }
 }
 
 /// The mount option sets when none are given: on ext4 the ones that decide when data reaches
