@@ -28,6 +28,7 @@ pub mod bench;
 pub mod cli;
 pub mod commit;
 pub mod control;
+pub mod crash;
 pub mod deb;
 pub mod durability;
 pub mod entry;

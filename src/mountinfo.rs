@@ -83,6 +83,18 @@ pub fn is_mount_point(path: &Path) -> io::Result<bool> {
     Ok(table.lines().filter_map(parse_line).any(|(_, info)| info.mount_point == path))
 }
 
+/// Every mount point at or below `dir` (as the kernel spells it: absolute, canonical), so that a
+/// caller about to remove a directory tree can make sure it never reaches into a mount.
+pub fn mounts_under(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(table
+        .lines()
+        .filter_map(parse_line)
+        .map(|(_, info)| info.mount_point)
+        .filter(|m| m.starts_with(dir))
+        .collect())
+}
+
 fn libc_major(dev: u64) -> u32 {
     (((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0000_0fff)) as u32
 }

@@ -55,13 +55,18 @@ impl LoopDevice {
 
 impl Drop for LoopDevice {
     fn drop(&mut self) {
-        // A just-unmounted filesystem can keep the device busy for a moment; retry briefly.
+        // A just-unmounted filesystem can keep the device busy for a moment; retry briefly. And
+        // `losetup -d` succeeding is not enough: while any other process has the device open
+        // (blkid, a btrfs device scan, another test's probe), the kernel only marks it to detach
+        // on the last close (autoclear) and returns at once. Dropped must mean detached, so wait
+        // until the device lets go of its backing file.
+        let attached = || backing_file(&self.path).as_ref() == Some(&self.backing);
         for _ in 0..50 {
-            if backing_file(&self.path).as_ref() != Some(&self.backing) {
-                return; // detached already (and maybe reused by someone else)
+            if !attached() {
+                return; // detached (and maybe reused by someone else)
             }
-            let ok = Command::new("losetup").arg("-d").arg(&self.path).output().map(|o| o.status.success());
-            if matches!(ok, Ok(true)) {
+            let _ = Command::new("losetup").arg("-d").arg(&self.path).output();
+            if !attached() {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));

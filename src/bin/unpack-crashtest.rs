@@ -1,0 +1,174 @@
+//! `unpack-crashtest [OPTIONS] PACKAGE`: parse, call [`unpack::crash`], print or write the
+//! matrix. Exit status: 0 the matrix was made (violations are results, not failures), 1 the
+//! test itself failed, 2 usage (including not being root), 128 + signal when stopped by one.
+
+use anyhow::Context as _;
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use unpack::cli::Invocation;
+use unpack::crash::{self, report, Scenario};
+
+const AFTER_HELP: &str = "\
+A crash state is what the disk holds after a power cut at some moment of the run: everything up
+to a flush, plus any subset of the writes after it (a device may persist unflushed writes in
+any order), from the moment the old version was synced to the end of the settle time. Each
+state is rebuilt from the log of the virtual disk, mounted (the journal replays), checked and
+fsck'ed. Invariants, per path of the package:
+  1. old complete content or new complete content (zero-length, torn, lost-old otherwise);
+  2. in a state a crash after the unpacker's exit can leave: new content (not-durable);
+  3. after `unpack --recover ROOT` on the state: each package entirely old or entirely new
+     (mixed, recover-failed);
+  4. the state mounts and fsck is clean (reported apart: it points at the filesystem).
+Needs root (loop devices, FUSE, mounts).";
+
+/// The data-safety matrix: strategies x filesystems x mount options x scenario -> crash states
+/// checked, files torn or lost.
+#[derive(Parser, Debug)]
+#[command(name = "unpack-crashtest", version, after_help = AFTER_HELP)]
+struct Args {
+    /// The package to unpack.
+    #[arg(required_unless_present = "replay")]
+    package: Option<PathBuf>,
+
+    /// Strategies to test (comma-separated) [default: all six].
+    #[arg(short = 's', long, value_name = "LIST", value_delimiter = ',')]
+    strategies: Vec<String>,
+
+    /// Filesystems to make: ext4, ext3, xfs, btrfs.
+    #[arg(long = "fs", value_name = "LIST", value_delimiter = ',', default_value = "ext4")]
+    filesystems: Vec<String>,
+
+    /// A mount option set, one row per set; repeatable [default on ext4: defaults,
+    /// noauto_da_alloc, nodelalloc, data=writeback; ext3: defaults, data=writeback; others:
+    /// defaults].
+    #[arg(short = 'o', long = "mount-options", value_name = "SET")]
+    option_sets: Vec<String>,
+
+    /// install (into an empty root), upgrade (over an older version the tool makes).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "install,upgrade")]
+    scenario: Vec<Scenario>,
+
+    /// Crash states checked per cell, at most.
+    #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
+    states: u64,
+
+    /// Seed for the choice of states [default: random, printed].
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+
+    /// Seconds the filesystem runs on after the unpacker returns [default: its commit interval
+    /// + 2: 7 on ext3/ext4, 32 on btrfs and XFS].
+    #[arg(long, value_name = "S", value_parser = seconds)]
+    settle: Option<Duration>,
+
+    /// Write crash.md, crash.csv, crash.json, violations.txt and the write logs here instead of
+    /// printing the markdown table.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+
+    /// Rebuild state STATE of cell CELL (an id from DIR/crash.json) of the run in --out DIR into
+    /// an image, and keep it.
+    #[arg(long, value_name = "CELL:STATE", requires = "out")]
+    replay: Option<String>,
+}
+
+fn seconds(s: &str) -> Result<Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .and_then(|v| Duration::try_from_secs_f64(v).ok())
+        .ok_or_else(|| format!("'{s}' is not a number of seconds"))
+}
+
+fn main() -> ExitCode {
+    let Invocation::Run(args) = unpack::cli::parse::<Args>() else { return ExitCode::SUCCESS };
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("unpack-crashtest: {e:#}");
+            ExitCode::from(e.downcast_ref::<crash::CrashError>().map_or(1, crash::CrashError::exit_code))
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(spec) = &args.replay {
+        let out = args.out.as_deref().context("--replay needs --out")?;
+        let (cell, state) = spec
+            .rsplit_once(':')
+            .and_then(|(c, s)| Some((c, s.parse::<usize>().ok()?)))
+            .ok_or_else(|| crash::CrashError::Usage(format!("--replay {spec}: expected CELL:STATE")))?;
+        let (image, fs) = crash::replay(out, cell, state)?;
+        let mount = if fs == "xfs" { " -o nouuid" } else { "" };
+        println!("{}\nlook at it with: mount{mount} -o loop {} /mnt", image.display(), image.display());
+        return Ok(());
+    }
+    if !rustix::process::geteuid().is_root() {
+        return Err(crash::CrashError::Usage(
+            "must run as root (it makes loop devices, FUSE and filesystem mounts)".into(),
+        )
+        .into());
+    }
+    let package = args.package.context("a PACKAGE is needed")?;
+    // Ctrl-C and SIGTERM stop the matrix with everything taken down (exit 128 + signal).
+    unpack::interrupt::install();
+    let exe = std::env::current_exe().context("where is this program")?;
+    let unpack = exe.with_file_name("unpack");
+    anyhow::ensure!(unpack.is_file(), "{}: the unpack binary is not next to {}", unpack.display(), exe.display());
+    let strategies = if args.strategies.is_empty() {
+        unpack::durability::names().into_iter().map(String::from).collect()
+    } else {
+        args.strategies
+    };
+    let seed = args.seed.unwrap_or_else(random_seed);
+    let config = crash::Config {
+        package,
+        unpack,
+        strategies,
+        filesystems: args.filesystems,
+        option_sets: args.option_sets,
+        scenarios: args.scenario,
+        states: usize::try_from(args.states).unwrap_or(usize::MAX),
+        seed,
+        settle: args.settle,
+        keep_logs: args.out.clone(),
+    };
+    eprintln!("unpack-crashtest: seed {seed}");
+    let matrix = crash::run(&config, &mut |cell| {
+        let status = match &cell.error {
+            Some(e) => format!("error: {e}"),
+            None => format!(
+                "{} / {} states with violations, {} filesystem failures",
+                cell.states_with_violations,
+                cell.states,
+                cell.fs_failures.len()
+            ),
+        };
+        let disturbed = match cell.foreign_flushes {
+            0 => String::new(),
+            n => format!(" (disturbed: {n} flushes after the exit came from another process's sync)"),
+        };
+        eprintln!("unpack-crashtest: {}: {status}{disturbed}", cell.id);
+    })?;
+    if !matrix.io_flusher {
+        eprintln!("unpack-crashtest: warning: the virtual disk ran without PR_SET_IO_FLUSHER (no CAP_SYS_RESOURCE): avoid memory pressure");
+    }
+    match &args.out {
+        Some(dir) => {
+            report::write_all(&matrix, dir)?;
+            eprintln!(
+                "unpack-crashtest: wrote {} in {}",
+                [report::MARKDOWN, report::CSV, report::JSON, report::VIOLATIONS].join(", "),
+                dir.display()
+            );
+        }
+        None => print!("{}", report::markdown(&matrix)),
+    }
+    Ok(())
+}
+
+fn random_seed() -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
+}

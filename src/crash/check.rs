@@ -1,0 +1,441 @@
+//! Checking one crash state: mount it (which replays the journal), compare every path of the
+//! package with its old and new content, let the real `unpack --recover` finish or roll back an
+//! interrupted transaction, compare again, unmount, fsck.
+//!
+//! The invariants, per path of the package:
+//! 1. it holds its old complete content or its new complete content (old is "absent" for an
+//!    install): otherwise it is `zero-length` (an empty file where neither version is empty),
+//!    `lost-old` (gone, where the old version was), or `torn` (anything else: short, mixed,
+//!    garbage, the wrong type, unreadable);
+//! 2. in a state a crash after the unpacker's exit can leave, it holds its new content, or it
+//!    is `not-durable` (exit 0 meant durable);
+//! 3. after `unpack --recover ROOT`, the package is entirely old or entirely new: when it is
+//!    entirely old but for new directories still there (a roll-back that did not know them), they
+//!    are `leftover-dirs`; otherwise the paths on the side fewer paths took are `mixed`; a
+//!    recovery that fails is `recover-failed`;
+//!
+//! and, apart from them, because it points at the filesystem rather than at the unpacker: the
+//! state mounts, and fsck (`e2fsck -fn`, `xfs_repair -n`, `btrfs check --readonly`) finds
+//! nothing. Paths are looked up through the engine's confined resolver (`root::Root`), so a
+//! crash state holding a symlink that points outside cannot make the checker read the host.
+//! This module only ever mounts an image it is given, read-write, and always unmounts and
+//! detaches it, whatever happens in between.
+
+use super::expect::{content_hash, Content, Tree};
+use super::CrashError;
+use crate::journal::{INTENT, JOURNAL};
+use crate::root::{Pending, ResolveError, Root, STATE_DIR};
+use crate::scratchfs::{LoopDevice, Mounted};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use serde::Serialize;
+use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// How a path broke an invariant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    ZeroLength,
+    Torn,
+    LostOld,
+    NotDurable,
+    LeftoverDirs,
+    Mixed,
+    RecoverFailed,
+}
+
+impl Kind {
+    /// Every kind, in the order the reports list them.
+    pub const ALL: [Kind; 7] = [
+        Kind::ZeroLength,
+        Kind::Torn,
+        Kind::LostOld,
+        Kind::NotDurable,
+        Kind::LeftoverDirs,
+        Kind::Mixed,
+        Kind::RecoverFailed,
+    ];
+
+    /// The name the reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::ZeroLength => "zero-length",
+            Kind::Torn => "torn",
+            Kind::LostOld => "lost-old",
+            Kind::NotDurable => "not-durable",
+            Kind::LeftoverDirs => "leftover-dirs",
+            Kind::Mixed => "mixed",
+            Kind::RecoverFailed => "recover-failed",
+        }
+    }
+}
+
+/// The old and the new tree of a cell, the directory the package goes to inside the
+/// filesystem, how to mount and fsck it, and the unpacker that recovers it.
+#[derive(Debug)]
+pub struct Expected<'a> {
+    pub old: &'a Tree,
+    pub new: &'a Tree,
+    /// The unpack root, relative to the filesystem's top.
+    pub root: &'a Path,
+    pub fstype: &'a str,
+    /// The `unpack` binary, and the strategy it recovers with (the cell's).
+    pub unpack: &'a Path,
+    pub strategy: &'a str,
+}
+
+/// One path of one state that broke an invariant.
+#[derive(Debug, Clone, Serialize)]
+pub struct Violation {
+    pub state: usize,
+    pub path: PathBuf,
+    pub kind: Kind,
+    pub expected_old: Content,
+    pub expected_new: Content,
+    pub found: Content,
+    /// For the kinds of invariant 3: what `unpack --recover` said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recover: Option<String>,
+}
+
+/// A state the filesystem itself failed on.
+#[derive(Debug, Clone, Serialize)]
+pub struct FsFailure {
+    pub state: usize,
+    /// `mount` or `fsck`.
+    pub stage: &'static str,
+    /// What the tool said.
+    pub detail: String,
+}
+
+/// What checking one state found.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub violations: Vec<Violation>,
+    pub fs_failures: Vec<FsFailure>,
+    /// What the engine had left in its state directory, i.e. what `--recover` had to do.
+    pub left: Left,
+    /// `unpack --recover` ran (the state mounted).
+    pub recovered: bool,
+}
+
+/// The engine's transaction files found in a state, before recovery.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Left {
+    /// A rename journal: recovery rolls forward.
+    pub journal: bool,
+    /// An intent (write phase in progress): recovery rolls back.
+    pub intent: bool,
+}
+
+/// Mounts `image` on `mnt`, checks state `id`, unmounts, fscks. `after_returned`: a crash after
+/// the unpacker's exit can leave this state. Errors are for the harness failing (no loop device,
+/// a mount that will not come down); what the state holds is always an [`Outcome`].
+pub fn check_state(
+    image: &Path,
+    mnt: &Path,
+    expected: &Expected<'_>,
+    id: usize,
+    after_returned: bool,
+) -> Result<Outcome, CrashError> {
+    let io = |what: &'static str| move |source| CrashError::Io { path: image.to_path_buf(), what, source };
+    let mut outcome = Outcome::default();
+    {
+        let device = LoopDevice::attach(image).map_err(io("attaching a loop device to"))?;
+        match Mounted::mount(expected.fstype, device.path(), mnt, mount_options(expected.fstype)) {
+            Ok(mounted) => {
+                let root = mounted.path().join(expected.root);
+                outcome.violations = invariants(&survey(&root, expected), id, after_returned);
+                outcome.left = Left {
+                    journal: root.join(STATE_DIR).join(JOURNAL).exists(),
+                    intent: root.join(STATE_DIR).join(INTENT).exists(),
+                };
+                outcome.violations.extend(recover(&root, expected, id));
+                outcome.recovered = true;
+                let at = mounted.path().to_path_buf();
+                if let Err(e) = mounted.unmount() {
+                    // Try again patiently (and lazily at last) before the loop device goes.
+                    drop(Mounted::adopt(&at));
+                    return Err(io("unmounting")(e));
+                }
+            }
+            Err(e) => outcome.fs_failures.push(FsFailure { state: id, stage: "mount", detail: e.to_string() }),
+        }
+        drop(device);
+    }
+    if let Some(detail) = fsck(expected.fstype, image)? {
+        outcome.fs_failures.push(FsFailure { state: id, stage: "fsck", detail });
+    }
+    Ok(outcome)
+}
+
+/// Copies of one filesystem share its UUID, which XFS refuses twice unless told.
+fn mount_options(fstype: &str) -> &'static str {
+    if fstype == "xfs" {
+        "nouuid"
+    } else {
+        "defaults"
+    }
+}
+
+/// What each path of the package holds under `root`: (path, old, new, found).
+fn survey(root: &Path, expected: &Expected<'_>) -> Vec<(PathBuf, Content, Content, Content)> {
+    let mut root = Root::open(root).map_err(|e| e.to_string());
+    expected
+        .new
+        .0
+        .iter()
+        .map(|(path, new)| {
+            let found = match &mut root {
+                Ok(root) => probe(root, path),
+                Err(e) => Content::Other(format!("unreadable root: {e}")),
+            };
+            (path.clone(), expected.old.get(path), new.clone(), found)
+        })
+        .collect()
+}
+
+/// Invariants 1 and 2 over a survey.
+fn invariants(survey: &[(PathBuf, Content, Content, Content)], id: usize, after_returned: bool) -> Vec<Violation> {
+    survey
+        .iter()
+        .filter_map(|(path, old, new, found)| {
+            classify(old, new, found, after_returned).map(|kind| violation(id, path, kind, old, new, found, None))
+        })
+        .collect()
+}
+
+/// Invariant 3: runs `unpack --recover` on `root`, then the package must be entirely old or
+/// entirely new. Paths whose old and new content are the same take no side.
+fn recover(root: &Path, expected: &Expected<'_>, id: usize) -> Vec<Violation> {
+    let ran = Command::new(expected.unpack).args(["-s", expected.strategy, "--recover"]).arg(root).output();
+    let said = match ran {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        other => {
+            let why = match other {
+                Ok(out) => {
+                    format!("exit {}: {}", out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).trim())
+                }
+                Err(e) => format!("cannot run it: {e}"),
+            };
+            let expected_ok = Content::Other("unpack --recover exits 0".into());
+            let found = Content::Other(why.clone());
+            return vec![violation(
+                id,
+                Path::new(""),
+                Kind::RecoverFailed,
+                &expected_ok,
+                &expected_ok,
+                &found,
+                Some(why),
+            )];
+        }
+    };
+    let survey = survey(root, expected);
+    one_side(&survey)
+        .into_iter()
+        .filter_map(|(i, kind)| survey.get(i).map(|(path, old, new, found)| (path, old, new, found, kind)))
+        .map(|(path, old, new, found, kind)| violation(id, path, kind, old, new, found, Some(said.clone())))
+        .collect()
+}
+
+/// Invariant 3 over a survey taken after recovery: the paths (by index) that keep the package
+/// from being entirely old or entirely new, and why. Paths whose old and new content are the
+/// same take no side.
+fn one_side(survey: &[(PathBuf, Content, Content, Content)]) -> Vec<(usize, Kind)> {
+    let sides: Vec<usize> = (0..survey.len()).filter(|&i| survey[i].1 != survey[i].2).collect();
+    let is_old = |i: &usize| survey[*i].3 == survey[*i].1;
+    let is_new = |i: &usize| survey[*i].3 == survey[*i].2;
+    let (old_count, new_count) =
+        (sides.iter().filter(|i| is_old(i)).count(), sides.iter().filter(|i| is_new(i)).count());
+    if old_count == sides.len() || new_count == sides.len() {
+        return Vec::new();
+    }
+    let leftover_dir = |i: &usize| {
+        let (_, old, new, found) = &survey[*i];
+        *old == Content::Absent && *new == Content::Dir && *found == Content::Dir
+    };
+    if sides.iter().all(|i| is_old(i) || leftover_dir(i)) {
+        return sides.into_iter().filter(|i| !is_old(i)).map(|i| (i, Kind::LeftoverDirs)).collect();
+    }
+    let new_side = new_count >= old_count;
+    sides.into_iter().filter(|i| if new_side { !is_new(i) } else { !is_old(i) }).map(|i| (i, Kind::Mixed)).collect()
+}
+
+fn violation(
+    state: usize,
+    path: &Path,
+    kind: Kind,
+    old: &Content,
+    new: &Content,
+    found: &Content,
+    recover: Option<String>,
+) -> Violation {
+    Violation {
+        state,
+        path: path.to_path_buf(),
+        kind,
+        expected_old: old.clone(),
+        expected_new: new.clone(),
+        found: found.clone(),
+        recover,
+    }
+}
+
+/// The invariants for one path; `None` when it holds.
+pub fn classify(old: &Content, new: &Content, found: &Content, after_returned: bool) -> Option<Kind> {
+    if found == new {
+        None
+    } else if found == old {
+        after_returned.then_some(Kind::NotDurable)
+    } else {
+        match found {
+            Content::Absent => Some(Kind::LostOld),
+            Content::File { len: 0, .. } => Some(Kind::ZeroLength),
+            _ => Some(Kind::Torn),
+        }
+    }
+}
+
+/// What `path` holds under `root`, looked up without ever leaving it.
+fn probe(root: &mut Root, path: &Path) -> Content {
+    let parent = path.parent().unwrap_or(Path::new(""));
+    let Some(name) = path.file_name() else { return Content::Other("no file name".into()) };
+    let dir = match root.resolve_dir(parent, None, &|_| Pending::Nothing) {
+        Ok((_, dir)) => dir,
+        Err(ResolveError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Content::Absent
+        }
+        Err(ResolveError::NotDir { path, .. }) => {
+            return Content::Other(format!("{} is not a directory", path.display()))
+        }
+        Err(ResolveError::Loop(path)) => return Content::Other(format!("symlink loop at {}", path.display())),
+        Err(ResolveError::Io { path, action, source }) => {
+            return Content::Other(format!("unreadable: {action} {}: {source}", path.display()))
+        }
+    };
+    let st = match rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(rustix::io::Errno::NOENT) => return Content::Absent,
+        Err(e) => return Content::Other(format!("unreadable: stat: {e}")),
+    };
+    let rdev = (rustix::fs::major(st.st_rdev), rustix::fs::minor(st.st_rdev));
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => {
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let read = rustix::fs::openat(dir.fd(), name, flags, Mode::empty())
+                .map_err(std::io::Error::from)
+                .and_then(|fd| content_hash(&mut File::from(fd)));
+            match read {
+                Ok((len, hash)) => Content::File { len, hash },
+                Err(e) => Content::Other(format!("unreadable file of {} bytes: {e}", st.st_size)),
+            }
+        }
+        FileType::Directory => Content::Dir,
+        FileType::Symlink => match rustix::fs::readlinkat(dir.fd(), name, Vec::new()) {
+            Ok(target) => Content::Symlink(std::ffi::OsStr::from_bytes(target.as_bytes()).to_os_string()),
+            Err(e) => Content::Other(format!("unreadable symlink: {e}")),
+        },
+        FileType::Fifo => Content::Fifo,
+        FileType::CharacterDevice => Content::CharDevice(rdev.0, rdev.1),
+        FileType::BlockDevice => Content::BlockDevice(rdev.0, rdev.1),
+        other => Content::Other(format!("{other:?}")),
+    }
+}
+
+/// Runs the filesystem's checker read-only on `image`; `Some(what it said)` when it found
+/// something.
+fn fsck(fstype: &str, image: &Path) -> Result<Option<String>, CrashError> {
+    let mut cmd = match fstype {
+        "xfs" => {
+            let mut c = Command::new("xfs_repair");
+            c.args(["-n", "-f"]);
+            c
+        }
+        "btrfs" => {
+            let mut c = Command::new("btrfs");
+            c.args(["check", "--readonly"]);
+            c
+        }
+        _ => {
+            let mut c = Command::new("e2fsck");
+            c.args(["-f", "-n"]);
+            c
+        }
+    };
+    let out = cmd.arg(image).output().map_err(|source| CrashError::Tool {
+        path: PathBuf::from(cmd.get_program()),
+        reason: format!("cannot run it on {}: {source}", image.display()),
+    })?;
+    if out.status.success() {
+        return Ok(None);
+    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = tail[tail.len().saturating_sub(8)..].join(" | ");
+    Ok(Some(format!("{:?} exited {}: {tail}", cmd.get_program(), out.status.code().unwrap_or(-1))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(len: u64, hash: u64) -> Content {
+        Content::File { len, hash }
+    }
+
+    #[test]
+    fn old_or_new_holds_and_everything_else_is_named() {
+        let (old, new) = (file(10, 1), file(20, 2));
+        assert_eq!(classify(&old, &new, &new, false), None);
+        assert_eq!(classify(&old, &new, &old, false), None);
+        assert_eq!(classify(&old, &new, &old, true), Some(Kind::NotDurable));
+        assert_eq!(classify(&old, &new, &new, true), None);
+        assert_eq!(classify(&old, &new, &file(0, 9), false), Some(Kind::ZeroLength));
+        assert_eq!(classify(&old, &new, &file(15, 3), false), Some(Kind::Torn));
+        assert_eq!(classify(&old, &new, &file(20, 3), false), Some(Kind::Torn), "right length, wrong bytes");
+        assert_eq!(classify(&old, &new, &Content::Absent, false), Some(Kind::LostOld));
+        assert_eq!(classify(&old, &new, &Content::Dir, false), Some(Kind::Torn));
+    }
+
+    fn survey(rows: &[(Content, Content, Content)]) -> Vec<(PathBuf, Content, Content, Content)> {
+        rows.iter()
+            .enumerate()
+            .map(|(i, (o, n, f))| (PathBuf::from(format!("p{i}")), o.clone(), n.clone(), f.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn after_recovery_the_package_is_entirely_old_or_entirely_new() {
+        let (a, b) = (file(1, 1), file(2, 2));
+        let absent = Content::Absent;
+        let dir = Content::Dir;
+        // Entirely new, entirely old; unchanged paths (the directory in an upgrade) take no side.
+        assert!(
+            one_side(&survey(&[(a.clone(), b.clone(), b.clone()), (dir.clone(), dir.clone(), dir.clone())])).is_empty()
+        );
+        assert!(one_side(&survey(&[(a.clone(), b.clone(), a.clone()), (a.clone(), b.clone(), a.clone())])).is_empty());
+        // A rolled-back install whose new directories stayed.
+        let rows = [(absent.clone(), dir.clone(), dir.clone()), (absent.clone(), b.clone(), absent.clone())];
+        assert_eq!(one_side(&survey(&rows)), [(0, Kind::LeftoverDirs)]);
+        // Files on both sides: the side fewer paths took is mixed.
+        let rows =
+            [(a.clone(), b.clone(), b.clone()), (a.clone(), b.clone(), b.clone()), (a.clone(), b.clone(), a.clone())];
+        assert_eq!(one_side(&survey(&rows)), [(2, Kind::Mixed)]);
+        // A torn file after recovery is on no side.
+        let rows = [(a.clone(), b.clone(), b.clone()), (a.clone(), b.clone(), file(0, 0))];
+        assert_eq!(one_side(&survey(&rows)), [(1, Kind::Mixed)]);
+    }
+
+    #[test]
+    fn for_an_install_absent_is_the_old_version_and_an_empty_new_file_is_no_loss() {
+        let new = file(5, 1);
+        assert_eq!(classify(&Content::Absent, &new, &Content::Absent, false), None);
+        assert_eq!(classify(&Content::Absent, &new, &Content::Absent, true), Some(Kind::NotDurable));
+        assert_eq!(classify(&Content::Absent, &new, &file(0, 0), false), Some(Kind::ZeroLength));
+        let empty = file(0, 7);
+        assert_eq!(classify(&Content::Absent, &empty, &empty, true), None);
+    }
+}

@@ -1,0 +1,435 @@
+//! `unpack-crashtest`: the data-safety matrix.
+//!
+//! A strategy's promise ("old or new at any crash; durable at exit 0") is only worth what a
+//! power cut does to it, so this module cuts the power: it records every block write and flush
+//! of a real unpack on a real filesystem (a virtual disk with a write log, `crate::vdisk`),
+//! builds the disk states a power cut could leave, mounts each one (which replays the journal)
+//! and checks every path of the package. One cell = filesystem x mount option set x scenario x
+//! strategy:
+//!
+//! ```text
+//!  record (a real unpack, marks start / returned / settled)  ──▶  write log
+//!  states (epochs between flushes, prefixes and subsets, dedup by content)  ──▶  chosen states
+//!  image (base carried through the log, a sparse copy per state)  ──▶  one image at a time
+//!  check (mount, old-or-new per path, new after exit 0, unmount, fsck)  ──▶  report
+//! ```
+//!
+//! What the old and new contents are comes from the packages ([`expect`]), the older version
+//! from [`older`]. This module must never trust a tree the unpacker wrote to say what is
+//! right, never build a state on an image that was mounted since mkfs, and never leave a
+//! mount, loop device or FUSE mount behind.
+
+pub mod check;
+pub mod expect;
+pub mod image;
+pub mod older;
+pub mod record;
+pub mod report;
+pub mod states;
+mod workdir;
+
+use crate::vdisk::log::LogError;
+use crate::vdisk::VdiskError;
+use check::{Expected, FsFailure, Kind, Violation};
+use expect::{Content, Tree};
+pub use crate::bench::scenario::Scenario;
+use serde::Serialize;
+use states::{State, StateInfo, Timeline};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use workdir::Workdir;
+
+/// What can go wrong in the crash test. Every variant but `Usage` names the path it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum CrashError {
+    /// A file or directory operation failed.
+    #[error("{path}: {what}: {source}")]
+    Io { path: PathBuf, what: &'static str, source: io::Error },
+    /// A package could not be read or rewritten.
+    #[error("{path}: {reason}")]
+    Package { path: PathBuf, reason: String },
+    /// A write log that does not hold what a recording leaves.
+    #[error("write log {path}: {reason}")]
+    BadLog { path: PathBuf, reason: String },
+    /// A program the test runs failed (the unpacker, fsck).
+    #[error("{path}: {reason}")]
+    Tool { path: PathBuf, reason: String },
+    /// A `--replay` that names nothing the earlier run left.
+    #[error("{path}: {reason}")]
+    Replay { path: PathBuf, reason: String },
+    /// Bad arguments.
+    #[error("{0}")]
+    Usage(String),
+    /// SIGINT, SIGTERM or SIGHUP arrived; everything mounted or attached was taken down.
+    #[error("stopped by signal {signal}; every filesystem, loop device and virtual disk was taken down")]
+    Interrupted { signal: i32 },
+    #[error(transparent)]
+    Disk(#[from] VdiskError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+impl CrashError {
+    /// The exit status for this error: 2 for usage, 128 + signal for a signal, else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CrashError::Usage(_) => 2,
+            CrashError::Interrupted { signal } => u8::try_from(128 + signal).unwrap_or(1),
+            _ => 1,
+        }
+    }
+}
+
+/// Fails with [`CrashError::Interrupted`] once a signal the binary listens for
+/// (`crate::interrupt`) has arrived, so the guards take everything down on the way out.
+pub(crate) fn check_interrupt() -> Result<(), CrashError> {
+    crate::interrupt::pending().map_or(Ok(()), |signal| Err(CrashError::Interrupted { signal }))
+}
+
+/// The mount option sets when none are given: on ext4 the ones that decide when data reaches
+/// the disk; ext3 has no delayed allocation to switch off; XFS and btrfs as they come.
+pub fn default_option_sets(fstype: &str) -> Vec<String> {
+    let sets: &[&str] = match fstype {
+        "ext4" => &["defaults", "noauto_da_alloc", "nodelalloc", "data=writeback"],
+        "ext3" => &["defaults", "data=writeback"],
+        _ => &["defaults"],
+    };
+    sets.iter().map(|s| s.to_string()).collect()
+}
+
+/// One run of the matrix.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub package: PathBuf,
+    /// The `unpack` binary under test.
+    pub unpack: PathBuf,
+    pub strategies: Vec<String>,
+    pub filesystems: Vec<String>,
+    /// Mount option sets for every filesystem; empty: [`default_option_sets`].
+    pub option_sets: Vec<String>,
+    pub scenarios: Vec<Scenario>,
+    /// Crash states checked per cell, at most.
+    pub states: usize,
+    pub seed: u64,
+    /// Time the filesystem runs on after the unpacker returns; `None`: [`record::default_settle`].
+    pub settle: Option<Duration>,
+    /// Keep each cell's write log in this directory (for `--replay`).
+    pub keep_logs: Option<PathBuf>,
+}
+
+/// The result of one cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellResult {
+    /// `fs/options/scenario/strategy`, what `--replay` takes.
+    pub id: String,
+    pub fs: String,
+    pub options: String,
+    pub scenario: Scenario,
+    pub strategy: String,
+    pub settle_s: f64,
+    pub disk_bytes: u64,
+    /// The kept write log, relative to the output directory.
+    pub log: Option<PathBuf>,
+    /// Why the cell could not be run, if it could not.
+    pub error: Option<String>,
+    pub log_entries: u64,
+    pub flushes: usize,
+    /// Flushes after the exit that the filesystem did not cause (see
+    /// `Timeline::idle_flushes_after_returned`): the run was disturbed by another process.
+    pub foreign_flushes: usize,
+    pub epochs: usize,
+    /// Candidate states considered, and how many were left out as duplicates.
+    pub candidates: usize,
+    pub duplicates: usize,
+    /// States checked, and how many of them a crash after the exit can leave.
+    pub states: usize,
+    pub states_after_returned: usize,
+    pub states_with_violations: usize,
+    /// Violations (state x path) per kind.
+    pub kinds: BTreeMap<Kind, usize>,
+    /// States with at least one violation of the kind, per kind.
+    pub states_by_kind: BTreeMap<Kind, usize>,
+    /// States `unpack --recover` ran on (invariant 3), and how many of them held a rename
+    /// journal (recovery rolls forward) or an intent without one (it rolls back).
+    pub states_recovered: usize,
+    pub states_with_journal: usize,
+    pub states_with_intent: usize,
+    pub violations: Vec<Violation>,
+    /// Mount and fsck failures: the filesystem's, reported apart.
+    pub fs_failures: Vec<FsFailure>,
+    /// The states with a violation or a filesystem failure.
+    pub states_detail: Vec<StateInfo>,
+}
+
+/// The whole matrix.
+#[derive(Debug, Clone, Serialize)]
+pub struct Matrix {
+    pub package: PathBuf,
+    pub seed: u64,
+    pub states_per_cell: usize,
+    /// False when a disk server ran without `PR_SET_IO_FLUSHER` (see `VDisk::is_io_flusher`).
+    pub io_flusher: bool,
+    pub cells: Vec<CellResult>,
+}
+
+/// Runs every cell of `config`; `on_cell` sees each result as it is made. A cell that cannot
+/// be run (a mount option the filesystem refuses, an unpack that fails) is reported as such and
+/// the matrix goes on.
+pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matrix, CrashError> {
+    validate(config)?;
+    let work = Workdir::new(&std::env::temp_dir())?;
+    let new = Tree::of_deb(&config.package)?;
+    let older_deb = work.path().join("older.deb");
+    let old = if config.scenarios.contains(&Scenario::Upgrade) {
+        older::write(&config.package, &older_deb)?;
+        Tree::of_deb(&older_deb)?
+    } else {
+        Tree::default()
+    };
+    let empty = Tree::default();
+    let bytes: u64 = [&new, &old]
+        .iter()
+        .flat_map(|t| t.0.values())
+        .map(|c| if let Content::File { len, .. } = c { *len } else { 0 })
+        .sum();
+    let disk_bytes = record::disk_bytes(bytes);
+    let mut matrix = Matrix {
+        package: config.package.clone(),
+        seed: config.seed,
+        states_per_cell: config.states,
+        io_flusher: true,
+        cells: Vec::new(),
+    };
+    for fs in &config.filesystems {
+        let sets = if config.option_sets.is_empty() { default_option_sets(fs) } else { config.option_sets.clone() };
+        for options in &sets {
+            for &scenario in &config.scenarios {
+                for strategy in &config.strategies {
+                    let index = matrix.cells.len();
+                    let settle = config.settle.unwrap_or_else(|| record::default_settle(fs, options));
+                    let mut cell = CellResult::new(fs, options, scenario, strategy, settle, disk_bytes);
+                    let dir = work.path().join(format!("cell-{index}"));
+                    let (older, old) = match scenario {
+                        Scenario::Install => (None, &empty),
+                        Scenario::Upgrade => (Some(older_deb.as_path()), &old),
+                    };
+                    let setup = record::Setup {
+                        fstype: fs,
+                        options,
+                        strategy,
+                        package: &config.package,
+                        older,
+                        unpack: &config.unpack,
+                        settle,
+                        disk_bytes,
+                        dir: &dir,
+                    };
+                    let expected = Expected {
+                        old,
+                        new: &new,
+                        root: Path::new(record::ROOT_DIR),
+                        fstype: fs,
+                        unpack: &config.unpack,
+                        strategy,
+                    };
+                    let ran = run_cell(config, index, &setup, &expected, &mut cell);
+                    let _ = std::fs::remove_dir_all(&dir);
+                    check_interrupt()?;
+                    match ran {
+                        Ok(io_flusher) => matrix.io_flusher &= io_flusher,
+                        Err(e) => cell.error = Some(chain(&e)),
+                    }
+                    on_cell(&cell);
+                    matrix.cells.push(cell);
+                }
+            }
+        }
+    }
+    Ok(matrix)
+}
+
+impl CellResult {
+    fn new(
+        fs: &str,
+        options: &str,
+        scenario: Scenario,
+        strategy: &str,
+        settle: Duration,
+        disk_bytes: u64,
+    ) -> CellResult {
+        CellResult {
+            id: format!("{fs}/{options}/{}/{strategy}", scenario.name()),
+            fs: fs.to_string(),
+            options: options.to_string(),
+            scenario,
+            strategy: strategy.to_string(),
+            settle_s: settle.as_secs_f64(),
+            disk_bytes,
+            log: None,
+            error: None,
+            log_entries: 0,
+            flushes: 0,
+            foreign_flushes: 0,
+            epochs: 0,
+            candidates: 0,
+            duplicates: 0,
+            states: 0,
+            states_after_returned: 0,
+            states_with_violations: 0,
+            kinds: BTreeMap::new(),
+            states_by_kind: BTreeMap::new(),
+            states_recovered: 0,
+            states_with_journal: 0,
+            states_with_intent: 0,
+            violations: Vec::new(),
+            fs_failures: Vec::new(),
+            states_detail: Vec::new(),
+        }
+    }
+}
+
+/// Records one cell, chooses its states, builds and checks each. Returns whether the disk ran
+/// as an IO flusher.
+fn run_cell(
+    config: &Config,
+    index: usize,
+    setup: &record::Setup<'_>,
+    expected: &Expected<'_>,
+    cell: &mut CellResult,
+) -> Result<bool, CrashError> {
+    std::fs::create_dir(setup.dir).map_err(|source| CrashError::Io {
+        path: setup.dir.to_path_buf(),
+        what: "creating",
+        source,
+    })?;
+    let recording = record::record(setup)?;
+    if let Some(keep) = &config.keep_logs {
+        let name = PathBuf::from("logs").join(format!("cell-{index}.log"));
+        let dest = keep.join(&name);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| CrashError::Io {
+                path: parent.to_path_buf(),
+                what: "creating",
+                source,
+            })?;
+        }
+        image::copy_sparse(&recording.log, &dest)?;
+        cell.log = Some(name);
+    }
+    let timeline = Timeline::read(&recording.log, setup.disk_bytes)?;
+    let selection = timeline.select(config.states, config.seed);
+    cell.log_entries = timeline.entries;
+    cell.flushes = timeline.flushes;
+    cell.foreign_flushes = timeline.idle_flushes_after_returned;
+    cell.epochs = timeline.epochs.len();
+    cell.candidates = selection.candidates;
+    cell.duplicates = selection.duplicates;
+    cell.states = selection.states.len();
+    cell.states_after_returned = selection.states.iter().filter(|s| timeline.after_returned(s)).count();
+    let chosen: Vec<(usize, &State)> = selection.states.iter().enumerate().collect();
+    let mnt = setup.dir.join("check");
+    image::build_states(&recording.log, &timeline, &chosen, setup.disk_bytes, setup.dir, &mut |id, state, image| {
+        check_interrupt()?;
+        let outcome = check::check_state(image.path(), &mnt, expected, id, timeline.after_returned(state))?;
+        if !outcome.violations.is_empty() || !outcome.fs_failures.is_empty() {
+            cell.states_detail.push(timeline.describe(id, state));
+        }
+        if !outcome.violations.is_empty() {
+            cell.states_with_violations += 1;
+        }
+        cell.states_recovered += usize::from(outcome.recovered);
+        cell.states_with_journal += usize::from(outcome.left.journal);
+        cell.states_with_intent += usize::from(outcome.left.intent && !outcome.left.journal);
+        for v in &outcome.violations {
+            *cell.kinds.entry(v.kind).or_default() += 1;
+        }
+        let seen: std::collections::BTreeSet<Kind> = outcome.violations.iter().map(|v| v.kind).collect();
+        for kind in seen {
+            *cell.states_by_kind.entry(kind).or_default() += 1;
+        }
+        cell.violations.extend(outcome.violations);
+        cell.fs_failures.extend(outcome.fs_failures);
+        Ok(())
+    })?;
+    cell.states_detail.sort_by_key(|s| s.id);
+    cell.violations.sort_by(|a, b| (a.state, &a.path).cmp(&(b.state, &b.path)));
+    cell.fs_failures.sort_by_key(|f| f.state);
+    Ok(recording.io_flusher)
+}
+
+fn validate(config: &Config) -> Result<(), CrashError> {
+    for fs in &config.filesystems {
+        if !crate::scratchfs::FILESYSTEMS.contains(&fs.as_str()) {
+            let known = crate::scratchfs::FILESYSTEMS.join(", ");
+            return Err(CrashError::Usage(format!("unknown filesystem '{fs}' (known: {known})")));
+        }
+    }
+    for s in &config.strategies {
+        crate::durability::by_name(s, 1).map_err(|e| CrashError::Usage(e.to_string()))?;
+    }
+    let empty = |what: &str| Err(CrashError::Usage(format!("no {what} to test")));
+    if config.strategies.is_empty() {
+        return empty("strategies");
+    }
+    if config.filesystems.is_empty() {
+        return empty("filesystems");
+    }
+    if config.scenarios.is_empty() {
+        return empty("scenarios");
+    }
+    Ok(())
+}
+
+/// An error with all its causes, for one line of a report.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// Rebuilds state `state` of cell `cell` (its id, as in `crash.json`) of the run whose output
+/// is in `out`, from the write log that run kept, as `out/replay/CELL-STATE.img`. Returns the
+/// image and the cell's filesystem type.
+pub fn replay(out: &Path, cell: &str, state: usize) -> Result<(PathBuf, String), CrashError> {
+    let json = out.join(report::JSON);
+    let saved = report::Saved::read(&json)?;
+    let not_there = |reason: String| CrashError::Replay { path: json.clone(), reason };
+    let found = saved.cells.iter().find(|c| c.id == cell).ok_or_else(|| {
+        let ids: Vec<&str> = saved.cells.iter().map(|c| c.id.as_str()).collect();
+        not_there(format!("no cell '{cell}' (cells: {})", ids.join(", ")))
+    })?;
+    let log = out.join(found.log.as_ref().ok_or_else(|| not_there(format!("cell '{cell}' kept no write log")))?);
+    let timeline = Timeline::read(&log, found.disk_bytes)?;
+    let selection = timeline.select(saved.states_per_cell, saved.seed);
+    let chosen = selection.states.get(state).ok_or_else(|| {
+        not_there(format!("cell '{cell}' has states 0 to {}", selection.states.len().saturating_sub(1)))
+    })?;
+    let dest_dir = out.join("replay");
+    std::fs::create_dir_all(&dest_dir).map_err(|source| CrashError::Io {
+        path: dest_dir.clone(),
+        what: "creating",
+        source,
+    })?;
+    let dest = dest_dir.join(format!("{}-{state}.img", cell.replace('/', "_")));
+    if dest.exists() {
+        std::fs::remove_file(&dest).map_err(|source| CrashError::Io {
+            path: dest.clone(),
+            what: "removing",
+            source,
+        })?;
+    }
+    let work = Workdir::new(&std::env::temp_dir())?;
+    image::build_states(&log, &timeline, &[(state, chosen)], found.disk_bytes, work.path(), &mut |_, _, image| {
+        image.copy_to(&dest).map(drop)
+    })?;
+    Ok((dest, found.fs.clone()))
+}

@@ -1,0 +1,224 @@
+//! The crash matrix as people and programs read it: `crash.md` (one table per filesystem and
+//! scenario, rows = mount option sets, columns = strategies), `crash.csv` (one row per cell),
+//! `crash.json` (everything, every violation with its state, path, expected and found content)
+//! and `violations.txt` (one line per violation).
+//!
+//! A cell reads `V / S (kind N, ...)`: V states with at least one violation out of S states
+//! checked, and for each kind seen the number of states that show it. Mount and fsck failures point at the filesystem, not at the unpacker,
+//! so they are listed apart, under the tables. This module only formats and writes.
+
+use super::check::Kind;
+use super::{CellResult, CrashError, Matrix, Scenario};
+use serde::Deserialize;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+pub const MARKDOWN: &str = "crash.md";
+pub const CSV: &str = "crash.csv";
+pub const JSON: &str = "crash.json";
+pub const VIOLATIONS: &str = "violations.txt";
+
+/// The markdown report.
+pub fn markdown(m: &Matrix) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# Crash states of {}\n", m.package.display());
+    let _ = writeln!(
+        out,
+        "Each cell: states with a violation / crash states checked (at most {} per cell, seed {}), and for \
+         each kind of violation seen, the number of states showing it. Kinds: zero-length, torn, lost-old \
+         (invariant 1: old or new), not-durable (2: new after exit 0), leftover-dirs, mixed, recover-failed (3: \
+         entirely old or entirely new after `unpack --recover`).\n",
+        m.states_per_cell, m.seed
+    );
+    let mut filesystems: Vec<&str> = Vec::new();
+    let mut strategies: Vec<&str> = Vec::new();
+    for c in &m.cells {
+        push_unique(&mut filesystems, &c.fs);
+        push_unique(&mut strategies, &c.strategy);
+    }
+    for fs in &filesystems {
+        for scenario in Scenario::ALL {
+            let cells: Vec<&CellResult> = m.cells.iter().filter(|c| c.fs == *fs && c.scenario == scenario).collect();
+            if cells.is_empty() {
+                continue;
+            }
+            let mut rows: Vec<&str> = Vec::new();
+            for c in &cells {
+                push_unique(&mut rows, &c.options);
+            }
+            let settle: Vec<String> = cells
+                .iter()
+                .map(|c| format!("{}", c.settle_s))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let _ = writeln!(out, "## {fs}, {} (settle {} s)\n", scenario.name(), settle.join(", "));
+            let _ = writeln!(out, "| mount options | {} |", strategies.join(" | "));
+            let _ = writeln!(out, "| --- |{}", " --- |".repeat(strategies.len()));
+            for row in rows {
+                let texts: Vec<String> = strategies
+                    .iter()
+                    .map(|s| {
+                        cells
+                            .iter()
+                            .find(|c| c.options == row && c.strategy == *s)
+                            .map_or(String::new(), |c| cell_text(c))
+                    })
+                    .collect();
+                let _ = writeln!(out, "| {row} | {} |", texts.join(" | "));
+            }
+            out.push('\n');
+        }
+    }
+    let disturbed: Vec<String> =
+        m.cells.iter().filter(|c| c.foreign_flushes > 0).map(|c| format!("{} ({})", c.id, c.foreign_flushes)).collect();
+    if !disturbed.is_empty() {
+        let _ = writeln!(
+            out,
+            "Disturbed: flushes after the exit that came from another process's sync(2), which also writes delayed \
+             data and can close the window an unsafe strategy loses data in: {}.\n",
+            disturbed.join(", ")
+        );
+    }
+    let failing: Vec<&CellResult> = m.cells.iter().filter(|c| !c.fs_failures.is_empty()).collect();
+    if failing.is_empty() {
+        let _ = writeln!(out, "Filesystem: every state checked mounted and fsck found nothing.");
+    } else {
+        let _ = writeln!(out, "## Filesystem failures (mount or fsck)\n\n| cell | state | stage | what the tool said |\n| --- | --- | --- | --- |");
+        for c in failing {
+            for f in &c.fs_failures {
+                let _ = writeln!(out, "| {} | {} | {} | {} |", c.id, f.state, f.stage, f.detail.replace('|', "\\|"));
+            }
+        }
+    }
+    let errors: Vec<&CellResult> = m.cells.iter().filter(|c| c.error.is_some()).collect();
+    if !errors.is_empty() {
+        let _ = writeln!(out, "\n## Cells that could not be run\n");
+        for c in errors {
+            let _ = writeln!(out, "- {}: {}", c.id, c.error.as_deref().unwrap_or_default());
+        }
+    }
+    out
+}
+
+fn cell_text(c: &CellResult) -> String {
+    if c.error.is_some() {
+        return "error".to_string();
+    }
+    let kinds: Vec<String> =
+        Kind::ALL.iter().filter_map(|k| c.states_by_kind.get(k).map(|n| format!("{} {n}", k.name()))).collect();
+    let mut text = format!("{} / {}", c.states_with_violations, c.states);
+    if !kinds.is_empty() {
+        let _ = write!(text, " ({})", kinds.join(", "));
+    }
+    text
+}
+
+fn push_unique<'a>(list: &mut Vec<&'a str>, item: &'a str) {
+    if !list.contains(&item) {
+        list.push(item);
+    }
+}
+
+/// One row per cell.
+pub fn csv(m: &Matrix) -> String {
+    let mut out = String::from(
+        "fs,options,scenario,strategy,settle_s,states,states_after_returned,states_with_violations,\
+         zero_length,torn,lost_old,not_durable,leftover_dirs,mixed,recover_failed,states_recovered,states_with_journal,\
+         states_with_intent,fs_failures,foreign_flushes,error\n",
+    );
+    for c in &m.cells {
+        let kinds: Vec<String> = Kind::ALL.iter().map(|k| c.kinds.get(k).copied().unwrap_or(0).to_string()).collect();
+        let fields = [
+            c.fs.clone(),
+            c.options.clone(),
+            c.scenario.name().to_string(),
+            c.strategy.clone(),
+            c.settle_s.to_string(),
+            c.states.to_string(),
+            c.states_after_returned.to_string(),
+            c.states_with_violations.to_string(),
+            kinds.join(","),
+            c.states_recovered.to_string(),
+            c.states_with_journal.to_string(),
+            c.states_with_intent.to_string(),
+            c.fs_failures.len().to_string(),
+            c.foreign_flushes.to_string(),
+            c.error.clone().unwrap_or_default(),
+        ];
+        let quoted: Vec<String> =
+            fields.iter().enumerate().map(|(i, f)| if i == 8 { f.clone() } else { csv_field(f) }).collect();
+        let _ = writeln!(out, "{}", quoted.join(","));
+    }
+    out
+}
+
+fn csv_field(f: &str) -> String {
+    if f.contains([',', '"', '\n']) {
+        format!("\"{}\"", f.replace('"', "\"\""))
+    } else {
+        f.to_string()
+    }
+}
+
+/// One line per violation: `CELL:STATE PATH KIND: expected old X or new Y, found Z`.
+pub fn violation_lines(m: &Matrix) -> String {
+    let mut out = String::new();
+    for c in &m.cells {
+        for v in &c.violations {
+            let _ = writeln!(
+                out,
+                "{}:{} /{} {}: expected old {} or new {}, found {}",
+                c.id,
+                v.state,
+                v.path.display(),
+                v.kind.name(),
+                v.expected_old,
+                v.expected_new,
+                v.found
+            );
+        }
+    }
+    out
+}
+
+/// Writes the four files into `dir` (created if needed).
+pub fn write_all(m: &Matrix, dir: &Path) -> Result<(), CrashError> {
+    let io = |path: PathBuf| move |source| CrashError::Io { path, what: "writing", source };
+    std::fs::create_dir_all(dir).map_err(io(dir.to_path_buf()))?;
+    let json = serde_json::to_string_pretty(m).map_err(|e| io(dir.join(JSON))(e.into()))?;
+    for (name, text) in [(MARKDOWN, markdown(m)), (CSV, csv(m)), (JSON, json + "\n"), (VIOLATIONS, violation_lines(m))]
+    {
+        std::fs::write(dir.join(name), text).map_err(io(dir.join(name)))?;
+    }
+    Ok(())
+}
+
+/// What `--replay` needs from an earlier run's `crash.json`.
+#[derive(Debug, Deserialize)]
+pub struct Saved {
+    pub seed: u64,
+    pub states_per_cell: usize,
+    pub cells: Vec<SavedCell>,
+}
+
+/// One cell of [`Saved`].
+#[derive(Debug, Deserialize)]
+pub struct SavedCell {
+    pub id: String,
+    pub fs: String,
+    pub disk_bytes: u64,
+    pub log: Option<PathBuf>,
+}
+
+impl Saved {
+    pub fn read(path: &Path) -> Result<Saved, CrashError> {
+        let text = std::fs::read_to_string(path).map_err(|source| CrashError::Io {
+            path: path.to_path_buf(),
+            what: "reading",
+            source,
+        })?;
+        serde_json::from_str(&text)
+            .map_err(|e| CrashError::Replay { path: path.to_path_buf(), reason: format!("not a crash.json: {e}") })
+    }
+}
