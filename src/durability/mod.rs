@@ -241,6 +241,18 @@ impl TempFile {
     }
 }
 
+/// The directories holding pending names that cannot be flushed through a descriptor of their
+/// own (symlinks, hard links, devices, FIFOs), each once. A per-file strategy fsyncs them in
+/// its barrier: on btrfs an fsync makes only the inode it is given durable, so without it a
+/// crash could keep the journal and lose a temporary symlink (the crash test found this).
+pub(crate) fn dirs_of_unflushable(files: &[TempFile]) -> Vec<Directory> {
+    let mut seen: std::collections::BTreeMap<Arc<Path>, Directory> = std::collections::BTreeMap::new();
+    for f in files.iter().filter(|f| !f.is_regular()) {
+        seen.entry(f.dir.path.clone()).or_insert_with(|| f.dir.clone());
+    }
+    seen.into_values().collect()
+}
+
 /// `fsync` of each directory, one after another: how the per-file strategies make their renames
 /// durable.
 pub(crate) fn fsync_dirs(dirs: &[Directory], calls: &Syscalls) -> Result<()> {
