@@ -65,7 +65,7 @@ pub fn recover(root: &mut Root, strategy: &dyn Strategy, calls: &Syscalls) -> Re
     let intent = read_state_file(&state, INTENT)?;
     let recovery = match (journal, intent) {
         (Some(j), _) => roll_forward(root, &j, strategy, calls)?,
-        (None, Some(intent)) => roll_back(root, &intent)?,
+        (None, Some(intent)) => roll_back(root, &intent, birth(&state, OsStr::new(INTENT)))?,
         (None, None) => Recovery::Clean,
     };
     // In this order: a crash in between leaves an intent, which recovers the same way.
@@ -133,12 +133,22 @@ fn lookup(root: &mut Root, dir: &Path) -> Result<Directory> {
     root.resolve_dir(dir, None, &|_| Pending::Nothing).map(|(_, d)| d).map_err(|e| root.resolve_error(e))
 }
 
-fn roll_back(root: &mut Root, intent: &[u8]) -> Result<Recovery> {
-    let mut temporary_files = 0;
+/// When `name` in `dir` was created, if the filesystem records it (statx's btime).
+fn birth(dir: &Directory, name: &OsStr) -> Option<(i64, u32)> {
+    let st = rustix::fs::statx(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW, rustix::fs::StatxFlags::BTIME).ok()?;
+    (st.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0).then_some((st.stx_btime.tv_sec, st.stx_btime.tv_nsec))
+}
+
+/// Removes the temporary files and the directories the interrupted transaction made. Those
+/// directories are found two ways: the empty ones born after the intent file (the intent's
+/// creation is journaled before them, so whenever they survived a crash its birth time did),
+/// and the ones the intent file lists, a best effort since its lines are not flushed.
+fn roll_back(root: &mut Root, intent: &[u8], intent_born: Option<(i64, u32)>) -> Result<Recovery> {
+    let mut counts = (0, 0);
     let root_dir = root.dir().clone();
     let state = Path::new(STATE_DIR);
-    remove_temps(&root_dir, Path::new(""), state, &mut temporary_files)?;
-    let mut directories = 0;
+    clean(&root_dir, Path::new(""), state, intent_born, &mut counts)?;
+    let (temporary_files, mut directories) = counts;
     for dir in journal::intent_dirs(intent).iter().rev() {
         let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else { continue };
         let Ok(parent) = lookup(root, parent) else { continue };
@@ -149,9 +159,10 @@ fn roll_back(root: &mut Root, intent: &[u8]) -> Result<Recovery> {
     Ok(Recovery::RolledBack { temporary_files, directories })
 }
 
-/// Removes every `*.unpack-new` below `dir`, staying on its filesystem and out of the state
-/// directory.
-fn remove_temps(dir: &Directory, rel: &Path, state: &Path, count: &mut usize) -> Result<()> {
+/// Removes every `*.unpack-new` below `dir`, and every directory below it born at or after
+/// `born_after` once it is empty, staying on its filesystem and out of the state directory.
+/// `counts` are (temporary files, directories) removed.
+fn clean(dir: &Directory, rel: &Path, state: &Path, born_after: Option<(i64, u32)>, counts: &mut (usize, usize)) -> Result<()> {
     let entries = rustix::fs::Dir::read_from(dir.fd()).map_err(|e| Error::root(dir.path(), "reading directory", e))?;
     let mut subdirs = Vec::new();
     for entry in entries {
@@ -169,7 +180,7 @@ fn remove_temps(dir: &Directory, rel: &Path, state: &Path, count: &mut usize) ->
         };
         if name.as_bytes().ends_with(TEMP_SUFFIX.as_bytes()) && file_type != FileType::Directory {
             match rustix::fs::unlinkat(dir.fd(), name, AtFlags::empty()) {
-                Ok(()) => *count += 1,
+                Ok(()) => counts.0 += 1,
                 Err(Errno::NOENT) => {}
                 Err(e) => return Err(Error::root(dir.path().join(name), "removing a temporary file", e)),
             }
@@ -181,8 +192,14 @@ fn remove_temps(dir: &Directory, rel: &Path, state: &Path, count: &mut usize) ->
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let Ok(fd) = rustix::fs::openat(dir.fd(), &name, flags, Mode::empty()) else { continue };
         let child = Directory::new(fd, dir.path().join(&name)).map_err(|e| Error::root(dir.path().join(&name), "stat", e))?;
-        if child.dev() == dir.dev() {
-            remove_temps(&child, &rel.join(&name), state, count)?;
+        if child.dev() != dir.dev() {
+            continue;
+        }
+        clean(&child, &rel.join(&name), state, born_after, counts)?;
+        let new = matches!((born_after, birth(dir, &name)), (Some(after), Some(born)) if born >= after);
+        // Fails, as it should, for a directory that is not empty.
+        if new && rustix::fs::unlinkat(dir.fd(), &name, AtFlags::REMOVEDIR).is_ok() {
+            counts.1 += 1;
         }
     }
     Ok(())

@@ -142,13 +142,6 @@ fn none_leaves_zero_length_files_on_ext4_install_defaults_and_upgrade_noauto_da_
     }
 }
 
-/// Kinds a durable strategy may still show, each with why. `leftover-dirs`: the engine appends
-/// the directories a transaction creates to its intent file without flushing it (extract.rs,
-/// "best effort"), so after a power cut in the write phase the intent on disk lists none of
-/// them, and `unpack --recover` rolls the files back but leaves those directories. Found by
-/// this test; remove the allowance once the engine makes that list durable.
-const KNOWN_ENGINE_ISSUES: &[&str] = &["leftover-dirs"];
-
 #[test]
 fn fsync_syncfs_and_writeback_keep_every_file_old_or_new_and_new_after_exit_over_200_states_each() {
     if !is_root() {
@@ -168,13 +161,8 @@ fn fsync_syncfs_and_writeback_keep_every_file_old_or_new_and_new_after_exit_over
         for cell in mine {
             let id = &cell["id"];
             assert_eq!(cell["error"], Value::Null, "{cell}");
-            let unexpected: Vec<&Value> = cell["violations"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|v| !KNOWN_ENGINE_ISSUES.contains(&v["kind"].as_str().unwrap()))
-                .collect();
-            assert!(unexpected.is_empty(), "{id}: {unexpected:#?}");
+            let violations = cell["violations"].as_array().unwrap();
+            assert!(violations.is_empty(), "{id}: {violations:#?}");
             assert_eq!(cell["fs_failures"].as_array().unwrap().len(), 0, "{id}: {}", cell["fs_failures"]);
             assert!(cell["states_after_returned"].as_u64().unwrap() > 0, "{id}");
             // Invariant 3 ran on every state.
