@@ -44,6 +44,7 @@ pub mod root;
 pub mod scratchfs;
 pub mod syscalls;
 pub mod vdisk;
+pub mod workdir;
 
 pub use durability::Strategy;
 pub use error::{Error, ExitCode, Result};

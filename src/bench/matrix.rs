@@ -19,7 +19,7 @@ use super::run::{run_once, Context, RunRecord, Site};
 use super::scenario::{make_old_version, Scenario};
 use super::stats::Spread;
 use super::synthetic;
-use super::workdir::Workdir;
+use crate::workdir::Workdir;
 use super::{command, Error, Result};
 use crate::{durability, mountinfo, scratchfs};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -153,7 +153,8 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
     let tools = choose_tools(&config)?;
     let filesystems = choose_filesystems(&config)?;
 
-    let workdir = Workdir::new(&std::env::temp_dir())?;
+    let temp = std::env::temp_dir();
+    let workdir = Workdir::new(&temp, "unpack-bench").map_err(Error::io(&temp))?;
     let workloads = prepare_workloads(&config, workdir.path())?;
     let rows = Plan::rows_for(workloads.len(), &filesystems, &config.scenarios, &config.caches);
     let plan = Plan { workloads, rows, tools, runs: config.runs };

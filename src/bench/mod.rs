@@ -34,7 +34,6 @@ pub mod run;
 pub mod scenario;
 pub mod stats;
 pub mod synthetic;
-pub mod workdir;
 
 use std::io;
 use std::path::PathBuf;

@@ -26,7 +26,6 @@ pub mod older;
 pub mod record;
 pub mod report;
 pub mod states;
-mod workdir;
 
 use crate::vdisk::log::LogError;
 use crate::vdisk::VdiskError;
@@ -39,7 +38,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use workdir::Workdir;
+use crate::workdir::Workdir;
 
 /// What can go wrong in the crash test. Every variant but `Usage` names the path it is about.
 #[derive(Debug, thiserror::Error)]
@@ -179,7 +178,7 @@ pub struct Matrix {
 /// the matrix goes on.
 pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matrix, CrashError> {
     validate(config)?;
-    let work = Workdir::new(&std::env::temp_dir())?;
+    let work = new_workdir()?;
     let new = Tree::of_deb(&config.package)?;
     let older_deb = work.path().join("older.deb");
     let old = if config.scenarios.contains(&Scenario::Upgrade) {
@@ -427,9 +426,15 @@ pub fn replay(out: &Path, cell: &str, state: usize) -> Result<(PathBuf, String),
             source,
         })?;
     }
-    let work = Workdir::new(&std::env::temp_dir())?;
+    let work = new_workdir()?;
     image::build_states(&log, &timeline, &[(state, chosen)], found.disk_bytes, work.path(), &mut |_, _, image| {
         image.copy_to(&dest).map(drop)
     })?;
     Ok((dest, found.fs.clone()))
+}
+
+/// The run's scratch directory under `$TMPDIR`.
+fn new_workdir() -> Result<Workdir, CrashError> {
+    let temp = std::env::temp_dir();
+    Workdir::new(&temp, "unpack-crashtest").map_err(|source| CrashError::Io { path: temp, what: "creating the work directory", source })
 }
