@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-const AR_MAGIC: &[u8; 8] = b"!<arch>\n";
+/// The ar archive's magic, the first 8 bytes of every .deb.
+pub const AR_MAGIC: &[u8; 8] = b"!<arch>\n";
 
 /// The most memory a decompressor may ask for. A hostile header can request a 1.5 GiB xz
 /// dictionary or a 2 GiB zstd window; real packages need 8 MiB (xz -6, zstd -19) and at most
@@ -238,6 +239,27 @@ impl Deb {
     fn read_error(&self, e: io::Error) -> Error {
         Error::bad(&self.path, format!("read error at offset {}: {e}", self.position()))
     }
+}
+
+/// The 60-byte header of an ar member as dpkg-deb writes it (owner 0, mode 100644, `mtime`),
+/// for the tools that make packages: the bench's synthetic ones, the crash test's older
+/// versions, the tests' hostile ones.
+pub fn ar_header(name: &str, mtime: u64, size: u64) -> [u8; HEADER_LEN] {
+    let text = format!("{name:<16.16}{mtime:<12}{:<6}{:<6}{:<8}{size:<10}`\n", 0, 0, "100644");
+    let mut header = [b' '; HEADER_LEN];
+    let bytes = text.as_bytes();
+    header.copy_from_slice(&bytes[..HEADER_LEN.min(bytes.len())]);
+    header
+}
+
+/// Writes one ar member: header, bytes, padding to an even offset.
+pub fn write_member(out: &mut impl std::io::Write, name: &str, mtime: u64, bytes: &[u8]) -> io::Result<()> {
+    out.write_all(&ar_header(name, mtime, bytes.len() as u64))?;
+    out.write_all(bytes)?;
+    if bytes.len() % 2 == 1 {
+        out.write_all(b"\n")?;
+    }
+    Ok(())
 }
 
 /// Reads until `buf` is full or the end of input; returns how much it read.

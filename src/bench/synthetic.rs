@@ -84,7 +84,7 @@ impl Spec {
 
     fn write(&self, path: &Path) -> io::Result<()> {
         let mut ar = BufWriter::new(File::create(path)?);
-        ar.write_all(b"!<arch>\n")?;
+        ar.write_all(crate::deb::AR_MAGIC)?;
         ar_member(&mut ar, "debian-binary", |w| w.write_all(b"2.0\n"))?;
         ar_member(&mut ar, "control.tar.gz", |w| self.write_control(w))?;
         ar_member(&mut ar, "data.tar.gz", |w| self.write_data(w))?;
@@ -159,12 +159,12 @@ fn ar_member<W: Write + Seek>(
     content: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
     let start = ar.stream_position()?;
-    ar.write_all(&ar_header(name, 0))?;
+    ar.write_all(&crate::deb::ar_header(name, MTIME, 0))?;
     content(ar)?;
     let end = ar.stream_position()?;
     let size = end - start - 60;
     ar.seek(SeekFrom::Start(start))?;
-    ar.write_all(&ar_header(name, size))?;
+    ar.write_all(&crate::deb::ar_header(name, MTIME, size))?;
     ar.seek(SeekFrom::Start(end))?;
     if size % 2 == 1 {
         ar.write_all(b"\n")?;
@@ -172,11 +172,6 @@ fn ar_member<W: Write + Seek>(
     Ok(())
 }
 
-fn ar_header(name: &str, size: u64) -> Vec<u8> {
-    let h = format!("{name:<16}{MTIME:<12}{:<6}{:<6}{:<8}{size:<10}`\n", 0, 0, "100644");
-    debug_assert_eq!(h.len(), 60);
-    h.into_bytes()
-}
 
 /// A deterministic, incompressible byte stream per file (xorshift64*).
 struct Noise {

@@ -105,22 +105,13 @@ pub fn write(package: &Path, out: &Path) -> Result<(), CrashError> {
     let data = data.into_inner().map_err(write_err)?;
     let file = File::create(out).map_err(write_err)?;
     let mut ar = BufWriter::new(file);
-    ar.write_all(b"!<arch>\n").map_err(write_err)?;
+    ar.write_all(crate::deb::AR_MAGIC).map_err(write_err)?;
     for (name, bytes) in [("debian-binary", &b"2.0\n"[..]), ("control.tar", &control[..]), ("data.tar", &data[..])] {
-        ar_member(&mut ar, name, bytes).map_err(write_err)?;
+        crate::deb::write_member(&mut ar, name, 0, bytes).map_err(write_err)?;
     }
     ar.into_inner().map_err(|e| write_err(e.into_error()))?.sync_all().map_err(write_err)
 }
 
-/// One ar member: the 60-byte common-format header, the bytes, padding to an even offset.
-fn ar_member(out: &mut impl Write, name: &str, bytes: &[u8]) -> io::Result<()> {
-    writeln!(out, "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`", name, 0, 0, 0, "100644", bytes.len())?;
-    out.write_all(bytes)?;
-    if bytes.len() % 2 == 1 {
-        out.write_all(b"\n")?;
-    }
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {

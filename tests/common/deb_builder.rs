@@ -2,18 +2,13 @@
 //! tar, wrapped into a container the engine accepts, so that a test reaches exactly the code it
 //! means to. Members are written as given: compress them first to test a decompressor.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// An ar archive of `members` (name, bytes), with headers as dpkg-deb writes them.
 pub fn ar(members: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut out = b"!<arch>\n".to_vec();
+    let mut out = unpack::deb::AR_MAGIC.to_vec();
     for (name, data) in members {
-        writeln!(out, "{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`", 1_700_000_000, 0, 0, 100644, data.len()).unwrap();
-        out.extend_from_slice(data);
-        if data.len() % 2 == 1 {
-            out.push(b'\n');
-        }
+        unpack::deb::write_member(&mut out, name, 1_700_000_000, data).unwrap();
     }
     out
 }
