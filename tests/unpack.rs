@@ -370,7 +370,7 @@ fn list_strategies_prints_each_with_its_guarantee() {
         assert!(r.stdout.lines().any(|l| l.starts_with(s)), "{s} missing:\n{}", r.stdout);
     }
     assert!(r.stdout.contains("batch (sync)"));
-    assert!(r.stdout.contains("default: writeback"));
+    assert!(r.stdout.contains("default: syncfs"));
 }
 
 #[test]

@@ -24,7 +24,7 @@ Every unpack first recovers an interrupted transaction in ROOT (finishing its re
 was in its rename phase, removing its temporary files if not); --recover does only that.
 
 Strategies (--list-strategies for their guarantees): none, fsync, batch (alias sync), syncfs,
-writeback (default, today's dpkg), parallel.";
+writeback (today's dpkg), parallel; the default is syncfs.";
 
 /// Unpack Debian packages into a root directory through temporary files and renames, with a
 /// chosen durability strategy.
