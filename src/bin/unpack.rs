@@ -29,7 +29,12 @@ writeback (today's dpkg), parallel; the default is syncfs.";
 /// Unpack Debian packages into a root directory through temporary files and renames, with a
 /// chosen durability strategy.
 #[derive(Parser, Debug)]
-#[command(name = "unpack", version, after_help = AFTER_HELP)]
+#[command(
+    name = "unpack",
+    version,
+    after_help = AFTER_HELP,
+    override_usage = "unpack [OPTIONS] PACKAGE... ROOT\n       unpack --recover ROOT\n       unpack --list-strategies"
+)]
 struct Cli {
     /// The packages (.deb), then the root directory to unpack them into. Several packages are
     /// one transaction with one barrier.
