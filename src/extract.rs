@@ -97,6 +97,13 @@ impl<'a> Transaction<'a> {
         )
         .map(File::from)
         .map_err(|e| Error::root(&intent_path, "creating the intent file", e))?;
+        // Durable before anything of the transaction can be: recovery rolls back only what an
+        // intent on disk says was in progress. On ext4 a later fsync would carry it along (one
+        // journal); on btrfs an fsync covers only its own inode, and a crash kept the package's
+        // fsynced files and directories without the intent (the crash test showed it).
+        if strategy.is_durable() {
+            calls.fsync(&intent).map_err(|e| Error::root(&intent_path, "fsync of the intent file", e))?;
+        }
         let umask = rustix::process::umask(Mode::empty());
         rustix::process::umask(umask);
         let identity = Identity {

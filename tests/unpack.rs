@@ -109,8 +109,9 @@ fn each_strategy_makes_the_flush_calls_it_promises_and_no_others() {
         // One rename per non-directory, plus the journal's (txn.new -> txn).
         assert_eq!(n("rename"), non_dirs + 1, "{strategy}: one rename per non-directory and the journal's");
         assert_eq!(n("fdatasync"), 0, "{strategy}");
-        // Durable strategies also flush the journal: the file and its directory.
-        let journal = if *strategy == "none" { 0 } else { 2 };
+        // Durable strategies also flush their own bookkeeping: the intent file when the
+        // transaction starts, the journal and its directory before the first rename.
+        let journal = if *strategy == "none" { 0 } else { 3 };
         let (fsync, sync, syncfs, sfr) = match *strategy {
             "none" => (0, 0, 0, 0),
             "fsync" | "parallel" => (files + dirs_with_entries + journal, 0, 0, 0),
