@@ -69,6 +69,9 @@ impl Tool {
     }
 }
 
+/// mkfs.ext4's default bytes-per-inode ratio.
+const BYTES_PER_INODE: u64 = 16 << 10;
+
 /// What one run unpacks: the packages given on the command line (all in one invocation), or
 /// one synthetic package.
 #[derive(Debug, Clone, Serialize)]
@@ -91,7 +94,11 @@ impl Workload {
     /// A generous estimate of the space one run needs (the old version and the new one side by
     /// side, as an upgrade has them for a moment).
     pub fn space_needed(&self) -> u64 {
-        self.packages.iter().map(Package::unpacked_estimate).fold(0u64, u64::saturating_add).saturating_mul(3)
+        let bytes = self.packages.iter().map(Package::unpacked_estimate).fold(0u64, u64::saturating_add).saturating_mul(3);
+        // Inodes run out before blocks on many small files: mkfs.ext4 makes one per 16 KiB, and
+        // an upgrade holds two versions of each file at once.
+        let inodes = self.synthetic_files.unwrap_or(0).saturating_mul(2 * BYTES_PER_INODE);
+        bytes.max(inodes)
     }
 }
 

@@ -82,7 +82,11 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("unpack: error: {e:#}");
+            // The engine's errors already name their cause; anyhow's chain would repeat it.
+            match e.downcast_ref::<unpack::Error>() {
+                Some(engine) => eprintln!("unpack: error: {engine}"),
+                None => eprintln!("unpack: error: {e:#}"),
+            }
             let code = e.downcast_ref::<unpack::Error>().map_or(unpack::ExitCode::Failure, unpack::Error::exit_code);
             ExitCode::from(code as u8)
         }
