@@ -5,7 +5,10 @@
 //!   sync_file_range + fsync dance), whatever `/etc/dpkg/dpkg.cfg.d` says;
 //! - `dpkg-unsafe`: the same with `--force-unsafe-io` (what Docker images configure);
 //! - `tar`: `dpkg-deb --fsys-tarfile | tar -x`, no flushing at all;
-//! - `tar-sync`: `tar`, then `sync`: the crude way to make it durable.
+//! - `tar-sync`: `tar`, then `sync`: the crude way to make it durable;
+//! - `decompress`: `dpkg-deb --fsys-tarfile PKG > /dev/null`, which writes nothing into the
+//!   root: the floor for one decompression stream, the yardstick of issue #7's targets (dpkg-deb
+//!   decodes multi-block xz streams on several threads).
 //!
 //! dpkg gets a minimal admin directory (`var/lib/dpkg/{status,updates,info}`) under the root and
 //! `--root=ROOT --force-not-root --force-depends --no-triggers`, which keeps it to unpacking.
@@ -28,11 +31,12 @@ pub enum Peer {
     DpkgUnsafe,
     Tar,
     TarSync,
+    Decompress,
 }
 
 impl Peer {
     /// Every peer, in the order the table shows them.
-    pub const ALL: [Peer; 4] = [Peer::Dpkg, Peer::DpkgUnsafe, Peer::Tar, Peer::TarSync];
+    pub const ALL: [Peer; 5] = [Peer::Dpkg, Peer::DpkgUnsafe, Peer::Tar, Peer::TarSync, Peer::Decompress];
 
     /// The name users type.
     pub fn name(self) -> &'static str {
@@ -41,6 +45,7 @@ impl Peer {
             Peer::DpkgUnsafe => "dpkg-unsafe",
             Peer::Tar => "tar",
             Peer::TarSync => "tar-sync",
+            Peer::Decompress => "decompress",
         }
     }
 
@@ -50,6 +55,7 @@ impl Peer {
             Peer::Dpkg | Peer::DpkgUnsafe => &[("dpkg", "dpkg")],
             Peer::Tar => &[("dpkg-deb", "dpkg"), ("tar", "tar")],
             Peer::TarSync => &[("dpkg-deb", "dpkg"), ("tar", "tar"), ("sync", "coreutils")],
+            Peer::Decompress => &[("dpkg-deb", "dpkg")],
         }
     }
 
@@ -91,14 +97,15 @@ impl Peer {
                     .stdin(Stdio::null())
                     .output()
             }
-            Peer::Tar => tar_extract(packages, root),
+            Peer::Tar => each_package(packages, |p| tar_extract_one(p, root)),
             Peer::TarSync => {
-                let out = tar_extract(packages, root)?;
+                let out = each_package(packages, |p| tar_extract_one(p, root))?;
                 if !out.status.success() {
                     return Ok(out);
                 }
                 Command::new("sync").stdin(Stdio::null()).output()
             }
+            Peer::Decompress => each_package(packages, decompress_one),
         }
     }
 }
@@ -114,20 +121,32 @@ impl std::str::FromStr for Peer {
     }
 }
 
-/// `dpkg-deb --fsys-tarfile PKG | tar -x -f - -C ROOT` for each package in turn, stopping at
-/// the first failure, whose output is returned.
-fn tar_extract(packages: &[PathBuf], root: &Path) -> io::Result<Output> {
+/// Runs `one` for each package in turn, stopping at the first failure, whose output is
+/// returned.
+fn each_package(packages: &[PathBuf], one: impl Fn(&Path) -> io::Result<Output>) -> io::Result<Output> {
     let mut last = None;
     for package in packages {
-        let out = tar_extract_one(package, root)?;
+        let out = one(package)?;
         if !out.status.success() {
             return Ok(out);
         }
         last = Some(out);
     }
-    last.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no package to extract"))
+    last.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no package given"))
 }
 
+/// `dpkg-deb --fsys-tarfile PKG > /dev/null`.
+fn decompress_one(package: &Path) -> io::Result<Output> {
+    Command::new("dpkg-deb")
+        .arg("--fsys-tarfile")
+        .arg(package)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+}
+
+/// `dpkg-deb --fsys-tarfile PKG | tar -x -f - -C ROOT`.
 fn tar_extract_one(package: &Path, root: &Path) -> io::Result<Output> {
     let mut deb = Command::new("dpkg-deb")
         .arg("--fsys-tarfile")

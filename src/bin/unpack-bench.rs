@@ -55,8 +55,8 @@ struct Args {
     #[arg(short = 's', long, value_name = "LIST")]
     strategies: Option<String>,
 
-    /// Peers: dpkg, dpkg-unsafe, tar, tar-sync (comma-separated; '' for none); default: those
-    /// installed.
+    /// Peers: dpkg, dpkg-unsafe, tar, tar-sync, decompress (comma-separated; '' for none);
+    /// default: those installed.
     #[arg(long, value_name = "LIST")]
     peers: Option<String>,
 
