@@ -1,9 +1,11 @@
 //! The second half of a transaction: barrier, renames, directory metadata, directory durability.
 //!
-//! Order is the whole point: the strategy's barrier runs before the first rename, so no final
-//! name can point at data that is not yet where the strategy promised; directory metadata is
-//! applied after every rename (renames change directory mtimes); the strategy's `after_commit`
-//! runs last, over every directory whose entries or metadata changed.
+//! Order is the whole point: the metadata of the directories in new trees is set first, so that
+//! the strategy's barrier covers it; the barrier runs before the first rename, so no final name
+//! can point at data that is not yet where the strategy promised; the metadata of directories
+//! that were already there is applied after every rename (renames change directory mtimes);
+//! the strategy's `after_commit` runs last, over every directory whose entries or metadata
+//! changed since the barrier.
 //!
 //! This module never writes file data and never creates anything: it only moves into place what
 //! `extract.rs` wrote.
@@ -36,6 +38,8 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     let root_dir = tx.root.dir().clone();
 
     let t = Instant::now();
+    // Nobody sees a new tree before its rename: its directories get their final metadata now.
+    set_dir_meta(tx, true)?;
     tx.strategy.barrier(&tx.renames, &root_dir, tx.calls)?;
     times.barrier_s = t.elapsed().as_secs_f64();
 
@@ -44,7 +48,7 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     tx.committing = true;
     // Directories whose entries changed, by canonical path, to make durable at the end.
     let mut touched: BTreeMap<Arc<Path>, Directory> = BTreeMap::new();
-    for r in &tx.renames {
+    for r in tx.renames.iter().filter(|r| r.is_renamed()) {
         if r.replaces_empty_dir {
             rustix::fs::unlinkat(r.dir.fd(), &r.name, AtFlags::REMOVEDIR)
                 .map_err(|e| Error::root(r.path(), "removing the empty directory the package replaces", e))?;
@@ -55,21 +59,8 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     times.rename_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    for d in &tx.created {
-        touched.entry(d.parent.path.clone()).or_insert_with(|| d.parent.clone());
-    }
-    // Deepest first, so that setting a directory's mtime is not undone by a change inside it.
-    let mut metas: Vec<_> = tx.dir_meta.values().collect();
-    metas.sort_by_key(|m| std::cmp::Reverse(m.canon.components().count()));
-    for m in metas {
-        let path = m.dir.path();
-        if tx.owner_differs(m.uid, m.gid) {
-            rustix::fs::fchown(m.dir.fd(), Some(rustix::fs::Uid::from_raw(m.uid)), Some(rustix::fs::Gid::from_raw(m.gid)))
-                .map_err(|e| Error::root(path, "chown of directory", e))?;
-        }
-        rustix::fs::fchmod(m.dir.fd(), Mode::from_raw_mode(m.mode)).map_err(|e| Error::root(path, "chmod of directory", e))?;
-        rustix::fs::futimens(m.dir.fd(), &timestamps(m.mtime)).map_err(|e| Error::root(path, "setting directory mtime", e))?;
-        touched.entry(m.dir.path.clone()).or_insert_with(|| m.dir.clone());
+    for m in set_dir_meta(tx, false)? {
+        touched.entry(m.path.clone()).or_insert(m);
     }
     let dirs: Vec<Directory> = touched.into_values().collect();
     tx.strategy.after_commit(&dirs, &root_dir, tx.calls)?;
@@ -79,6 +70,24 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     tx.finish();
     times.dirsync_s = t.elapsed().as_secs_f64();
     Ok(times)
+}
+
+/// Sets the archive's owner, mode and mtime on the package's directories: those inside new
+/// trees (`staged`) or the others. Deepest first, so that setting a directory's mtime is not
+/// undone by a change inside it. Returns the directories changed.
+fn set_dir_meta(tx: &Transaction<'_>, staged: bool) -> Result<Vec<Directory>> {
+    let mut metas: Vec<_> = tx.dir_meta.values().filter(|m| m.dir.staged == staged).collect();
+    metas.sort_by_key(|m| std::cmp::Reverse(m.canon.components().count()));
+    for m in &metas {
+        let path = m.dir.path();
+        if tx.owner_differs(m.uid, m.gid) {
+            rustix::fs::fchown(m.dir.fd(), Some(rustix::fs::Uid::from_raw(m.uid)), Some(rustix::fs::Gid::from_raw(m.gid)))
+                .map_err(|e| Error::root(path, "chown of directory", e))?;
+        }
+        rustix::fs::fchmod(m.dir.fd(), Mode::from_raw_mode(m.mode)).map_err(|e| Error::root(path, "chmod of directory", e))?;
+        rustix::fs::futimens(m.dir.fd(), &timestamps(m.mtime)).map_err(|e| Error::root(path, "setting directory mtime", e))?;
+    }
+    Ok(metas.into_iter().map(|m| m.dir.clone()).collect())
 }
 
 /// Writes `var/lib/unpack/txn`: through `txn.new`, flushed and renamed, and the rename
@@ -98,7 +107,7 @@ fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
     let written = (|| {
         let mut e = journal::Encoder::new(&mut file)?;
         packages.iter().for_each(|p| e.package(p));
-        for r in &tx.renames {
+        for r in tx.renames.iter().filter(|r| r.is_renamed()) {
             let canon_dir = r.dir.path.strip_prefix(tx.root.path()).unwrap_or(Path::new(""));
             e.rename(canon_dir, &r.temp_name(), &r.name, r.replaces_empty_dir);
         }

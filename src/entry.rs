@@ -112,8 +112,8 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
         return Ok(None);
     }
     let raw_path = entry.path_bytes().into_owned();
-    let shown = String::from_utf8_lossy(&raw_path).escape_debug().to_string();
-    let err = |what: String| format!("entry '{shown}': {what}");
+    // Escaped only for a message: most entries never need it.
+    let err = |what: String| format!("entry '{}': {what}", String::from_utf8_lossy(&raw_path).escape_debug());
     let path = clean_path(&raw_path).map_err(err)?;
     let mode = header.mode().map_err(|e| err(format!("bad mode: {e}")))? & 0o7777;
     let uid = id(header.uid(), "uid").map_err(err)?;

@@ -2,24 +2,29 @@
 //!
 //! For each validated entry this module creates what the entry describes next to its final
 //! name (`NAME.unpack-new`), with owner, mode and mtime applied through the descriptor, and
-//! records the rename that will put it in place. Directories are the exception: they are made
-//! directly, since nothing can be "half a directory", and are removed again on rollback.
+//! records the rename that will put it in place. A directory the root does not have yet starts
+//! a new tree, made under a temporary name as well (`DIR.unpack-new`); everything below it is
+//! made under its final name, since nobody can see it before the commit renames the tree's
+//! top. An install into an empty root thus pays one rename per top directory instead of one
+//! per file, and a crash before the commit leaves only names recovery knows to remove.
 //!
-//! It must never touch a final name: until [`crate::commit`] runs, the only changes to the root
-//! are new temporary files and new directories, both removed by [`Transaction`]'s rollback,
-//! which runs on any error and on drop.
+//! It must never touch a final name that anyone can see: until [`crate::commit`] runs, the
+//! only changes to the root are new temporary names and what lies inside them, all removed by
+//! [`Transaction`]'s rollback, which runs on any error and on drop.
 
 use crate::durability::{Directory, Strategy, TempFile};
 use crate::entry::{Entry, Kind, NAME_MAX};
 use crate::error::{Error, Result};
 use crate::journal;
-use crate::root::{CreatedDir, Pending, ResolveError, Root};
+use crate::root::{Create, CreatedDir, Pending, ResolveError, Root};
 use crate::StopFn;
 use crate::syscalls::Syscalls;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
 use rustix::io::Errno;
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
+use std::hash::BuildHasher;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -65,7 +70,8 @@ pub struct Transaction<'a> {
     pub(crate) strategy: &'a dyn Strategy,
     pub(crate) calls: &'a Syscalls,
     slots: HashMap<PathBuf, (Slot, usize)>,
-    /// Every pending name, in archive order: what the commit renames.
+    /// Every name written, in the order written: what the commit renames (and the barrier
+    /// flushes).
     pub(crate) renames: Vec<TempFile>,
     /// Every temporary name made so far, recorded the moment it exists: rollback removes them.
     temps: Vec<(Directory, OsString)>,
@@ -77,8 +83,6 @@ pub struct Transaction<'a> {
     pub(crate) committing: bool,
     /// The engine's state directory, where the intent file and the journal live.
     pub(crate) state: Directory,
-    /// `var/lib/unpack/intent`, open for appending the directories this transaction creates.
-    intent: File,
     /// Asked between entries and buffers; `Some(signal)` stops the write phase.
     stop: Option<&'a StopFn>,
     /// The package being written, for messages about paths two packages share.
@@ -92,7 +96,7 @@ impl<'a> Transaction<'a> {
         let intent = rustix::fs::openat(
             state.fd(),
             journal::INTENT,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o644),
         )
         .map(File::from)
@@ -124,7 +128,6 @@ impl<'a> Transaction<'a> {
             buffer: vec![0; COPY_BUFFER],
             committing: false,
             state,
-            intent,
             stop,
             pkg: 0,
         })
@@ -162,13 +165,9 @@ impl<'a> Transaction<'a> {
             return self.add_dir(pkg, package, entry, &canon);
         }
         let display = self.root.display(&canon);
-        let replaces_empty_dir = !dir.fresh && self.check_final_name(&dir, name, &display)?;
-        let temp = temp_name(name);
-        // A name of up to 255 bytes is valid, its temporary name 11 bytes longer may not be:
-        // that is the package's limit (exit 3), not an I/O error in the root (exit 4).
-        if temp.len() > NAME_MAX {
-            return Err(Error::bad(package, format!("entry '{}': the name is too long to add '{TEMP_SUFFIX}' to it", entry.path.display())));
-        }
+        let replaces_empty_dir = !dir.staged && self.check_final_name(&dir, name, &display)?;
+        // In a new tree the final name is the name on disk: the tree is what gets renamed.
+        let temp = if dir.staged { name.to_os_string() } else { temp_name(name) };
         let rename = self.renames.len();
         let slot = match &entry.kind {
             Kind::File { size } => {
@@ -203,7 +202,8 @@ impl<'a> Transaction<'a> {
             Kind::Dir => return self.add_dir(pkg, package, entry, &canon),
         };
         let regular = matches!(entry.kind, Kind::File { .. });
-        self.renames.push(TempFile { dir, name: name.to_os_string(), regular, replaces_empty_dir });
+        let in_place = dir.staged;
+        self.renames.push(TempFile { dir, name: name.to_os_string(), regular, in_place, replaces_empty_dir });
         self.slots.insert(canon, (slot, pkg));
         Ok(())
     }
@@ -218,14 +218,16 @@ impl<'a> Transaction<'a> {
             Some(_) => Pending::NotDir,
         };
         let before = self.created.len();
-        let created = if create { Some(&mut self.created) } else { None };
+        let created = if create { Create::Staged(&mut self.created) } else { Create::Never };
         let resolved = self.root.resolve_dir(path, created, &overlay);
         for d in &self.created[before..] {
-            // Best effort: recovery also finds temporary files without it.
-            let _ = self.intent.write_all(&journal::intent_line(&d.canon));
             // A directory made for entries under it is the package's from now on: a later
             // entry that is not a directory at this path contradicts the package (exit 3).
             self.slots.entry(d.canon.clone()).or_insert((Slot::Dir, self.pkg));
+            // The top of a new tree is renamed at commit; every new directory's entry is
+            // flushed by the per-file strategies before the journal.
+            let name = d.canon.file_name().unwrap_or_default().to_os_string();
+            self.renames.push(TempFile { dir: d.parent.clone(), name, regular: false, in_place: !d.top, replaces_empty_dir: false });
         }
         resolved.map_err(|e| match e {
             ResolveError::Loop(p) => Error::bad(package, format!("'{}': too many levels of symbolic links", p.display())),
@@ -357,7 +359,7 @@ impl<'a> Transaction<'a> {
             None => return Err(refuse("the target is not an earlier entry of this transaction")),
         };
         let source = &self.renames[rename];
-        create_temp(dir, temp, || rustix::fs::linkat(source.dir.fd(), source.temp_name(), dir.fd(), temp, AtFlags::empty()))
+        create_temp(dir, temp, || rustix::fs::linkat(source.dir.fd(), source.disk_name(), dir.fd(), temp, AtFlags::empty()))
             .map_err(|e| Error::root(display, "creating hard link", e))?;
         self.temps.push((dir.clone(), temp.to_os_string()));
         Ok(())
@@ -424,9 +426,22 @@ fn create_temp<T>(dir: &Directory, temp: &OsStr, create: impl Fn() -> rustix::io
     }
 }
 
-/// `NAME.unpack-new`.
+/// `NAME.unpack-new`. A name of up to 255 bytes is valid, but with the suffix it may not be:
+/// then the temporary name keeps the name's first bytes and adds a hash of the whole name,
+/// keyed per process (std's SipHash with a random key), so a package cannot pick two names
+/// whose temporary names collide. Recovery needs only the suffix, and the journal records
+/// temporary names as they are.
 pub fn temp_name(name: &OsStr) -> OsString {
-    let mut temp = name.to_os_string();
+    let bytes = name.as_bytes();
+    let mut temp = if bytes.len() + TEMP_SUFFIX.len() <= NAME_MAX {
+        name.to_os_string()
+    } else {
+        static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> = std::sync::OnceLock::new();
+        let hash = KEY.get_or_init(Default::default).hash_one(bytes);
+        let mut short = bytes[..NAME_MAX - TEMP_SUFFIX.len() - 17].to_vec();
+        short.extend_from_slice(format!("~{hash:016x}").as_bytes());
+        OsString::from_vec(short)
+    };
     temp.push(TEMP_SUFFIX);
     temp
 }
@@ -434,4 +449,23 @@ pub fn temp_name(name: &OsStr) -> OsString {
 pub(crate) fn timestamps((secs, nanos): (i64, u32)) -> Timestamps {
     let t = Timespec { tv_sec: secs, tv_nsec: nanos as _ };
     Timestamps { last_access: t, last_modification: t }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temporary_names_fit_and_keep_long_names_apart() {
+        assert_eq!(temp_name(OsStr::new("a")), "a.unpack-new");
+        let fits = "f".repeat(NAME_MAX - TEMP_SUFFIX.len());
+        assert_eq!(temp_name(OsStr::new(&fits)), format!("{fits}{TEMP_SUFFIX}").as_str());
+        let (a, b) = ("f".repeat(NAME_MAX), "f".repeat(NAME_MAX - 1) + "g");
+        let (ta, tb) = (temp_name(OsStr::new(&a)), temp_name(OsStr::new(&b)));
+        for t in [&ta, &tb] {
+            assert!(t.len() <= NAME_MAX && t.as_bytes().ends_with(TEMP_SUFFIX.as_bytes()), "{t:?}");
+        }
+        assert_ne!(ta, tb);
+        assert_eq!(temp_name(OsStr::new(&a)), ta, "the same name, the same temporary name");
+    }
 }

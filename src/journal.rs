@@ -6,9 +6,9 @@
 //! removes it when the renames are durable. Recovery that finds it finishes the renames: the
 //! temporary files it names are already durable, so rolling forward is safe.
 //!
-//! While a transaction writes, `var/lib/unpack/intent` marks it in progress and lists the
-//! directories it created. Recovery that finds an intent without a journal rolls back: it
-//! removes the engine's temporary files and those directories.
+//! While a transaction writes, `var/lib/unpack/intent` (empty) marks it in progress. Recovery
+//! that finds an intent without a journal rolls back: it removes the engine's temporary names,
+//! the new directory trees among them.
 //!
 //! The format is text, one record a line, with every byte outside printable ASCII (and space
 //! and `%`) written as `%XX`, since package names may hold any byte but `/` and NUL. The last
@@ -163,29 +163,6 @@ impl<W: Write> Encoder<W> {
     }
 }
 
-/// The intent file's line for a directory the transaction created.
-pub fn intent_line(dir: &Path) -> Vec<u8> {
-    let mut out = Vec::new();
-    line(&mut out, &[b"C", &escape_path(dir)]);
-    out
-}
-
-/// The directories an intent file lists, in the order they were created. Best effort: a torn
-/// last line is ignored.
-pub fn intent_dirs(bytes: &[u8]) -> Vec<PathBuf> {
-    bytes
-        .split(|&b| b == b'\n')
-        .filter_map(|l| l.strip_prefix(b"C "))
-        .filter_map(|d| unescape(d).ok())
-        .map(|d| PathBuf::from(OsString::from_vec(d)))
-        .collect()
-}
-
-fn line(out: &mut Vec<u8>, fields: &[&[u8]]) {
-    out.extend_from_slice(&fields.join(&b' '));
-    out.push(b'\n');
-}
-
 /// An empty path (the root) is written as `.`.
 fn escape_path(p: &Path) -> Vec<u8> {
     if p.as_os_str().is_empty() {
@@ -273,13 +250,5 @@ mod tests {
         let mut flipped = bytes.clone();
         flipped[20] ^= 1;
         assert!(Journal::decode(&flipped).is_err());
-    }
-
-    #[test]
-    fn intent_lines_list_created_directories() {
-        let mut bytes = intent_line(Path::new("usr/share/a b"));
-        bytes.extend(intent_line(Path::new("usr/share/a b/c")));
-        bytes.extend_from_slice(b"C usr/tor");
-        assert_eq!(intent_dirs(&bytes)[..2], [PathBuf::from("usr/share/a b"), PathBuf::from("usr/share/a b/c")]);
     }
 }

@@ -5,8 +5,8 @@
 //!   the barrier: every temporary file it names is durable, so the renames are finished (roll
 //!   forward) and the packages end entirely new;
 //! - an intent file without a journal means the crash came in the write phase: the engine's
-//!   temporary files (`*.unpack-new`) are removed from the root's filesystem, and the
-//!   directories the transaction created with them (roll back); the packages stay entirely old.
+//!   temporary names (`*.unpack-new`) are removed from the root's filesystem, the new
+//!   directory trees among them with all they hold (roll back); the packages stay entirely old.
 //!
 //! Either way recovery is idempotent: running it again, or crashing during it and running it
 //! again, ends in the same state. It never touches a name that is not the engine's: only names
@@ -15,13 +15,14 @@
 use crate::durability::{Directory, Strategy};
 use crate::error::{Error, Result};
 use crate::extract::{timestamps, TEMP_SUFFIX};
-use crate::journal::{self, Journal, INTENT, JOURNAL, JOURNAL_NEW};
-use crate::root::{Pending, Root, STATE_DIR};
+use crate::journal::{Journal, INTENT, JOURNAL, JOURNAL_NEW};
+use crate::root::{Create, Pending, Root, STATE_DIR};
 use crate::syscalls::Syscalls;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::collections::BTreeMap;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -65,7 +66,7 @@ pub fn recover(root: &mut Root, strategy: &dyn Strategy, calls: &Syscalls) -> Re
     let intent = read_state_file(&state, INTENT)?;
     let recovery = match (journal, intent) {
         (Some(j), _) => roll_forward(root, &j, strategy, calls)?,
-        (None, Some(intent)) => roll_back(root, &intent, birth(&state, OsStr::new(INTENT)))?,
+        (None, Some(_)) => roll_back(root)?,
         (None, None) => Recovery::Clean,
     };
     // In this order: a crash in between leaves an intent, which recovers the same way.
@@ -130,39 +131,22 @@ fn roll_forward(root: &mut Root, j: &Journal, strategy: &dyn Strategy, calls: &S
 }
 
 fn lookup(root: &mut Root, dir: &Path) -> Result<Directory> {
-    root.resolve_dir(dir, None, &|_| Pending::Nothing).map(|(_, d)| d).map_err(|e| root.resolve_error(e))
+    root.resolve_dir(dir, Create::Never, &|_| Pending::Nothing).map(|(_, d)| d).map_err(|e| root.resolve_error(e))
 }
 
-/// When `name` in `dir` was created, if the filesystem records it (statx's btime).
-fn birth(dir: &Directory, name: &OsStr) -> Option<(i64, u32)> {
-    let st = rustix::fs::statx(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW, rustix::fs::StatxFlags::BTIME).ok()?;
-    (st.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0).then_some((st.stx_btime.tv_sec, st.stx_btime.tv_nsec))
-}
-
-/// Removes the temporary files and the directories the interrupted transaction made. Those
-/// directories are found two ways: the empty ones born after the intent file (the intent's
-/// creation is journaled before them, so whenever they survived a crash its birth time did),
-/// and the ones the intent file lists, a best effort since its lines are not flushed.
-fn roll_back(root: &mut Root, intent: &[u8], intent_born: Option<(i64, u32)>) -> Result<Recovery> {
+/// Removes the temporary names and the new trees the interrupted transaction made.
+fn roll_back(root: &mut Root) -> Result<Recovery> {
     let mut counts = (0, 0);
     let root_dir = root.dir().clone();
-    let state = Path::new(STATE_DIR);
-    clean(&root_dir, Path::new(""), state, intent_born, &mut counts)?;
-    let (temporary_files, mut directories) = counts;
-    for dir in journal::intent_dirs(intent).iter().rev() {
-        let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else { continue };
-        let Ok(parent) = lookup(root, parent) else { continue };
-        if rustix::fs::unlinkat(parent.fd(), name, AtFlags::REMOVEDIR).is_ok() {
-            directories += 1;
-        }
-    }
+    clean(&root_dir, Path::new(""), Path::new(STATE_DIR), &mut counts)?;
+    let (temporary_files, directories) = counts;
     Ok(Recovery::RolledBack { temporary_files, directories })
 }
 
-/// Removes every `*.unpack-new` below `dir`, and every directory below it born at or after
-/// `born_after` once it is empty, staying on its filesystem and out of the state directory.
-/// `counts` are (temporary files, directories) removed.
-fn clean(dir: &Directory, rel: &Path, state: &Path, born_after: Option<(i64, u32)>, counts: &mut (usize, usize)) -> Result<()> {
+/// Removes every `*.unpack-new` below `dir` (a directory with everything in it), staying on its
+/// filesystem and out of the state directory. `counts` are (temporary files, directories)
+/// removed.
+fn clean(dir: &Directory, rel: &Path, state: &Path, counts: &mut (usize, usize)) -> Result<()> {
     let entries = rustix::fs::Dir::read_from(dir.fd()).map_err(|e| Error::root(dir.path(), "reading directory", e))?;
     let mut subdirs = Vec::new();
     for entry in entries {
@@ -171,20 +155,17 @@ fn clean(dir: &Directory, rel: &Path, state: &Path, born_after: Option<(i64, u32
         if name == "." || name == ".." {
             continue;
         }
+        if name.as_bytes().ends_with(TEMP_SUFFIX.as_bytes()) {
+            remove_tree(dir.fd(), name, counts).map_err(|e| Error::root(dir.path().join(name), "removing a temporary name", e))?;
+            continue;
+        }
         // Some filesystems do not fill in the type (DT_UNKNOWN): ask.
-        let file_type = match entry.file_type() {
+        let is_dir = match entry.file_type() {
             FileType::Unknown => rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW)
-                .map(|st| FileType::from_raw_mode(st.st_mode))
-                .unwrap_or(FileType::Unknown),
-            t => t,
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory),
+            t => t == FileType::Directory,
         };
-        if name.as_bytes().ends_with(TEMP_SUFFIX.as_bytes()) && file_type != FileType::Directory {
-            match rustix::fs::unlinkat(dir.fd(), name, AtFlags::empty()) {
-                Ok(()) => counts.0 += 1,
-                Err(Errno::NOENT) => {}
-                Err(e) => return Err(Error::root(dir.path().join(name), "removing a temporary file", e)),
-            }
-        } else if file_type == FileType::Directory && rel.join(name) != state {
+        if is_dir && rel.join(name) != state {
             subdirs.push(name.to_os_string());
         }
     }
@@ -192,15 +173,42 @@ fn clean(dir: &Directory, rel: &Path, state: &Path, born_after: Option<(i64, u32
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let Ok(fd) = rustix::fs::openat(dir.fd(), &name, flags, Mode::empty()) else { continue };
         let child = Directory::new(fd, dir.path().join(&name)).map_err(|e| Error::root(dir.path().join(&name), "stat", e))?;
-        if child.dev() != dir.dev() {
-            continue;
-        }
-        clean(&child, &rel.join(&name), state, born_after, counts)?;
-        let new = matches!((born_after, birth(dir, &name)), (Some(after), Some(born)) if born >= after);
-        // Fails, as it should, for a directory that is not empty.
-        if new && rustix::fs::unlinkat(dir.fd(), &name, AtFlags::REMOVEDIR).is_ok() {
-            counts.1 += 1;
+        if child.dev() == dir.dev() {
+            clean(&child, &rel.join(&name), state, counts)?;
         }
     }
+    Ok(())
+}
+
+/// Removes `name` from `dir`: a file, or a directory with everything in it. It never crosses
+/// into another filesystem (removing a mount point fails) and never follows a symlink. The
+/// engine calls it only for its own temporary names. `counts` gain the (files, directories)
+/// removed.
+pub(crate) fn remove_tree(dir: BorrowedFd<'_>, name: &OsStr, counts: &mut (usize, usize)) -> rustix::io::Result<()> {
+    let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Err(Errno::NOENT) => return Ok(()),
+        other => other?,
+    };
+    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+        rustix::fs::unlinkat(dir, name, AtFlags::empty())?;
+        counts.0 += 1;
+        return Ok(());
+    }
+    if st.st_dev == rustix::fs::fstat(dir)?.st_dev {
+        let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+        let mut names: Vec<OsString> = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&fd)? {
+            let entry = entry?;
+            let inner = entry.file_name().to_bytes();
+            if inner != b"." && inner != b".." {
+                names.push(OsStr::from_bytes(inner).to_os_string());
+            }
+        }
+        for inner in names {
+            remove_tree(fd.as_fd(), &inner, counts)?;
+        }
+    }
+    rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
+    counts.1 += 1;
     Ok(())
 }

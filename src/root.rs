@@ -10,6 +10,9 @@
 //! cannot be used directly because a transaction's own symlinks are not on disk yet under their
 //! final names. A merged-/usr `bin -> usr/bin` keeps working; `etc -> /etc` leads to ROOT/etc.
 //!
+//! Directories a transaction makes start new trees under temporary names (see [`Create`]); the
+//! cache holds each under its canonical path, so lookups below it never need its name on disk.
+//!
 //! This module must never open, create or follow anything by a path string that starts
 //! outside its own descriptors, and never hands out a descriptor for anything but a directory.
 //! Directories it opens stay cached for the whole transaction (the commit phase renames and
@@ -57,9 +60,25 @@ pub enum ResolveError {
 #[derive(Debug)]
 pub struct CreatedDir {
     pub parent: Directory,
+    /// Its name in `parent` on disk: `NAME.unpack-new` for the top of a new tree.
     pub name: OsString,
     pub canon: PathBuf,
+    /// The top of a new tree, renamed into place at commit; false inside one.
+    pub top: bool,
 }
+
+/// What [`Root::resolve_dir`] does with a directory that is missing.
+pub enum Create<'a> {
+    /// Nothing: a missing directory is an error.
+    Never,
+    /// Makes it under its final name (the engine's own state directory).
+    InPlace,
+    /// Makes it for a transaction, recorded in the list: a new tree starts under a temporary
+    /// name (`NAME.unpack-new`) and everything below it is made under its final name, so the
+    /// commit reveals the whole tree with one rename.
+    Staged(&'a mut Vec<CreatedDir>),
+}
+
 
 /// The open root and its directory cache.
 #[derive(Debug)]
@@ -100,21 +119,18 @@ impl Root {
     }
 
     /// Resolves `path` (plain components, relative to the root) to a directory inside the root,
-    /// following symlinks on disk and in `overlay` within the root. With `created`, missing
-    /// directories are made (mode 0755, the engine sets the archive's metadata later) and
-    /// recorded there; without it, a missing one is an error. Returns the canonical path and
-    /// the directory.
+    /// following symlinks on disk and in `overlay` within the root; `create` says what happens
+    /// to missing directories (made with mode 0755, the engine sets the archive's metadata
+    /// later). Returns the canonical path and the directory.
     pub fn resolve_dir(
         &mut self,
         path: &Path,
-        mut created: Option<&mut Vec<CreatedDir>>,
+        mut create: Create<'_>,
         overlay: &dyn Fn(&Path) -> Pending,
     ) -> Result<(PathBuf, Directory), ResolveError> {
         let mut canon = PathBuf::new();
         let mut todo: VecDeque<OsString> = path.iter().map(OsStr::to_os_string).collect();
         let mut hops = 0;
-        // The directory this lookup just made, to mark it fresh once opened.
-        let mut made: Option<PathBuf> = None;
         while let Some(name) = todo.pop_front() {
             // A leading `/` (Path::iter yields it as a name) means the root: as a name for
             // openat it would be the host's `/`. Found by the property tests.
@@ -138,37 +154,30 @@ impl Root {
                 Pending::Dir | Pending::Nothing => None,
             };
             let parent = self.dirs[&canon].clone();
-            let target = match symlink_target {
-                Some(t) => t,
-                None => match self.open_child(&parent, &name, &next) {
-                    Ok(Child::Dir(mut dir)) => {
-                        dir.fresh = made.as_ref() == Some(&next);
-                        self.dirs.insert(next.clone(), dir);
+            let found = match symlink_target {
+                Some(t) => Child::Symlink(t),
+                // Inside a new tree there is nothing but what this transaction made, each
+                // directory in the cache and everything else in the overlay: no need to ask.
+                None if parent.staged => Child::Missing,
+                None => self.open_child(&parent, &name, &next)?,
+            };
+            let target = match found {
+                Child::Dir(dir) => {
+                    self.dirs.insert(next.clone(), dir);
+                    canon = next;
+                    continue;
+                }
+                Child::Symlink(t) => t,
+                Child::Missing => {
+                    if self.make_dir(&parent, &name, &next, &mut create)? {
                         canon = next;
-                        continue;
-                    }
-                    Ok(Child::Symlink(t)) => t,
-                    Ok(Child::Missing) if created.is_some() => {
-                        match rustix::fs::mkdirat(parent.fd(), &name, Mode::from_raw_mode(0o755)) {
-                            Ok(()) => {
-                                if let Some(list) = created.as_mut() {
-                                    list.push(CreatedDir { parent, name: name.clone(), canon: next.clone() });
-                                }
-                                made = Some(next.clone());
-                            }
-                            // Made by someone else meanwhile: look again.
-                            Err(Errno::EXIST) => {}
-                            Err(e) => return Err(io(&self.display(&next), "creating directory", e)),
-                        }
+                    } else {
+                        // Made by someone else meanwhile: look again.
                         todo.push_front(name);
-                        continue;
                     }
-                    Ok(Child::Missing) => {
-                        return Err(io(&self.display(&next), "lookup", Errno::NOENT));
-                    }
-                    Ok(Child::Other) => return Err(ResolveError::NotDir { path: next, pending: false }),
-                    Err(e) => return Err(e),
-                },
+                    continue;
+                }
+                Child::Other => return Err(ResolveError::NotDir { path: next, pending: false }),
             };
             hops += 1;
             if hops > MAX_SYMLINKS {
@@ -178,6 +187,39 @@ impl Root {
         }
         let dir = self.dirs[&canon].clone();
         Ok((canon, dir))
+    }
+
+    /// Makes the missing directory `name` in `parent` as `create` says and caches it under
+    /// `canon`; false when it turned out to exist already.
+    fn make_dir(&mut self, parent: &Directory, name: &OsStr, canon: &Path, create: &mut Create<'_>) -> Result<bool, ResolveError> {
+        let display = self.display(canon);
+        let (disk_name, top) = match create {
+            Create::Never => return Err(io(&display, "lookup", Errno::NOENT)),
+            Create::InPlace => (name.to_os_string(), false),
+            Create::Staged(_) if parent.staged => (name.to_os_string(), false),
+            Create::Staged(_) => (crate::extract::temp_name(name), true),
+        };
+        let mkdir = || rustix::fs::mkdirat(parent.fd(), &disk_name, Mode::from_raw_mode(0o755));
+        match mkdir() {
+            Ok(()) => {}
+            // A temporary name is the engine's own: this one is left from a run that crashed
+            // without a durable intent file (strategy `none`), and goes.
+            Err(Errno::EXIST) if top => crate::recover::remove_tree(parent.fd(), &disk_name, &mut (0, 0))
+                .and_then(|()| mkdir())
+                .map_err(|e| io(&display, "creating directory (after removing a leftover temporary one)", e))?,
+            Err(Errno::EXIST) => return Ok(false),
+            Err(e) => return Err(io(&display, "creating directory", e)),
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut dir = rustix::fs::openat(parent.fd(), &disk_name, flags, Mode::empty())
+            .map_err(|e| io(&display, "opening directory", e))
+            .and_then(|fd| Directory::new(fd, display.clone()).map_err(|e| ResolveError::Io { path: display, action: "stat", source: e }))?;
+        if let Create::Staged(list) = create {
+            dir.staged = true;
+            list.push(CreatedDir { parent: parent.clone(), name: disk_name, canon: canon.to_path_buf(), top });
+        }
+        self.dirs.insert(canon.to_path_buf(), dir);
+        Ok(true)
     }
 
     /// Looks at `name` in `parent` without following it.
@@ -207,12 +249,12 @@ impl Root {
     /// and never rolled back.
     pub fn state_dir(&mut self) -> Result<Directory> {
         let state = Path::new(STATE_DIR);
-        self.resolve_dir(state, Some(&mut Vec::new()), &|_| Pending::Nothing).map(|(_, dir)| dir).map_err(|e| self.resolve_error(e))
+        self.resolve_dir(state, Create::InPlace, &|_| Pending::Nothing).map(|(_, dir)| dir).map_err(|e| self.resolve_error(e))
     }
 
     /// The state directory if it exists, without making it.
     pub fn existing_state_dir(&mut self) -> Result<Option<Directory>> {
-        match self.resolve_dir(Path::new(STATE_DIR), None, &|_| Pending::Nothing) {
+        match self.resolve_dir(Path::new(STATE_DIR), Create::Never, &|_| Pending::Nothing) {
             Ok((_, dir)) => Ok(Some(dir)),
             Err(ResolveError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(self.resolve_error(e)),

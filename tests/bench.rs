@@ -213,7 +213,9 @@ fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_t
             _ => {}
         }
         if ours {
-            assert!(count("rename") >= 50 && count("peak_rss_bytes") > 0, "{r:?}");
+            // Into an empty root the package is one new tree: renamed once (with the journal),
+            // not once per file.
+            assert!((1..50).contains(&count("rename")) && count("peak_rss_bytes") > 0, "{r:?}");
         }
         assert!(r["device_flushes"].is_empty() && r["device_bytes"].is_empty(), "the native device counts nothing");
     }

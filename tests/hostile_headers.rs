@@ -232,7 +232,7 @@ fn mode_bits_beyond_07777_are_dropped() {
 }
 
 #[test]
-fn names_with_newlines_are_kept_and_names_too_long_for_the_kernel_refused() {
+fn names_with_newlines_are_kept_255_byte_names_unpacked_and_longer_ones_refused() {
     let fs = scratch("ext4", "defaults");
     let root = assert_unpacked(&fs, "newline", "data.tar", &tar(vec![file("./two\nlines", b"x"), dir("./and\nthen/")]));
     assert!(root.join("two\nlines").is_file() && root.join("and\nthen").is_dir());
@@ -247,13 +247,23 @@ fn names_with_newlines_are_kept_and_names_too_long_for_the_kernel_refused() {
     let root = assert_unpacked(&fs, "4000-byte-path", "data.tar", &tar(vec![gnu_long_name(deep.as_bytes()), file("./placeholder", b"deep")]));
     assert_eq!(std::fs::read(root.join(&deep)).unwrap(), b"deep");
 
-    // 255 bytes is a valid name, but not with the temporary suffix: refused before anything is
-    // written, as the package's problem (exit 3), where the kernel would have said ENAMETOOLONG.
-    let name255 = "f".repeat(255);
-    assert_refused(&fs, "255-byte-file-name", "data.tar", &tar(vec![gnu_long_name(name255.as_bytes()), file("./p", b"x")]), "too long to add '.unpack-new'");
-    // A directory needs no temporary name: 255 bytes are fine.
-    let root = assert_unpacked(&fs, "255-byte-dir-name", "data.tar", &tar(vec![gnu_long_name(format!("{name255}/").as_bytes()), dir("./p/")]));
-    assert!(root.join(&name255).is_dir());
+    // 255 bytes is a valid name, but not with the temporary suffix: such a temporary name keeps
+    // the first bytes and a hash of the whole name, so two names that differ only at the end
+    // stay apart. In a new tree nothing needs a temporary name but the tree's top.
+    let (a, b) = ("f".repeat(255), "f".repeat(254) + "g");
+    let in_tree = format!("{}/{a}", "d".repeat(255));
+    let entries = vec![
+        gnu_long_name(a.as_bytes()),
+        file("./p", b"a"),
+        gnu_long_name(b.as_bytes()),
+        file("./p", b"b"),
+        gnu_long_name(in_tree.as_bytes()),
+        file("./p", b"in a new tree"),
+    ];
+    let root = assert_unpacked(&fs, "255-byte-names", "data.tar", &tar(entries));
+    assert_eq!(std::fs::read(root.join(&a)).unwrap(), b"a");
+    assert_eq!(std::fs::read(root.join(&b)).unwrap(), b"b");
+    assert_eq!(std::fs::read(root.join(&in_tree)).unwrap(), b"in a new tree");
     // A NUL cannot be in a ustar name, but can be in a PAX path.
     assert_refused(&fs, "nul-in-pax-path", "data.tar", &tar(vec![pax(&[("path", b"usr/a\0b")]), file("./p", b"x")]), "NUL");
 }

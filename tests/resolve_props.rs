@@ -17,7 +17,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use unpack::entry::clean_path;
-use unpack::root::{CreatedDir, Pending, ResolveError, Root};
+use unpack::root::{Create, CreatedDir, Pending, ResolveError, Root};
 
 /// Names in the trees: few, so that paths and symlinks meet. `host` is also the sibling of
 /// the root, so `../host` is what an escape looks like.
@@ -152,6 +152,11 @@ fn build(root: &Path, tree: &Tree, pending: bool) {
 }
 
 /// Where the descriptor `fd` really is.
+/// `rel` with the temporary suffix of new trees taken off its names.
+fn unstaged(rel: &Path) -> PathBuf {
+    rel.iter().map(|n| n.to_str().unwrap().trim_end_matches(".unpack-new")).collect()
+}
+
 fn fd_path(fd: impl AsFd) -> PathBuf {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd())).unwrap()
 }
@@ -180,12 +185,20 @@ fn kernel(root: &Path, query: &str) -> Outcome {
 }
 
 /// The engine's answer, checking on the way that a directory it hands out is inside `root`.
+/// With `created`, missing directories are made as for a transaction: new trees under their
+/// temporary names, which the checks take off.
 fn engine(handle: &mut Root, root: &Path, query: &str, created: Option<&mut Vec<CreatedDir>>, overlay: &dyn Fn(&Path) -> Pending) -> Outcome {
-    match handle.resolve_dir(Path::new(query), created, overlay) {
+    let create = match created {
+        Some(list) => Create::Staged(list),
+        None => Create::Never,
+    };
+    match handle.resolve_dir(Path::new(query), create, overlay) {
         Ok((canon, dir)) => {
             assert!(canon.components().all(|c| matches!(c, Component::Normal(_))), "{query}: canonical path {canon:?}");
-            assert_eq!(fd_path(dir.fd()), root.join(&canon), "{query}: the directory handed out is not the one named");
-            assert!(is_real_dir_under(root, &canon), "{query}: {canon:?} is not a real directory inside the root");
+            let on_disk = fd_path(dir.fd());
+            let rel = on_disk.strip_prefix(root).unwrap_or_else(|_| panic!("{query}: {on_disk:?} is outside the root"));
+            assert_eq!(unstaged(rel), canon, "{query}: the directory handed out is not the one named");
+            assert!(is_real_dir_under(root, rel), "{query}: {rel:?} is not a real directory inside the root");
             Outcome::Dir(canon)
         }
         Err(ResolveError::Loop(_)) => Outcome::Loop,
@@ -290,7 +303,10 @@ proptest! {
             let mut created = Vec::new();
             let made = engine(&mut handle, &root, q, Some(&mut created), &overlay);
             for c in &created {
-                prop_assert!(is_real_dir_under(&root, &c.canon), "{:?}: made {:?} outside the root", q, c.canon);
+                let on_disk = fd_path(c.parent.fd()).join(&c.name);
+                let rel = on_disk.strip_prefix(&root).unwrap_or_else(|_| panic!("{q:?}: made {on_disk:?} outside the root"));
+                prop_assert!(is_real_dir_under(&root, rel), "{:?}: made {:?}, not a real directory", q, c.canon);
+                prop_assert_eq!(unstaged(rel), c.canon.clone());
             }
             match plain {
                 Outcome::Dir(_) => {

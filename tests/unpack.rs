@@ -99,25 +99,30 @@ fn each_strategy_makes_the_flush_calls_it_promises_and_no_others() {
     dpkg_extract(&deb, &reference);
     let tree = snapshot(&reference);
     let files = tree.values().filter(|n| n.kind == 'f').count() as u64;
-    let non_dirs = tree.values().filter(|n| n.kind != 'd').count() as u64;
-    let dirs_with_entries = tree.values().filter(|n| n.kind == 'd').count() as u64 + 1; // + the root
+    // Into an empty root every top-level directory starts a new tree, renamed once.
+    let tops = tree.keys().filter(|p| p.components().count() == 1).count() as u64;
+    assert!(tree.iter().filter(|(p, _)| p.components().count() == 1).all(|(_, n)| n.kind == 'd'), "the fixture's top level holds directories only");
+    // Per-file strategies fsync every directory in the barrier (the new trees' entries must be
+    // durable before the journal: the root for the tops' names) and the root again after the
+    // renames.
+    let dirs_flushed = tree.values().filter(|n| n.kind == 'd').count() as u64 + 2;
     for strategy in STRATEGIES {
         let root = fs.subdir(strategy);
         let j = unpack_ok(strategy, &[&deb], &root);
         let c = &j["syscalls"];
         let n = |k: &str| c[k].as_u64().unwrap();
-        // One rename per non-directory, plus the journal's (txn.new -> txn).
-        assert_eq!(n("rename"), non_dirs + 1, "{strategy}: one rename per non-directory and the journal's");
+        // One rename per new tree, plus the journal's (txn.new -> txn).
+        assert_eq!(n("rename"), tops + 1, "{strategy}: one rename per new tree and the journal's");
         assert_eq!(n("fdatasync"), 0, "{strategy}");
         // Durable strategies also flush their own bookkeeping: the intent file when the
         // transaction starts, the journal and its directory before the first rename.
         let journal = if *strategy == "none" { 0 } else { 3 };
         let (fsync, sync, syncfs, sfr) = match *strategy {
             "none" => (0, 0, 0, 0),
-            "fsync" | "parallel" => (files + dirs_with_entries + journal, 0, 0, 0),
+            "fsync" | "parallel" => (files + dirs_flushed + journal, 0, 0, 0),
             "batch" => (journal, 2, 0, 0),
             "syncfs" => (journal, 0, 2, 0),
-            "writeback" => (files + dirs_with_entries + journal, 0, 0, 2 * files),
+            "writeback" => (files + dirs_flushed + journal, 0, 0, 2 * files),
             _ => unreachable!(),
         };
         assert_eq!((n("fsync"), n("sync"), n("syncfs"), n("sync_file_range")), (fsync, sync, syncfs, sfr), "{strategy}: {c}");

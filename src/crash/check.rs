@@ -24,7 +24,7 @@
 use super::expect::{content_hash, Content, Tree};
 use super::CrashError;
 use crate::journal::{INTENT, JOURNAL};
-use crate::root::{Pending, ResolveError, Root, STATE_DIR};
+use crate::root::{Create, Pending, ResolveError, Root, STATE_DIR};
 use crate::scratchfs::{LoopDevice, Mounted};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde::Serialize;
@@ -303,7 +303,7 @@ pub fn classify(old: &Content, new: &Content, found: &Content, after_returned: b
 fn probe(root: &mut Root, path: &Path) -> Content {
     let parent = path.parent().unwrap_or(Path::new(""));
     let Some(name) = path.file_name() else { return Content::Other("no file name".into()) };
-    let dir = match root.resolve_dir(parent, None, &|_| Pending::Nothing) {
+    let dir = match root.resolve_dir(parent, Create::Never, &|_| Pending::Nothing) {
         Ok((_, dir)) => dir,
         Err(ResolveError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             return Content::Absent

@@ -4,7 +4,7 @@
 //! durable before its rename can be); at exit 0 everything is durable. It pays one device cache
 //! flush per file, which is why dpkg 1.15.6 took 40 s where sync() took 8 s (ext4, 2010).
 
-use super::{dirs_of_unflushable, fsync_dirs, Directory, Info, Strategy, TempFile};
+use super::{dirs_to_flush, fsync_dirs, Directory, Info, Strategy, TempFile};
 use crate::error::{Error, Result};
 use crate::syscalls::Syscalls;
 use std::fs::File;
@@ -32,7 +32,7 @@ impl Strategy for Fsync {
     }
 
     fn barrier(&self, files: &[TempFile], _root: &Directory, calls: &Syscalls) -> Result<()> {
-        fsync_dirs(&dirs_of_unflushable(files), calls)
+        fsync_dirs(&dirs_to_flush(files), calls)
     }
 
     fn after_commit(&self, dirs: &[Directory], _root: &Directory, calls: &Syscalls) -> Result<()> {

@@ -1,10 +1,14 @@
 //! Durability strategies: how an unpack pays for its safety.
 //!
 //! The engine writes every file of a transaction under a temporary name, then renames them all
-//! into place. A strategy decides which flushes happen around that, through three hooks:
+//! into place; a directory the package adds is made as a whole tree under a temporary name
+//! (`DIR.unpack-new`), its contents under their final names inside it, and the tree is renamed
+//! once. A strategy decides which flushes happen around that, through three hooks:
 //!
-//! 1. [`Strategy::after_file`]: right after one temporary file is written and its metadata set;
-//! 2. [`Strategy::barrier`]: once every temporary file exists, before the first rename;
+//! 1. [`Strategy::after_file`]: right after one file is written and its metadata set;
+//! 2. [`Strategy::barrier`]: once every name exists, before the first rename: whatever a rename
+//!    will reveal must be durable when it returns ([`dirs_to_flush`] names the directories a
+//!    per-file strategy must fsync for that);
 //! 3. [`Strategy::after_commit`]: after all renames, to make the directory entries durable.
 //!
 //! A strategy only flushes: it never creates, renames or removes anything, so whatever it does,
@@ -20,7 +24,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use unpack::durability::{Directory, Strategy, TempFile};
+//! use unpack::durability::{dirs_to_flush, Directory, Strategy, TempFile};
 //! use unpack::syscalls::Syscalls;
 //!
 //! struct Deferred;
@@ -38,7 +42,8 @@
 //!                 source,
 //!             })?;
 //!         }
-//!         Ok(())
+//!         // New directory trees and names that have no descriptor of their own.
+//!         dirs_to_flush(files).iter().try_for_each(|dir| dir.fsync(calls))
 //!     }
 //!
 //!     fn after_commit(&self, dirs: &[Directory], _root: &Directory, calls: &Syscalls) -> unpack::Result<()> {
@@ -96,8 +101,10 @@ pub trait Strategy: Send + Sync {
     }
 
     /// Called once, when every file of the transaction is written and before any rename.
-    /// `files` are all the pending names in archive order; only the regular ones
-    /// ([`TempFile::is_regular`]) hold data to flush.
+    /// `files` are all the names the transaction wrote, in the order it wrote them; only the
+    /// regular ones ([`TempFile::is_regular`]) hold data to flush. A strategy that flushes
+    /// file by file also fsyncs [`dirs_to_flush`]: a journal on disk promises recovery that
+    /// everything a rename will reveal is there.
     fn barrier(&self, _files: &[TempFile], _root: &Directory, _calls: &Syscalls) -> Result<()> {
         Ok(())
     }
@@ -162,9 +169,11 @@ pub struct Directory {
     pub(crate) path: Arc<Path>,
     /// Its atime and mtime when the transaction first opened it, restored by a rollback.
     pub(crate) times_before: Arc<Timestamps>,
-    /// Made by this transaction: it holds nothing but the transaction's own names, so no name
-    /// in it needs looking at before it is created.
-    pub(crate) fresh: bool,
+    /// Made by this transaction, inside a new tree that is still under its temporary name:
+    /// nobody sees it before the commit renames the tree, and it holds nothing but the
+    /// transaction's own names, so names in it are made under their final names, without
+    /// looking first.
+    pub(crate) staged: bool,
 }
 
 impl Directory {
@@ -175,7 +184,7 @@ impl Directory {
             last_access: rustix::fs::Timespec { tv_sec: st.st_atime as _, tv_nsec: st.st_atime_nsec as _ },
             last_modification: rustix::fs::Timespec { tv_sec: st.st_mtime as _, tv_nsec: st.st_mtime_nsec as _ },
         };
-        Ok(Directory { fd: Arc::new(fd), dev: st.st_dev, path: path.into(), times_before: Arc::new(times_before), fresh: false })
+        Ok(Directory { fd: Arc::new(fd), dev: st.st_dev, path: path.into(), times_before: Arc::new(times_before), staged: false })
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -198,25 +207,29 @@ impl Directory {
     }
 }
 
-/// A name written under its temporary name (`NAME.unpack-new`), waiting for its rename: a
-/// regular file, or a symlink, hard link or special file. A transaction holds one per entry,
-/// so it is kept small: the directory is shared, the paths are made when a message needs them.
+/// A name the transaction wrote: a regular file, a symlink, hard link or special file, or a
+/// directory it made. Most wait under their temporary name (`NAME.unpack-new`) for their
+/// rename; names inside a new directory tree are written under their final names, and only the
+/// tree's top directory is renamed. A transaction holds one per entry, so it is kept small: the
+/// directory is shared, the paths are made when a message needs them.
 #[derive(Debug)]
 pub struct TempFile {
     pub(crate) dir: Directory,
     /// The final name in `dir`.
     pub(crate) name: OsString,
     pub(crate) regular: bool,
+    /// Written under its final name, inside a new tree: nothing to rename.
+    pub(crate) in_place: bool,
     /// The root holds an empty directory at the final name: removed just before the rename.
     pub(crate) replaces_empty_dir: bool,
 }
 
 impl TempFile {
-    /// Opens the temporary file again, read-only, which is enough to flush it.
+    /// Opens the file again, read-only, which is enough to flush it.
     pub fn open(&self) -> Result<File> {
-        rustix::fs::openat(self.dir.fd(), self.temp_name(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+        rustix::fs::openat(self.dir.fd(), self.disk_name(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
             .map(File::from)
-            .map_err(|e| Error::root(self.path(), "opening the temporary file to flush it", e))
+            .map_err(|e| Error::root(self.path(), "opening the written file to flush it", e))
     }
 
     /// True for a regular file: the only kind with data to flush.
@@ -234,9 +247,20 @@ impl TempFile {
         &self.name
     }
 
+    /// False for a name written under its final name inside a new tree, which the commit does
+    /// not rename (the tree's top is).
+    pub fn is_renamed(&self) -> bool {
+        !self.in_place
+    }
+
     /// The temporary name, `NAME.unpack-new`.
     pub fn temp_name(&self) -> OsString {
         crate::extract::temp_name(&self.name)
+    }
+
+    /// The name it has in `dir` until the commit: the temporary one, or the final one.
+    pub fn disk_name(&self) -> OsString {
+        if self.in_place { self.name.clone() } else { self.temp_name() }
     }
 
     /// The directory it lives in.
@@ -245,13 +269,14 @@ impl TempFile {
     }
 }
 
-/// The directories holding pending names that cannot be flushed through a descriptor of their
-/// own (symlinks, hard links, devices, FIFOs), each once. A per-file strategy fsyncs them in
-/// its barrier: on btrfs an fsync makes only the inode it is given durable, so without it a
-/// crash could keep the journal and lose a temporary symlink (the crash test found this).
-pub(crate) fn dirs_of_unflushable(files: &[TempFile]) -> Vec<Directory> {
+/// The directories a strategy that flushes file by file fsyncs in its barrier, each once: those
+/// holding names that cannot be flushed through a descriptor of their own (symlinks, hard
+/// links, devices, FIFOs, directories), and those of a new tree, whose entries the tree's rename
+/// reveals all at once. On btrfs an fsync makes only the inode it is given durable, so without
+/// these a crash could keep the journal and lose a temporary symlink (the crash test found it).
+pub fn dirs_to_flush(files: &[TempFile]) -> Vec<Directory> {
     let mut seen: std::collections::BTreeMap<Arc<Path>, Directory> = std::collections::BTreeMap::new();
-    for f in files.iter().filter(|f| !f.is_regular()) {
+    for f in files.iter().filter(|f| !f.is_regular() || f.in_place) {
         seen.entry(f.dir.path.clone()).or_insert_with(|| f.dir.clone());
     }
     seen.into_values().collect()

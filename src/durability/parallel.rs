@@ -6,7 +6,7 @@
 //! from 2,000 to 40,000 files/s with batched fsync), so N threads in flight cost about what one
 //! costs. The pool is bounded (`--jobs`) so the engine never floods the device queue.
 
-use super::{dirs_of_unflushable, Directory, Info, Strategy, TempFile};
+use super::{dirs_to_flush, Directory, Info, Strategy, TempFile};
 use crate::error::{Error, Result};
 use crate::syscalls::Syscalls;
 use rayon::prelude::*;
@@ -49,7 +49,7 @@ impl Strategy for Parallel {
                 let file = f.open()?;
                 calls.fsync(&file).map_err(|e| Error::root(f.path(), "fsync", e))
             })?;
-            dirs_of_unflushable(files).par_iter().with_max_len(1).try_for_each(|d| d.fsync(calls))
+            dirs_to_flush(files).par_iter().with_max_len(1).try_for_each(|d| d.fsync(calls))
         })
     }
 

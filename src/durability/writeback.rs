@@ -9,7 +9,7 @@
 //! Guarantees: old or new at any crash, durable at exit 0 (the same as `fsync`), at a fraction
 //! of its cost on filesystems that honour the early writeback.
 
-use super::{dirs_of_unflushable, fsync_dirs, Directory, Info, Strategy, TempFile};
+use super::{dirs_to_flush, fsync_dirs, Directory, Info, Strategy, TempFile};
 use crate::error::{Error, Result};
 use crate::syscalls::{RangeSync, Syscalls};
 use std::fs::File;
@@ -45,7 +45,7 @@ impl Strategy for Writeback {
             let file = f.open()?;
             calls.fsync(&file).map_err(|e| Error::root(f.path(), "fsync", e))?;
         }
-        fsync_dirs(&dirs_of_unflushable(files), calls)
+        fsync_dirs(&dirs_to_flush(files), calls)
     }
 
     fn after_commit(&self, dirs: &[Directory], _root: &Directory, calls: &Syscalls) -> Result<()> {
