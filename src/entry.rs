@@ -10,7 +10,7 @@
 use crate::extract::TEMP_SUFFIX;
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -33,6 +33,10 @@ const MAX_HEADER_BYTES: u64 = 1 << 20;
 pub struct Metered<R> {
     inner: R,
     left: Rc<Cell<u64>>,
+    /// Bytes read so far: the position [`Seek`] reports.
+    position: u64,
+    /// Where skipped bytes go, allocated once.
+    scratch: Vec<u8>,
 }
 
 /// Switches the bound of a [`Metered`] stream off while an entry is held.
@@ -44,7 +48,7 @@ pub struct Held(Rc<Cell<u64>>);
 /// `inner`, bounded to 1 MiB of reads until the first entry is held.
 pub fn metered<R: Read>(inner: R) -> (Metered<R>, Meter) {
     let left = Rc::new(Cell::new(MAX_HEADER_BYTES));
-    (Metered { inner, left: left.clone() }, Meter(left))
+    (Metered { inner, left: left.clone(), position: 0, scratch: Vec::new() }, Meter(left))
 }
 
 impl Meter {
@@ -72,7 +76,44 @@ impl<R: Read> Read for Metered<R> {
         if left != u64::MAX {
             self.left.set(left - n as u64);
         }
+        self.position += n as u64;
         Ok(n)
+    }
+}
+
+/// Forward seeks only, by reading (through the bound) and dropping the bytes. Why: the tar
+/// crate skips each entry's padding through a 32 KiB buffer it zeroes on every call unless the
+/// stream can seek, which was 11% of all instructions of an unpack of linux-headers (callgrind:
+/// 327 million in memset for 9,970 entries) on the thread that decompresses.
+impl<R: Read> Seek for Metered<R> {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        let SeekFrom::Current(mut skip) = pos else {
+            return Err(std::io::Error::other("a tar stream seeks only forward"));
+        };
+        if skip < 0 {
+            return Err(std::io::Error::other("a tar stream seeks only forward"));
+        }
+        if self.scratch.is_empty() {
+            self.scratch = vec![0; 8 * 1024];
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        while skip > 0 {
+            let want = scratch.len().min(usize::try_from(skip).unwrap_or(usize::MAX));
+            match self.read(&mut scratch[..want]) {
+                Ok(0) => break,
+                Ok(n) => skip -= n as i64,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.scratch = scratch;
+                    return Err(e);
+                }
+            }
+        }
+        self.scratch = scratch;
+        if skip > 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "unexpected EOF during skip"));
+        }
+        Ok(self.position)
     }
 }
 

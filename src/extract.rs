@@ -26,14 +26,11 @@ use std::ffi::{OsStr, OsString};
 use std::hash::BuildHasher;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 /// The suffix of temporary names, as dpkg's `.dpkg-new`.
 pub const TEMP_SUFFIX: &str = ".unpack-new";
-
-/// Size of the copy buffer: large enough that a read and a write per 256 KiB is noise.
-const COPY_BUFFER: usize = 256 * 1024;
 
 /// A package directory's metadata, applied in the commit phase.
 #[derive(Debug)]
@@ -78,7 +75,6 @@ pub struct Transaction<'a> {
     pub(crate) created: Vec<CreatedDir>,
     pub(crate) dir_meta: HashMap<PathBuf, DirMeta>,
     identity: Identity,
-    buffer: Vec<u8>,
     /// Set once the commit phase has started: from then on rollback must not run.
     pub(crate) committing: bool,
     /// The engine's state directory, where the intent file and the journal live.
@@ -125,7 +121,6 @@ impl<'a> Transaction<'a> {
             created: Vec::new(),
             dir_meta: HashMap::new(),
             identity,
-            buffer: vec![0; COPY_BUFFER],
             committing: false,
             state,
             stop,
@@ -143,7 +138,7 @@ impl<'a> Transaction<'a> {
 
     /// Writes one entry of package number `pkg` (its file is `package`), reading a regular
     /// file's bytes from `data`.
-    pub fn add(&mut self, pkg: usize, package: &Path, entry: &Entry, data: &mut dyn Read) -> Result<()> {
+    pub fn add(&mut self, pkg: usize, package: &Path, entry: &Entry, data: &mut dyn BufRead) -> Result<()> {
         self.pkg = pkg;
         if entry.path.as_os_str().is_empty() {
             // `./`: the root's own metadata belongs to whoever made the root.
@@ -282,7 +277,7 @@ impl<'a> Transaction<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn write_file(&mut self, package: &Path, entry: &Entry, size: u64, dir: &Directory, temp: &OsStr, display: &Path, data: &mut dyn Read) -> Result<()> {
+    fn write_file(&mut self, package: &Path, entry: &Entry, size: u64, dir: &Directory, temp: &OsStr, display: &Path, data: &mut dyn BufRead) -> Result<()> {
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = create_temp(dir, temp, || rustix::fs::openat(dir.fd(), temp, flags, Mode::from_raw_mode(entry.mode & 0o777)))
             .map_err(|e| Error::root(display, "creating temporary file", e))?;
@@ -291,13 +286,15 @@ impl<'a> Transaction<'a> {
         let mut file = File::from(fd);
         let mut written = 0u64;
         loop {
-            let n = match data.read(&mut self.buffer) {
-                Ok(0) => break,
-                Ok(n) => n,
+            let chunk = match data.fill_buf() {
+                Ok([]) => break,
+                Ok(chunk) => chunk,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(Error::bad(package, format!("entry '{}': {e}", entry.path.display()))),
             };
-            file.write_all(&self.buffer[..n]).map_err(|e| Error::root(display, "writing", e))?;
+            file.write_all(chunk).map_err(|e| Error::root(display, "writing", e))?;
+            let n = chunk.len();
+            data.consume(n);
             written += n as u64;
             self.check_stop()?;
         }

@@ -9,11 +9,11 @@
 //! and it stops as soon as the writer hangs up (an error or a signal on the writing side).
 
 use crate::control::Control;
-use crate::deb::{read_full, Deb};
+use crate::deb::Deb;
 use crate::entry::{self, Entry, Kind};
 use crate::error::{Error, Result};
 use crate::ProgressFn;
-use std::io::{self, Read};
+use std::io::{self, BufRead, Read};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -91,8 +91,7 @@ fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressF
         let bad = |e: io::Error| Error::bad(package, format!("{member}: {e}"));
         let (stream, meter) = entry::metered(stream);
         let mut archive = tar::Archive::new(stream);
-        let mut buffer = vec![0u8; CHUNK];
-        for item in archive.entries().map_err(bad)? {
+        for item in archive.entries_with_seek().map_err(bad)? {
             let mut item = item.map_err(bad)?;
             let _held = meter.entry();
             let Some(entry) = entry::validate(&mut item).map_err(|e| Error::bad(package, format!("{member}: {e}")))? else {
@@ -108,8 +107,10 @@ fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressF
             }
             let mut left = size;
             while left > 0 {
-                let want = left.min(CHUNK as u64) as usize;
-                let n = read_full(&mut item, &mut buffer[..want]).map_err(|e| Error::bad(package, format!("entry '{}': {e}", shown.display())))?;
+                // Straight into the message's own buffer: no zeroing, no second copy.
+                let want = left.min(CHUNK as u64);
+                let mut chunk = Vec::with_capacity(want as usize);
+                let n = (&mut item).take(want).read_to_end(&mut chunk).map_err(|e| Error::bad(package, format!("entry '{}': {e}", shown.display())))?;
                 if n == 0 {
                     return Err(Error::bad(
                         package,
@@ -117,7 +118,7 @@ fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressF
                     ));
                 }
                 left -= n as u64;
-                if !out.send(Message::Data(buffer[..n].to_vec())) {
+                if !out.send(Message::Data(chunk)) {
                     return Ok(());
                 }
             }
@@ -152,8 +153,9 @@ impl Queue {
     }
 }
 
-/// The writer's view of one regular file's bytes: a `Read` over the queue's data messages.
-/// A reader failure in the middle of a file is kept in `failed` for the writer to report.
+/// The writer's view of one regular file's bytes: a `BufRead` over the queue's data messages,
+/// whose buffers the writer writes from directly. A reader failure in the middle of a file is
+/// kept in `failed` for the writer to report.
 pub struct FileData<'a> {
     rx: &'a mut Queue,
     left: u64,
@@ -169,11 +171,11 @@ impl<'a> FileData<'a> {
     }
 }
 
-impl Read for FileData<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+impl BufRead for FileData<'_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
         if self.offset == self.pending.len() {
             if self.left == 0 {
-                return Ok(0);
+                return Ok(&[]);
             }
             match self.rx.recv() {
                 Some(Message::Data(d)) => {
@@ -188,9 +190,20 @@ impl Read for FileData<'_> {
                 Some(_) | None => return Err(io::Error::other("the package reader stopped in the middle of a file")),
             }
         }
-        let n = buf.len().min(self.pending.len() - self.offset);
-        buf[..n].copy_from_slice(&self.pending[self.offset..self.offset + n]);
+        Ok(&self.pending[self.offset..])
+    }
+
+    fn consume(&mut self, n: usize) {
         self.offset += n;
+    }
+}
+
+impl Read for FileData<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = buf.len().min(available.len());
+        buf[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
         Ok(n)
     }
 }
