@@ -167,6 +167,28 @@ fn an_interrupted_fresh_install_rolls_back_to_nothing() {
     assert_eq!(paths_of(&snapshot(&root)), Vec::<PathBuf>::new(), "everything the transaction made is gone");
 }
 
+/// A new tree left under its temporary name by a crash that nothing recorded (`none` promises
+/// nothing, its intent file need not reach the disk) is the engine's own: the next unpack that
+/// starts the same tree removes it, and its files never reach the final tree.
+#[test]
+fn a_leftover_new_tree_without_an_intent_is_replaced() {
+    let fs = scratch("ext4", "defaults");
+    let deb = fixture("many_1.0_all.deb");
+    let expected = reference_tree(&deb, &fs.path().join("reference"));
+    let root = fs.subdir("root");
+    let tops: Vec<&PathBuf> = expected.keys().filter(|p| p.components().count() == 1).collect();
+    assert!(!tops.is_empty());
+    for top in &tops {
+        let stale = root.join(format!("{}.unpack-new", top.display())).join("stale");
+        std::fs::create_dir_all(&stale).unwrap();
+        std::fs::write(stale.join("file"), b"from a crash").unwrap();
+    }
+    let r = unpack(["-q", "-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_same_tree(&snapshot(&root), &expected, "after a leftover new tree");
+    assert!(leftover_temps(&root).is_empty());
+}
+
 /// SIGINT and SIGTERM in the write phase: temporary files removed, exit 130 / 143, root as it
 /// was. In the rename phase: the renames are finished and the message says so.
 #[test]

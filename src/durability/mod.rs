@@ -135,7 +135,7 @@ pub const ALL: &[Info] = &[none::INFO, fsync::INFO, batch::INFO, syncfs::INFO, w
 /// The default strategy. The issue said today's dpkg (`writeback`) until the benchmarks say
 /// otherwise, and they do: `syncfs` promises the same, the crash test finds no violation for it
 /// on ext4 (every default mount option set), ext3, XFS and btrfs, and it costs one flush per
-/// transaction instead of one per file (emacs-common on the `hdd` device: 1.7 s against 27 s;
+/// transaction instead of one per file (emacs-common on the `hdd` device: 1.3 s against 27 s;
 /// README, "The matrix on an emulated hard disk").
 pub const DEFAULT: &str = "syncfs";
 
