@@ -385,15 +385,17 @@ impl<'a> Transaction<'a> {
             parents.remove(&d.parent.path.join(&d.name));
             parents.entry(d.parent.path.to_path_buf()).or_insert(d.parent);
         }
-        // Adding and removing names changed the mtimes of the directories that were there
-        // before; put them back, so that a failed transaction leaves the tree as it found it.
-        for dir in parents.values() {
-            let _ = rustix::fs::futimens(dir.fd(), &dir.times_before);
-        }
         for name in [journal::JOURNAL, journal::JOURNAL_NEW] {
             let _ = rustix::fs::unlinkat(self.state.fd(), name, AtFlags::empty());
         }
         self.finish();
+        // Adding and removing names changed the mtimes of the directories that were there
+        // before, the state directory's too (the intent file came and went); put them back, so
+        // that a failed transaction leaves the tree as it found it (the fuzz harness checks).
+        parents.entry(self.state.path.to_path_buf()).or_insert_with(|| self.state.clone());
+        for dir in parents.values() {
+            let _ = rustix::fs::futimens(dir.fd(), &dir.times_before);
+        }
     }
 
     /// Removes the intent file: the transaction is over, committed or rolled back.

@@ -110,9 +110,16 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
     let (sender, receiver) = std::sync::mpsc::sync_channel(pipeline::QUEUE);
     let progress = options.progress.as_deref();
     std::thread::scope(|s| {
-        s.spawn(move || pipeline::read(packages, sender, progress));
+        let reader = s.spawn(move || pipeline::read(packages, sender, progress));
         // Returning drops the receiver, which stops a reader still sending.
-        write_all(&mut tx, receiver, &mut reports)
+        let written = write_all(&mut tx, receiver, &mut reports);
+        // Joined here, not left to the scope, which waits only for the closure to return: the
+        // thread would still be running its thread-local destructors after unpack() returned
+        // (LeakSanitizer, in the fuzzer, caught one such moment).
+        if let Err(panic) = reader.join() {
+            std::panic::resume_unwind(panic);
+        }
+        written
     })?;
     let extract_s = started.elapsed().as_secs_f64();
     let names: Vec<String> = reports.iter().map(|r: &report::PackageReport| format!("{} {}", r.name, r.version)).collect();

@@ -210,14 +210,18 @@ impl Root {
             Err(Errno::EXIST) => return Ok(false),
             Err(e) => return Err(io(&display, "creating directory", e)),
         }
+        // Recorded the moment it exists, so that a rollback removes it whatever fails next.
+        let staged = if let Create::Staged(list) = create {
+            list.push(CreatedDir { parent: parent.clone(), name: disk_name.clone(), canon: canon.to_path_buf(), top });
+            true
+        } else {
+            false
+        };
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mut dir = rustix::fs::openat(parent.fd(), &disk_name, flags, Mode::empty())
             .map_err(|e| io(&display, "opening directory", e))
             .and_then(|fd| Directory::new(fd, display.clone()).map_err(|e| ResolveError::Io { path: display, action: "stat", source: e }))?;
-        if let Create::Staged(list) = create {
-            dir.staged = true;
-            list.push(CreatedDir { parent: parent.clone(), name: disk_name, canon: canon.to_path_buf(), top });
-        }
+        dir.staged = staged;
         self.dirs.insert(canon.to_path_buf(), dir);
         Ok(true)
     }
