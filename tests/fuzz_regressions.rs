@@ -44,3 +44,25 @@ fn inputs_that_crashed_a_fuzz_target_are_refused_cleanly_or_unpacked() {
     }
     assert!(seen > 0, "no inputs in {}", dir.display());
 }
+
+/// A failed unpack leaves the engine's own state directory's times as they were too: the fuzz
+/// harness found its mtime moved, since the intent file comes and goes.
+#[test]
+fn a_failed_unpack_leaves_the_state_directory_times_as_they_were() {
+    let fs = scratch("ext4", "defaults");
+    let root = fs.subdir("root");
+    let empty = fs.dir.path().join("empty.deb");
+    std::fs::write(&empty, b"").unwrap();
+    let run = || unpack(["-s", "none", empty.to_str().unwrap(), root.to_str().unwrap()]);
+    // The first run makes var/lib/unpack and its lock; the second finds them there.
+    assert_eq!(run().code, 3);
+    let state = root.join("var/lib/unpack");
+    let times = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.modified().unwrap(), m.accessed().unwrap())
+    };
+    let before = times(&state);
+    let r = run();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(times(&state), before, "{}", r.stderr);
+}
