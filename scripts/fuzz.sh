@@ -5,6 +5,8 @@
 #   control        any bytes as a control file and as a control.tar
 #   tar_entries    any bytes as the data.tar of a valid .deb: tar headers, entry
 #                  validation, path resolution in a root full of hostile symlinks
+#   xz_blocks      any bytes as an xz stream: the multi-block reader against the
+#                  one-thread decoder, byte for byte and failure for failure
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]        as root (it mounts a tmpfs)
 #
@@ -23,7 +25,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(deb_container control tar_entries)
+[ ${#targets[@]} -gt 0 ] || targets=(deb_container control tar_entries xz_blocks)
 
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 command -v dpkg-deb >/dev/null || { echo "fuzz.sh: dpkg-deb is needed to make the seed corpus" >&2; exit 2; }
@@ -49,6 +51,10 @@ for deb in fixtures/*.deb; do
     fi
     if [ -d fuzz/corpus/tar_entries ]; then
         dpkg-deb --fsys-tarfile "$deb" > "fuzz/corpus/tar_entries/seed-$name" 2>/dev/null || true
+    fi
+    if [ -d fuzz/corpus/xz_blocks ]; then
+        # Many small blocks, sizes in their headers as dpkg-deb writes them.
+        dpkg-deb --fsys-tarfile "$deb" 2>/dev/null | head -c 60000 | xz -T2 -1 --block-size=4000 > "fuzz/corpus/xz_blocks/seed-$name" || true
     fi
     if [ -d fuzz/corpus/control ]; then
         dpkg-deb --ctrl-tarfile "$deb" > "fuzz/corpus/control/seed-$name.tar" 2>/dev/null || true

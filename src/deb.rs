@@ -2,7 +2,8 @@
 //!
 //! Reads the container strictly the way dpkg does (format 2.x, members in order, `_` members
 //! skipped, compressors by suffix) and streams each member: nothing here holds a member in
-//! memory, so a 300 MB package costs what a 3 MB one does. It never interprets the tar streams:
+//! memory, so a 300 MB package costs what a 3 MB one does (a multi-block xz member is decoded
+//! on several threads by `xz_blocks`, within a fixed budget). It never interprets the tar streams:
 //! that is `entry.rs`'s job.
 //!
 //! The ar reader is hand-written: a .deb uses only the plain common ar format (no symbol table,
@@ -79,6 +80,8 @@ impl Compression {
 #[derive(Debug, Clone)]
 struct Member {
     name: String,
+    /// Where its bytes start in the package file.
+    offset: u64,
     size: u64,
 }
 
@@ -98,7 +101,7 @@ impl Deb {
         let file = File::open(path).map_err(|e| Error::bad(path, format!("cannot open: {e}")))?;
         let file_len = file.metadata().map_err(|e| Error::bad(path, format!("cannot stat: {e}")))?.len();
         let consumed = Arc::new(AtomicU64::new(0));
-        let reader = BufReader::with_capacity(256 * 1024, CountingReader { inner: file, count: consumed.clone() });
+        let reader = BufReader::with_capacity(256 * 1024, CountingReader { inner: file, read: 0, count: consumed.clone() });
         let mut deb = Deb { path: path.to_path_buf(), file_len, next_header: 8, reader, consumed };
         deb.check_magic()?;
         deb.check_version()?;
@@ -187,13 +190,13 @@ impl Deb {
             if name.starts_with('_') {
                 continue;
             }
-            return Ok(Some(Member { name, size }));
+            return Ok(Some(Member { name, offset: start, size }));
         }
     }
 
     /// The absolute offset of the next byte the buffered reader will hand out.
     fn position(&self) -> u64 {
-        self.consumed.load(Relaxed) - self.reader.buffer().len() as u64
+        self.reader.get_ref().read - self.reader.buffer().len() as u64
     }
 
     /// Reads forward to `offset`: members are skipped by reading, so a package can come from a
@@ -219,6 +222,12 @@ impl Deb {
                 Error::bad(&self.path, format!("member '{}' where {prefix}.* was expected", member.name))
             });
         };
+        if compression == Compression::Xz {
+            let file = &self.reader.get_ref().inner;
+            if let Some(parallel) = crate::xz_blocks::open(file, member.offset, member.size, self.consumed.clone()) {
+                return Ok((member.name, Box::new(parallel)));
+            }
+        }
         let taken = (&mut self.reader).take(member.size);
         let decoder = compression
             .decoder(taken)
@@ -276,15 +285,18 @@ pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> 
     Ok(n)
 }
 
-/// Counts the bytes read from the package file, for progress.
+/// Counts the bytes read from the package file: `read` through this reader, for offsets;
+/// `count` for progress, shared with the decoders that read the file on threads of their own.
 struct CountingReader<R> {
     inner: R,
+    read: u64,
     count: Arc<AtomicU64>,
 }
 
 impl<R: Read> Read for CountingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
+        self.read += n as u64;
         self.count.fetch_add(n as u64, Relaxed);
         Ok(n)
     }

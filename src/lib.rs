@@ -45,6 +45,7 @@ pub mod scratchfs;
 pub mod syscalls;
 pub mod vdisk;
 pub mod workdir;
+pub mod xz_blocks;
 
 pub use durability::Strategy;
 pub use error::{Error, ExitCode, Result};

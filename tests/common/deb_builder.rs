@@ -2,7 +2,9 @@
 //! tar, wrapped into a container the engine accepts, so that a test reaches exactly the code it
 //! means to. Members are written as given: compress them first to test a decompressor.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// An ar archive of `members` (name, bytes), with headers as dpkg-deb writes them.
 pub fn ar(members: &[(&str, &[u8])]) -> Vec<u8> {
@@ -36,4 +38,61 @@ pub fn write_deb(dir: &Path, name: &str, data_name: &str, data: &[u8]) -> PathBu
     let path = dir.join(name);
     std::fs::write(&path, deb(data_name, data)).unwrap();
     path
+}
+
+/// Bytes that compress, but not to nothing: text-like lines with a counter and some noise.
+pub fn sample(len: usize, seed: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 64);
+    let mut x = seed | 1;
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        writeln!(out, "line {} of the sample, value {:x} {}", out.len(), x % 4099, "abcdefgh".repeat((x % 5) as usize)).unwrap();
+    }
+    out.truncate(len);
+    out
+}
+
+/// `data` as xz's threaded encoder writes it at `level` (as dpkg-deb does at 6): blocks of
+/// `block` bytes, each header carrying its sizes.
+pub fn xz_threaded(data: &[u8], level: u32, block: usize) -> Vec<u8> {
+    let mut child = Command::new("xz")
+        .args(["-T2".to_string(), format!("-{level}"), "-c".into(), format!("--block-size={block}")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("xz (xz-utils) runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = data.to_vec();
+    let feeder = std::thread::spawn(move || stdin.write_all(&input).unwrap());
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
+
+/// A data.tar of `files` text files of about `size` bytes each (growing by 1,000 bytes from one
+/// to the next) under ./usr/share/doc/text/, with its directories, as dpkg-deb lists them.
+pub fn text_tree(files: usize, size: usize) -> Vec<u8> {
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut append = |path: &str, kind: tar::EntryType, mode: u32, body: &[u8]| {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(kind);
+        header.set_size(body.len() as u64);
+        header.set_mode(mode);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_mtime(1_700_000_000);
+        header.set_cksum();
+        tar.append_data(&mut header, path, body).unwrap();
+    };
+    for dir in ["./", "./usr/", "./usr/share/", "./usr/share/doc/", "./usr/share/doc/text/"] {
+        append(dir, tar::EntryType::Directory, 0o755, &[]);
+    }
+    for i in 0..files {
+        let body = sample(size + i * 1_000, i as u64 + 7);
+        append(&format!("./usr/share/doc/text/file{i:04}.txt"), tar::EntryType::Regular, 0o644, &body);
+    }
+    tar.into_inner().unwrap()
 }
