@@ -40,6 +40,9 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     let t = Instant::now();
     // Nobody sees a new tree before its rename: its directories get their final metadata now.
     set_dir_meta(tx, true)?;
+    if let Some(early) = tx.early.take() {
+        tx.calls.add_syncfs_early(early.stop());
+    }
     tx.strategy.barrier(&tx.renames, &root_dir, tx.calls)?;
     times.barrier_s = t.elapsed().as_secs_f64();
 

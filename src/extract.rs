@@ -13,6 +13,7 @@
 //! [`Transaction`]'s rollback, which runs on any error and on drop.
 
 use crate::durability::{Directory, Strategy, TempFile};
+use crate::early_writeback::EarlyWriteback;
 use crate::entry::{Entry, Kind, NAME_MAX};
 use crate::error::{Error, Result};
 use crate::journal;
@@ -83,6 +84,8 @@ pub struct Transaction<'a> {
     stop: Option<&'a StopFn>,
     /// The package being written, for messages about paths two packages share.
     pkg: usize,
+    /// Syncing in the background, for strategies that ask for it; stopped at the barrier.
+    pub(crate) early: Option<EarlyWriteback>,
 }
 
 impl<'a> Transaction<'a> {
@@ -111,7 +114,9 @@ impl<'a> Transaction<'a> {
             egid: rustix::process::getegid().as_raw(),
             umask: umask.bits(),
         };
+        let early = if strategy.writes_back_early() { EarlyWriteback::start(root.dir().fd()) } else { None };
         Ok(Transaction {
+            early,
             root,
             strategy,
             calls,
@@ -375,6 +380,8 @@ impl<'a> Transaction<'a> {
     /// Undoes the write phase: removes every temporary name and every directory it created.
     /// Best effort; it must not fail, it runs on the way out of an error already reported.
     pub(crate) fn rollback(&mut self) {
+        // Nothing is left to write back; the helper must not outlive the transaction.
+        drop(self.early.take());
         let mut parents: HashMap<PathBuf, Directory> = HashMap::new();
         for (dir, temp) in self.temps.drain(..).rev() {
             let _ = rustix::fs::unlinkat(dir.fd(), &temp, AtFlags::empty());

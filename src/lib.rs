@@ -31,6 +31,7 @@ pub mod control;
 pub mod crash;
 pub mod deb;
 pub mod durability;
+pub mod early_writeback;
 pub mod entry;
 pub mod error;
 pub mod extract;

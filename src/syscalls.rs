@@ -17,6 +17,7 @@ pub struct Syscalls {
     fdatasync: AtomicU64,
     sync: AtomicU64,
     syncfs: AtomicU64,
+    syncfs_early: AtomicU64,
     sync_file_range: AtomicU64,
     rename: AtomicU64,
 }
@@ -28,6 +29,9 @@ pub struct SyscallCounts {
     pub fdatasync: u64,
     pub sync: u64,
     pub syncfs: u64,
+    /// The syncs of [`EarlyWriteback`](crate::early_writeback::EarlyWriteback) during the
+    /// write phase: how many depends on how long it took.
+    pub syncfs_early: u64,
     pub sync_file_range: u64,
     pub rename: u64,
 }
@@ -81,12 +85,18 @@ impl Syscalls {
         rustix::fs::renameat(&dir, from, &dir, to).map_err(io::Error::from)
     }
 
+    /// Counts the syncs an [`EarlyWriteback`](crate::early_writeback::EarlyWriteback) made.
+    pub fn add_syncfs_early(&self, n: u64) {
+        self.syncfs_early.fetch_add(n, Relaxed);
+    }
+
     pub fn counts(&self) -> SyscallCounts {
         SyscallCounts {
             fsync: self.fsync.load(Relaxed),
             fdatasync: self.fdatasync.load(Relaxed),
             sync: self.sync.load(Relaxed),
             syncfs: self.syncfs.load(Relaxed),
+            syncfs_early: self.syncfs_early.load(Relaxed),
             sync_file_range: self.sync_file_range.load(Relaxed),
             rename: self.rename.load(Relaxed),
         }

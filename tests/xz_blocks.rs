@@ -82,24 +82,6 @@ fn parallel(xz: &[u8], threads: usize, piece: usize) -> Option<Result<Vec<u8>, S
     Some(Ok(out))
 }
 
-/// How many of this process's threads are the reader's workers.
-fn xz_block_threads() -> usize {
-    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
-    tasks.filter(|t| std::fs::read_to_string(t.as_ref().unwrap().path().join("comm")).is_ok_and(|c| c.trim() == "xz-block")).count()
-}
-
-/// The workers left once the kernel has reaped the joined ones: a joined thread can linger in
-/// /proc for a moment after pthread_join returns, a leaked one stays.
-fn xz_block_threads_left() -> usize {
-    for _ in 0..200 {
-        if xz_block_threads() == 0 {
-            return 0;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    xz_block_threads()
-}
-
 #[test]
 fn threaded_encoder_streams_decode_in_order() {
     let _one = one_at_a_time();
@@ -165,9 +147,9 @@ fn dropping_the_reader_midway_stops_its_threads() {
     let mut some = [0u8; 1000];
     reader.read_exact(&mut some).unwrap();
     assert_eq!(&some[..], &data[..1000]);
-    assert_eq!(xz_block_threads(), 3);
+    assert_eq!(threads_named("xz-block"), 3);
     drop(reader);
-    assert_eq!(xz_block_threads_left(), 0, "the workers outlived their reader");
+    assert_eq!(threads_left("xz-block"), 0, "the workers outlived their reader");
 }
 
 proptest! {
@@ -199,7 +181,7 @@ proptest! {
                 _ => prop_assert!(false, "parallel {:?}, one thread {:?}", ours.as_ref().map(Vec::len), theirs.as_ref().map(Vec::len)),
             }
         }
-        prop_assert_eq!(xz_block_threads_left(), 0);
+        prop_assert_eq!(threads_left("xz-block"), 0);
     }
 }
 

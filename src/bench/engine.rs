@@ -78,13 +78,13 @@ mod tests {
             root: "/r".into(),
             filesystem: None,
             phases: crate::report::Phases { extract_s: 0.5, barrier_s: 0.25, rename_s: 0.125, dirsync_s: 0.0625, total_s: 1.0 },
-            syscalls: crate::syscalls::SyscallCounts { fsync: 2, fdatasync: 3, sync: 4, syncfs: 5, sync_file_range: 6, rename: 7 },
+            syscalls: crate::syscalls::SyscallCounts { fsync: 2, fdatasync: 3, sync: 4, syncfs: 5, syncfs_early: 8, sync_file_range: 6, rename: 7 },
             peak_rss_bytes: 4096,
             recovered: None,
         };
         let ours = Report::parse(serde_json::to_string(&theirs).unwrap().as_bytes()).unwrap();
         let s = &ours.syscalls;
-        assert_eq!([s.fsync, s.fdatasync, s.sync, s.syncfs, s.sync_file_range, s.rename], [2, 3, 4, 5, 6, 7]);
+        assert_eq!([s.fsync, s.fdatasync, s.sync, s.syncfs, s.syncfs_early, s.sync_file_range, s.rename], [2, 3, 4, 5, 8, 6, 7]);
         assert_eq!(ours.phases.barrier_s, 0.25);
         assert_eq!(ours.phases.total_s, 1.0);
         assert_eq!(ours.peak_rss_bytes, 4096);

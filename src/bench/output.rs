@@ -170,7 +170,7 @@ fn with_ratio(cell: &Cell, pick: fn(&Cell) -> Option<Spread>, base: Option<Sprea
 pub const CSV_COLUMNS: &[&str] = &[
     "workload", "filesystem", "scenario", "mount_options", "applied_options", "cache", "tool", "kind", "run", "ok",
     "exit_code", "exit_s", "stable_s", "extract_s", "barrier_s", "rename_s", "dirsync_s", "engine_total_s", "fsync",
-    "fdatasync", "sync", "syncfs", "sync_file_range", "rename", "peak_rss_bytes", "device_flushes", "device_bytes", "device_flushes_at_exit",
+    "fdatasync", "sync", "syncfs", "syncfs_early", "sync_file_range", "rename", "peak_rss_bytes", "device_flushes", "device_bytes", "device_flushes_at_exit",
     "error", "kernel", "cpus", "packages",
 ];
 
@@ -212,6 +212,7 @@ pub fn csv(matrix: &Matrix) -> String {
                     opt(e.map(|e| e.syscalls.fdatasync.to_string())),
                     opt(e.map(|e| e.syscalls.sync.to_string())),
                     opt(e.map(|e| e.syscalls.syncfs.to_string())),
+                    opt(e.map(|e| e.syscalls.syncfs_early.to_string())),
                     opt(e.map(|e| e.syscalls.sync_file_range.to_string())),
                     opt(e.map(|e| e.syscalls.rename.to_string())),
                     opt(e.map(|e| e.peak_rss_bytes.to_string())),

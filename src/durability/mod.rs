@@ -95,6 +95,13 @@ pub trait Strategy: Send + Sync {
         true
     }
 
+    /// Whether the engine should sync the root's filesystem in the background while it writes
+    /// ([`crate::early_writeback`]), so that the barrier finds most data already written. For
+    /// strategies that flush everything at the barrier; it never replaces that flush.
+    fn writes_back_early(&self) -> bool {
+        false
+    }
+
     /// Called after each regular file's data and metadata are written, before it is closed.
     fn after_file(&self, _file: &File, _path: &Path, _calls: &Syscalls) -> Result<()> {
         Ok(())

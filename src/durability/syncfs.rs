@@ -1,5 +1,8 @@
 //! `syncfs`: write everything, one syncfs(2) per filesystem the transaction touched, rename
-//! everything, syncfs again.
+//! everything, syncfs again. While it writes, the engine syncs the root's filesystem in the
+//! background every 20 ms ([`crate::early_writeback`]), so the kernel writes the data back
+//! alongside the unpack instead of all of it at the barrier: linux-headers 0.54 -> 0.48 s,
+//! emacs-common 0.50 -> 0.42 s on a loop device, 1.13 -> 0.95 s on the emulated hard disk.
 //!
 //! Guarantees: old or new at any crash, durable at exit 0. Like `batch` it pays one flush per
 //! transaction, but only for the root's filesystems, so unrelated I/O elsewhere does not stall
@@ -17,7 +20,7 @@ use crate::syscalls::Syscalls;
 pub const INFO: Info = Info {
     name: "syncfs",
     aliases: &[],
-    idea: "write all, one syncfs(2) per touched filesystem, rename all, syncfs again",
+    idea: "write all (syncing in the background), one syncfs(2) per touched filesystem, rename all, syncfs again",
     guarantee: "old or new at any crash; durable at exit 0; flushes only the root's filesystems",
     anchor: "rpm (rpmtsSync), OSTree, containerd",
 };
@@ -29,6 +32,10 @@ pub struct Syncfs;
 impl Strategy for Syncfs {
     fn name(&self) -> &str {
         INFO.name
+    }
+
+    fn writes_back_early(&self) -> bool {
+        true
     }
 
     fn barrier(&self, files: &[TempFile], root: &Directory, calls: &Syscalls) -> Result<()> {

@@ -264,3 +264,21 @@ impl ForNobody {
         cmd
     }
 }
+
+/// How many of this process's threads are called `name`.
+pub fn threads_named(name: &str) -> usize {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+    tasks.filter(|t| std::fs::read_to_string(t.as_ref().unwrap().path().join("comm")).is_ok_and(|c| c.trim() == name)).count()
+}
+
+/// The threads called `name` left once the kernel has reaped the joined ones: a joined thread
+/// can linger in /proc for a moment after pthread_join returns, a leaked one stays.
+pub fn threads_left(name: &str) -> usize {
+    for _ in 0..200 {
+        if threads_named(name) == 0 {
+            return 0;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    threads_named(name)
+}
