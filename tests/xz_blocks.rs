@@ -139,6 +139,7 @@ fn streams_it_was_not_made_for_are_left_to_one_thread() {
 #[test]
 fn dropping_the_reader_midway_stops_its_threads() {
     let _one = one_at_a_time();
+    assert_eq!(threads_left("xz-block"), 0, "workers of an earlier test");
     // More than the workers may decode ahead: they are all still there, waiting, when it drops.
     let data = sample(2 * xz_blocks::AHEAD_BUDGET, 5);
     let xz = xz_threaded(&data, 3, 1 << 20);
@@ -147,7 +148,16 @@ fn dropping_the_reader_midway_stops_its_threads() {
     let mut some = [0u8; 1000];
     reader.read_exact(&mut some).unwrap();
     assert_eq!(&some[..], &data[..1000]);
-    assert_eq!(threads_named("xz-block"), 3);
+    // A thread names itself once it runs: wait for all three (they cannot finish: the budget).
+    let mut running = threads_named("xz-block");
+    for _ in 0..200 {
+        if running == 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        running = threads_named("xz-block");
+    }
+    assert_eq!(running, 3, "workers running");
     drop(reader);
     assert_eq!(threads_left("xz-block"), 0, "the workers outlived their reader");
 }
