@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::deb_builder::{text_tree, write_deb};
 use common::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -98,6 +99,37 @@ fn kill_9_at_every_rename_and_write_then_recover_gives_all_old_or_all_new() {
             assert!(!assert_old_or_new(&root, &v, &format!("{strategy}, kill at write {when}")), "killed in the write phase: old");
             assert!(rec.stdout.contains("write phase") || rec.stdout.contains("nothing to recover"), "{}", rec.stdout);
         }
+    }
+}
+
+/// An upgrade of hundreds of files in a dozen directories renames them from several threads
+/// (commit.rs); kill -9 among those renames leaves some subset done, and recovery finishes it:
+/// entirely new.
+#[test]
+fn kill_9_among_parallel_renames_then_recovery_finishes_the_upgrade() {
+    let fs = scratch("ext4", "defaults");
+    let (old, new) = (text_tree(600, 100), text_tree(600, 300));
+    let old = write_deb(fs.path(), "text_1.0_all.deb", "data.tar", &old);
+    let new = write_deb(fs.path(), "text_2.0_all.deb", "data.tar", &new);
+    let expected = files_of(&reference_tree(&new, &fs.path().join("ref-new")));
+    // strace counts renames per thread: the journal's is the first of the committing thread,
+    // the package's are spread over the pool's.
+    for when in [2, 50, 150, 280] {
+        let root = fs.subdir(&format!("kill-{when}"));
+        let r = unpack(["-q", "-s", "none", old.to_str().unwrap(), root.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let r = run(Command::new("strace")
+            .args(["-f", "-qq", "-o", "/dev/null", "-e"])
+            .arg(format!("inject=rename,renameat,renameat2:signal=KILL:when={when}"))
+            .arg(unpack_bin())
+            .args(["-q", "-s", "syncfs"])
+            .arg(&new)
+            .arg(&root));
+        assert_ne!(r.code, 0, "killed at rename {when}");
+        let rec = recover(&root);
+        assert!(rec.stdout.contains("rename phase"), "kill at rename {when}: {}", rec.stdout);
+        assert!(leftover_temps(&root).is_empty(), "kill at rename {when}: temporary files left");
+        assert_same_tree(&files_of(&snapshot(&root)), &expected, &format!("kill at rename {when}, recovered"));
     }
 }
 

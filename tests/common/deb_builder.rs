@@ -72,8 +72,9 @@ pub fn xz_threaded(data: &[u8], level: u32, block: usize) -> Vec<u8> {
     out.stdout
 }
 
-/// A data.tar of `files` text files of about `size` bytes each (growing by 1,000 bytes from one
-/// to the next) under ./usr/share/doc/text/, with its directories, as dpkg-deb lists them.
+/// A data.tar of `files` text files of about `size` bytes each (plus 100 bytes more for each
+/// file before it in its directory), fifty to a directory under ./usr/share/doc/text/, with their directories, as
+/// dpkg-deb lists them.
 pub fn text_tree(files: usize, size: usize) -> Vec<u8> {
     let mut tar = tar::Builder::new(Vec::new());
     let mut append = |path: &str, kind: tar::EntryType, mode: u32, body: &[u8]| {
@@ -91,8 +92,11 @@ pub fn text_tree(files: usize, size: usize) -> Vec<u8> {
         append(dir, tar::EntryType::Directory, 0o755, &[]);
     }
     for i in 0..files {
-        let body = sample(size + i * 1_000, i as u64 + 7);
-        append(&format!("./usr/share/doc/text/file{i:04}.txt"), tar::EntryType::Regular, 0o644, &body);
+        if i % 50 == 0 {
+            append(&format!("./usr/share/doc/text/d{:02}/", i / 50), tar::EntryType::Directory, 0o755, &[]);
+        }
+        let body = sample(size + i % 50 * 100, i as u64 + 7);
+        append(&format!("./usr/share/doc/text/d{:02}/file{i:04}.txt", i / 50), tar::EntryType::Regular, 0o644, &body);
     }
     tar.into_inner().unwrap()
 }
