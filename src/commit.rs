@@ -11,11 +11,11 @@
 //! `extract.rs` wrote.
 
 use crate::durability::{Directory, TempFile};
-use crate::syscalls::Syscalls;
-use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::extract::{timestamps, Transaction};
 use crate::journal::{self, JOURNAL, JOURNAL_NEW};
+use crate::syscalls::Syscalls;
+use rayon::prelude::*;
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::fs::File;
 use std::io::Write;
@@ -51,14 +51,14 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     let t = Instant::now();
     write_journal(tx, packages)?;
     tx.committing = true;
-    // Directories whose entries changed, by canonical path, to make durable at the end, with
-    // the names to rename into each.
-    let mut touched: BTreeMap<Arc<Path>, (Directory, Vec<&TempFile>)> = BTreeMap::new();
+    // Directories whose entries changed, by canonical path, to make durable at the end.
+    let mut touched: BTreeMap<Arc<Path>, Directory> = BTreeMap::new();
+    let mut by_dir: BTreeMap<&Path, Vec<&TempFile>> = BTreeMap::new();
     for r in tx.renames.iter().filter(|r| r.is_renamed()) {
-        touched.entry(r.dir.path.clone()).or_insert_with(|| (r.dir.clone(), Vec::new())).1.push(r);
+        by_dir.entry(&r.dir.path).or_default().push(r);
+        touched.entry(r.dir.path.clone()).or_insert_with(|| r.dir.clone());
     }
-    rename_all(&touched, tx.calls)?;
-    let mut touched: BTreeMap<Arc<Path>, Directory> = touched.into_iter().map(|(path, (dir, _))| (path, dir)).collect();
+    rename_all(by_dir.into_values().collect(), tx.calls)?;
     times.rename_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
@@ -137,14 +137,14 @@ fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
 /// trees, and a thread pool would cost more than it saves.
 const PARALLEL_RENAMES: usize = 256;
 
-/// Renames every name of `by_dir` into place. Once the journal is durable the renames are
-/// independent (recovery finishes whichever did not happen, in any subset), so directories
-/// are served in parallel, each directory's names by one thread: two renames into one
-/// directory would only wait for its lock. On ext4 a rename over an old file also allocates
-/// the new file's delayed blocks (auto_da_alloc), so an upgrade's renames are most of its time.
-fn rename_all(by_dir: &BTreeMap<Arc<Path>, (Directory, Vec<&TempFile>)>, calls: &Syscalls) -> Result<()> {
-    let rename_dir = |(_, names): (&Arc<Path>, &(Directory, Vec<&TempFile>))| names.1.iter().try_for_each(|r| rename_one(r, calls));
-    if by_dir.values().map(|(_, names)| names.len()).sum::<usize>() < PARALLEL_RENAMES {
+/// Renames the names of each directory of `by_dir` into place. Once the journal is durable
+/// the renames are independent (recovery finishes whichever did not happen, in any subset), so
+/// directories are served in parallel, each directory's names by one thread: two renames into
+/// one directory would only wait for its lock. On ext4 a rename over an old file also
+/// allocates the new file's delayed blocks (auto_da_alloc): an upgrade's renames are half of it.
+fn rename_all(by_dir: Vec<Vec<&TempFile>>, calls: &Syscalls) -> Result<()> {
+    let rename_dir = |names: &Vec<&TempFile>| names.iter().try_for_each(|r| rename_one(r, calls));
+    if by_dir.iter().map(Vec::len).sum::<usize>() < PARALLEL_RENAMES {
         by_dir.iter().try_for_each(rename_dir)
     } else {
         by_dir.par_iter().try_for_each(rename_dir)

@@ -3,8 +3,8 @@
 //! Reads the container strictly the way dpkg does (format 2.x, members in order, `_` members
 //! skipped, compressors by suffix) and streams each member: nothing here holds a member in
 //! memory, so a 300 MB package costs what a 3 MB one does (a multi-block xz member is decoded
-//! on several threads by `xz_blocks`, within a fixed budget). It never interprets the tar streams:
-//! that is `entry.rs`'s job.
+//! on several threads by `xz_blocks`, within a fixed budget). It never interprets the tar
+//! streams: that is `entry.rs`'s job.
 //!
 //! The ar reader is hand-written: a .deb uses only the plain common ar format (no symbol table,
 //! no GNU/BSD long-name tables, which dpkg rejects too), it is forty lines, and owning it lets
