@@ -17,21 +17,20 @@
 //! the barrier's own syncfs, and it ignores the errors itself.
 
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// The pause between two syncs. Measured with an unpack-bench of linux-headers and
-/// emacs-common (syncfs, 7 alternated runs): back to back and 20 ms gain the same on a loop
-/// device, 50 ms half as much.
+/// The pause between two syncs. Measured on a fresh ext4 loop mount per run, `unpack -s
+/// syncfs` alternated with a build without the helper, 7 runs each: linux-headers 0.53 s
+/// without, 0.49 back to back, 0.49 at 20 ms, 0.53 at 50 ms; emacs-common 0.47, 0.47, 0.44.
 pub const INTERVAL: Duration = Duration::from_millis(20);
 
 /// The helper thread; stopped and joined by [`EarlyWriteback::stop`] or on drop.
 pub struct EarlyWriteback {
     stop: Arc<(Mutex<bool>, Condvar)>,
-    syncs: Arc<AtomicU64>,
-    thread: Option<JoinHandle<()>>,
+    /// Returns how many syncs it made.
+    thread: Option<JoinHandle<u64>>,
 }
 
 impl EarlyWriteback {
@@ -41,40 +40,38 @@ impl EarlyWriteback {
         let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC;
         let fd: OwnedFd = rustix::fs::openat(dir, ".", flags, rustix::fs::Mode::empty()).ok()?;
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let syncs = Arc::new(AtomicU64::new(0));
-        let (thread_stop, thread_syncs) = (stop.clone(), syncs.clone());
+        let thread_stop = stop.clone();
         let thread = std::thread::Builder::new()
             .name("early-writeback".into())
             .spawn(move || {
                 let (stopped, wake) = &*thread_stop;
+                let mut syncs = 0;
                 let mut guard = stopped.lock().unwrap_or_else(PoisonError::into_inner);
                 while !*guard {
                     drop(guard);
                     let _ = rustix::fs::syncfs(&fd);
-                    thread_syncs.fetch_add(1, Relaxed);
+                    syncs += 1;
                     guard = stopped.lock().unwrap_or_else(PoisonError::into_inner);
                     if !*guard {
                         guard = wake.wait_timeout(guard, INTERVAL).unwrap_or_else(PoisonError::into_inner).0;
                     }
                 }
+                syncs
             })
             .ok()?;
-        Some(EarlyWriteback { stop, syncs, thread: Some(thread) })
+        Some(EarlyWriteback { stop, thread: Some(thread) })
     }
 
     /// Stops the helper, waiting for a sync under way; returns how many syncs it made.
     pub fn stop(mut self) -> u64 {
-        self.halt();
-        self.syncs.load(Relaxed)
+        self.halt()
     }
 
-    fn halt(&mut self) {
+    fn halt(&mut self) -> u64 {
         let (stopped, wake) = &*self.stop;
         *stopped.lock().unwrap_or_else(PoisonError::into_inner) = true;
         wake.notify_all();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.thread.take().map_or(0, |thread| thread.join().unwrap_or(0))
     }
 }
 
