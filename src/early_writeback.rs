@@ -21,9 +21,9 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// The pause between two syncs. Measured on a fresh ext4 loop mount per run, `unpack -s
-/// syncfs` alternated with a build without the helper, 7 runs each: linux-headers 0.53 s
-/// without, 0.49 back to back, 0.49 at 20 ms, 0.53 at 50 ms; emacs-common 0.47, 0.47, 0.44.
+/// The pause between two syncs. Measured with `scripts/ab.sh syncfs 7 PKG` over a build
+/// without the helper and builds with each interval: linux-headers 0.53 s without, 0.49 back
+/// to back, 0.49 at 20 ms, 0.53 at 50 ms; emacs-common 0.47, 0.47, 0.44.
 pub const INTERVAL: Duration = Duration::from_millis(20);
 
 /// The helper thread; stopped and joined by [`EarlyWriteback::stop`] or on drop.

@@ -32,7 +32,8 @@ use std::thread::JoinHandle;
 
 /// Bytes of blocks decoded ahead of the one being read, at most, all workers together. Two
 /// thirds of a dpkg-deb block at the default level: on emacs-common as fast as a whole block
-/// (24 MiB) and 8 MiB less memory; 8 MiB is 18% slower (`none`, medians of 7 alternated runs).
+/// (24 MiB) and 8 MiB less memory; 8 MiB is 18% slower (`scripts/ab.sh none 7 PKG` over
+/// builds with each budget).
 pub const AHEAD_BUDGET: usize = 16 << 20;
 /// Bytes of the block being read that may wait in its queue.
 const HEAD_QUEUE: usize = 2 << 20;
