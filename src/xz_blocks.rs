@@ -6,6 +6,15 @@
 //! decompresses in 0.46 s of a 0.53 s unpack. So each worker here decodes whole blocks from its
 //! own offset in the package file, and the reader hands their bytes out in the stream's order.
 //!
+//! A second worker pays only where decoding is what the unpack waits for. On two cores, when
+//! writing the files costs as much CPU as decoding them (linux-headers: 10,000 small files), a
+//! second decoder only takes the writer's core, and the unpack is 10% slower than with one
+//! (`scripts/ab.sh none 11 PKG` over builds with one and two workers: 0.32 against 0.36 s);
+//! where the files are few and large (emacs-common) the writer idles and a second decoder
+//! makes it 27% faster (0.48 against 0.35 s). So the reader starts with one worker and engages
+//! another only while the ones at work keep their cores busy and the rest of the process
+//! leaves a core idle, as the CPU clocks say over each [`LOAD_WINDOW`].
+//!
 //! Why not liblzma's own threaded decoder: it gives every thread an output buffer as large as a
 //! whole block and keeps it until the block has been read, about +75 MiB on two threads for a
 //! dpkg-deb package, more than an unpack may use in all (64 MiB). Here the block being read
@@ -22,6 +31,7 @@
 //! fault with the errors it always has.
 
 use liblzma_sys as sys;
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Read};
@@ -29,6 +39,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Bytes of blocks decoded ahead of the one being read, at most, all workers together. Two
 /// thirds of a dpkg-deb block at the default level: on emacs-common as fast as a whole block
@@ -51,6 +62,18 @@ const MAX_BLOCKS: u64 = 4096;
 const OUT_CHUNK: usize = 256 * 1024;
 /// One read of compressed input.
 const IN_CHUNK: usize = 64 * 1024;
+/// How long the load is watched before deciding whether another worker would pay: ten times
+/// the time a worker takes to decode a piece, so the pieces' granularity is lost in it.
+const LOAD_WINDOW: Duration = Duration::from_millis(20);
+/// How much of a core must be idle beside the workers for another to be engaged. Not just any
+/// idle time: what the kernel does for the unpack (writeback for `syncfs`, journal commits)
+/// runs outside the process, on the time it leaves idle, and with `syncfs` linux-headers'
+/// writer leaves 0.3 to 0.6 of a core in some windows, for the kernel's writeback; a second
+/// worker there slows that unpack as much as with `none`.
+const IDLE_TO_ENGAGE: f64 = 0.7;
+/// Windows in a row that must call for another worker before it is engaged: single windows
+/// of linux-headers came within a few per cent of the line, never two in a row.
+const WINDOWS_TO_ENGAGE: u32 = 2;
 
 /// One block: where its header starts in the package file and its sizes from the index.
 #[derive(Debug, Clone, Copy)]
@@ -78,11 +101,19 @@ enum Piece {
     Failed(io::Error),
 }
 
-#[derive(Default)]
 struct State {
     /// The block being read.
     head: usize,
-    /// One queue per worker; worker `w` decodes blocks `w`, `w + workers`, ...
+    /// The next block no worker has taken yet.
+    next: usize,
+    /// Workers `0..engaged` take blocks; the others wait for the load to call for them.
+    engaged: usize,
+    /// The CPU time the workers reported, and the window it is measured over.
+    decode_cpu: Duration,
+    window: Window,
+    /// How many windows in a row called for another worker.
+    windows_calling: u32,
+    /// One queue per block, and the bytes in it.
     queues: Vec<VecDeque<Piece>>,
     queued: Vec<usize>,
     total_queued: usize,
@@ -96,17 +127,45 @@ struct State {
     worker_waits_with: Vec<Option<usize>>,
 }
 
+/// The start of a load window: when, and the process's and the workers' CPU time then.
+#[derive(Clone, Copy)]
+struct Window {
+    at: Instant,
+    process_cpu: Duration,
+    decode_cpu: Duration,
+}
+
 impl State {
     /// Whether a waiting worker should be woken: the reader has read its queue, or all the
     /// queues, down to well below the budget that stopped it (not one piece below), or has
     /// moved on to another block.
     fn room_for_workers(&self, head_moved: bool) -> bool {
-        self.worker_waits_with.iter().enumerate().any(|(w, waits)| match *waits {
+        self.worker_waits_with.iter().any(|waits| match *waits {
             None => false,
             Some(_) if head_moved => true,
-            Some(b) if b == self.head => self.queued[w] <= HEAD_QUEUE / 2,
+            Some(b) if b == self.head => self.queued[b] <= HEAD_QUEUE / 2,
             Some(_) => self.total_queued <= AHEAD_BUDGET * 3 / 4,
         })
+    }
+
+    /// Once a window has passed: engages one more of the `workers` if the window says it would
+    /// pay (true if so), and starts the next window; `cores` is how many the workers may use.
+    fn weigh_load(&mut self, cores: usize, workers: usize) -> bool {
+        let now = Instant::now();
+        let Some(wall) = now.checked_duration_since(self.window.at).filter(|w| *w >= LOAD_WINDOW) else {
+            return false;
+        };
+        let process_cpu = process_cpu();
+        let decode = self.decode_cpu.saturating_sub(self.window.decode_cpu);
+        let rest = process_cpu.saturating_sub(self.window.process_cpu).saturating_sub(decode);
+        self.window = Window { at: now, process_cpu, decode_cpu: self.decode_cpu };
+        self.windows_calling = if another_worker_pays(wall, decode, rest, self.engaged, cores) { self.windows_calling + 1 } else { 0 };
+        if self.windows_calling < WINDOWS_TO_ENGAGE {
+            return false;
+        }
+        self.windows_calling = 0;
+        self.engaged = (self.engaged + 1).min(workers);
+        true
     }
 }
 
@@ -146,18 +205,45 @@ pub struct ParallelXz {
     failed: Option<(io::ErrorKind, String)>,
 }
 
-/// A parallel reader over the xz stream in `file` at `start`, `len` bytes long, with a worker
-/// per core, adding the compressed bytes it reads to `consumed`; `None` if the stream is not
-/// one to decode in parallel (see the module's documentation) and the caller should decode it
-/// on one thread.
-pub fn open(file: &File, start: u64, len: u64, consumed: Arc<AtomicU64>) -> Option<ParallelXz> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    open_threads(file, start, len, consumed, cores)
+/// Whether one more worker would decode on an otherwise idle core, judging by a window of
+/// `wall` time in which the `engaged` workers used `decode` CPU time and the rest of the
+/// process `rest`, on `cores` cores: the workers kept at least half of each of their cores
+/// busy (decoding is what the unpack waits for), and the rest left at least [`IDLE_TO_ENGAGE`]
+/// of a core beside them. On two cores with one worker: writing costs at most 0.3 of decoding
+/// (emacs-common: 0.1 to 0.2 in each window; linux-headers: 0.5 to 1.2).
+pub fn another_worker_pays(wall: Duration, decode: Duration, rest: Duration, engaged: usize, cores: usize) -> bool {
+    let (wall, decode, rest) = (wall.as_secs_f64(), decode.as_secs_f64(), rest.as_secs_f64());
+    let free_beside_workers = cores.saturating_sub(engaged) as f64;
+    decode >= 0.5 * engaged as f64 * wall && rest <= (free_beside_workers - IDLE_TO_ENGAGE) * wall
 }
 
-/// [`open`] with at most `threads` workers, whatever the machine (the tests' way to run two
-/// on one core).
-pub fn open_threads(file: &File, start: u64, len: u64, consumed: Arc<AtomicU64>, threads: usize) -> Option<ParallelXz> {
+/// This thread's CPU time.
+fn thread_cpu() -> Duration {
+    cpu_time(rustix::time::ClockId::ThreadCPUTime)
+}
+
+/// The CPU time of all of this process's threads.
+fn process_cpu() -> Duration {
+    cpu_time(rustix::time::ClockId::ProcessCPUTime)
+}
+
+fn cpu_time(clock: rustix::time::ClockId) -> Duration {
+    let t = rustix::time::clock_gettime(clock);
+    Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
+}
+
+/// A parallel reader over the xz stream in `file` at `start`, `len` bytes long, with up to a
+/// worker per core (one at first, more as the load calls for them), adding the compressed
+/// bytes it reads to `consumed`; `None` if the stream is not one to decode in parallel (see
+/// the module's documentation) and the caller should decode it on one thread.
+pub fn open(file: &File, start: u64, len: u64, consumed: Arc<AtomicU64>) -> Option<ParallelXz> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    open_threads(file, start, len, consumed, cores, 1)
+}
+
+/// [`open`] with at most `threads` workers whatever the machine, `engaged` of them decoding
+/// from the start (the tests' way to run two on one core, or to watch the load engage them).
+pub fn open_threads(file: &File, start: u64, len: u64, consumed: Arc<AtomicU64>, threads: usize, engaged: usize) -> Option<ParallelXz> {
     let layout = layout(file, start, len)?;
     let per_worker = layout.decoder_memory.saturating_add(IN_CHUNK as u64);
     let affordable = MEMORY_BUDGET.saturating_sub((AHEAD_BUDGET + HEAD_QUEUE) as u64) / per_worker;
@@ -167,21 +253,48 @@ pub fn open_threads(file: &File, start: u64, len: u64, consumed: Arc<AtomicU64>,
     }
     let file = Arc::new(file.try_clone().ok()?);
     let layout = Arc::new(layout);
+    let blocks = layout.blocks.len();
     let state = State {
-        queues: (0..workers).map(|_| VecDeque::new()).collect(),
-        queued: vec![0; workers],
+        head: 0,
+        next: 0,
+        engaged: engaged.clamp(1, workers),
+        decode_cpu: Duration::ZERO,
+        window: Window { at: Instant::now(), process_cpu: process_cpu(), decode_cpu: Duration::ZERO },
+        windows_calling: 0,
+        queues: (0..blocks).map(|_| VecDeque::new()).collect(),
+        queued: vec![0; blocks],
+        total_queued: 0,
+        free: Vec::new(),
+        stop: false,
+        reader_waiting: false,
         worker_waits_with: vec![None; workers],
-        ..State::default()
     };
     let shared = Arc::new(Shared { state: Mutex::new(state), for_reader: Condvar::new(), for_workers: Condvar::new() });
-    let mut reader = ParallelXz { shared: shared.clone(), workers: Vec::new(), blocks: layout.blocks.len(), current: Vec::new(), offset: 0, failed: None };
+    let mut reader = ParallelXz { shared: shared.clone(), workers: Vec::new(), blocks, current: Vec::new(), offset: 0, failed: None };
     for w in 0..workers {
-        let worker = Worker { shared: shared.clone(), file: file.clone(), layout: layout.clone(), index: w, count: workers, consumed: consumed.clone() };
+        let worker = Worker {
+            shared: shared.clone(),
+            file: file.clone(),
+            layout: layout.clone(),
+            index: w,
+            count: workers,
+            cores: threads,
+            consumed: consumed.clone(),
+            block: Cell::new(None),
+            cpu_reported: Cell::new(Duration::ZERO),
+        };
         // A thread that cannot start leaves `reader` to stop and join the ones that did.
         let handle = std::thread::Builder::new().name("xz-block".into()).spawn(move || worker.run()).ok()?;
         reader.workers.push(handle);
     }
     Some(reader)
+}
+
+impl ParallelXz {
+    /// How many workers decode by now.
+    pub fn engaged(&self) -> usize {
+        self.shared.lock().engaged
+    }
 }
 
 impl Read for ParallelXz {
@@ -209,9 +322,9 @@ impl Read for ParallelXz {
             if state.head == self.blocks {
                 return Ok(0);
             }
-            let w = state.head % state.queues.len();
+            let head = state.head;
             let piece = loop {
-                if let Some(piece) = state.queues[w].pop_front() {
+                if let Some(piece) = state.queues[head].pop_front() {
                     break piece;
                 }
                 state.reader_waiting = true;
@@ -220,7 +333,7 @@ impl Read for ParallelXz {
             };
             let head_moved = match piece {
                 Piece::Data(data) => {
-                    state.queued[w] -= data.len();
+                    state.queued[head] -= data.len();
                     state.total_queued -= data.len();
                     self.current = data;
                     false
@@ -259,14 +372,20 @@ struct Worker {
     layout: Arc<Layout>,
     index: usize,
     count: usize,
+    cores: usize,
     consumed: Arc<AtomicU64>,
+    /// The block it decodes.
+    block: Cell<Option<usize>>,
+    /// Its CPU time as last added to the shared count.
+    cpu_reported: Cell<Duration>,
 }
 
-/// A worker that panics still ends its queue, so the reader reports it instead of waiting.
+/// A worker that panics still ends its block's queue, so the reader reports it instead of
+/// waiting.
 impl Drop for Worker {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.shared.lock().queues[self.index].push_back(Piece::Failed(io::Error::other("an xz decoding thread failed")));
+        if let (true, Some(b)) = (std::thread::panicking(), self.block.get()) {
+            self.shared.lock().queues[b].push_back(Piece::Failed(io::Error::other("an xz decoding thread failed")));
             self.shared.for_reader.notify_all();
         }
     }
@@ -277,7 +396,8 @@ struct Stopped;
 
 impl Worker {
     fn run(self) {
-        for b in (self.index..self.layout.blocks.len()).step_by(self.count) {
+        while let Some(b) = self.claim() {
+            self.block.set(Some(b));
             let piece = match self.decode(b) {
                 Ok(()) => Piece::End,
                 Err(Fault::Stopped) => return,
@@ -288,6 +408,24 @@ impl Worker {
                 return;
             }
         }
+    }
+
+    /// The next block no worker has taken, once this worker is engaged; `None` when there are
+    /// no more or the reader went away.
+    fn claim(&self) -> Option<usize> {
+        let mut state = self.shared.lock();
+        while self.index >= state.engaged && !state.stop && state.next < state.queues.len() {
+            state = Shared::wait(state, &self.shared.for_workers);
+        }
+        if state.stop || state.next == state.queues.len() {
+            return None;
+        }
+        state.next += 1;
+        if state.next == state.queues.len() {
+            // The workers still waiting to be engaged have nothing left to wait for.
+            self.shared.for_workers.notify_all();
+        }
+        Some(state.next - 1)
     }
 
     /// Decodes block `b` into the queue.
@@ -322,11 +460,18 @@ impl Worker {
         };
         let w = self.index;
         let mut state = self.shared.lock();
+        if state.engaged < self.count {
+            let cpu = thread_cpu();
+            state.decode_cpu += cpu.saturating_sub(self.cpu_reported.replace(cpu));
+            if state.weigh_load(self.cores, self.count) {
+                self.shared.for_workers.notify_all();
+            }
+        }
         loop {
             if state.stop {
                 return Err(Stopped);
             }
-            let room = if state.head == b { state.queued[w] < HEAD_QUEUE } else { state.total_queued < AHEAD_BUDGET };
+            let room = if state.head == b { state.queued[b] < HEAD_QUEUE } else { state.total_queued < AHEAD_BUDGET };
             if room || size == 0 {
                 break;
             }
@@ -334,10 +479,10 @@ impl Worker {
             state = Shared::wait(state, &self.shared.for_workers);
             state.worker_waits_with[w] = None;
         }
-        state.queues[w].push_back(piece);
-        state.queued[w] += size;
+        state.queues[b].push_back(piece);
+        state.queued[b] += size;
         state.total_queued += size;
-        let wake = state.reader_waiting && state.head % state.queues.len() == w;
+        let wake = state.reader_waiting && state.head == b;
         drop(state);
         if wake {
             self.shared.for_reader.notify_one();

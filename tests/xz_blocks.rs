@@ -2,8 +2,9 @@
 //! for streams written by xz's threaded encoder (sizes in every block header, as dpkg-deb
 //! writes them) and by a flushing one-thread encoder (sizes only in the index); it refuses to
 //! take streams it was not made for; it never accepts a damaged stream the one-thread decoder
-//! rejects; and dropping it midway stops its threads. The same reader in a real unpack, against
-//! dpkg-deb -x, is at the end.
+//! rejects; dropping it midway stops its threads; and it engages a second worker where decoding
+//! is what its reader waits for, and not where the reader is the slower. The same reader in a
+//! real unpack, against dpkg-deb -x, is at the end.
 
 mod common;
 
@@ -61,12 +62,12 @@ fn in_file(xz: &[u8]) -> (tempfile::NamedTempFile, u64) {
     (file, 1001)
 }
 
-/// The parallel reader over `xz` with `threads` workers, read `piece` bytes at a time; `None`
-/// if it leaves the stream to the one-thread decoder.
+/// The parallel reader over `xz` with `threads` workers, all decoding from the start, read
+/// `piece` bytes at a time; `None` if it leaves the stream to the one-thread decoder.
 fn parallel(xz: &[u8], threads: usize, piece: usize) -> Option<Result<Vec<u8>, String>> {
     let (file, start) = in_file(xz);
     let consumed = Arc::new(AtomicU64::new(0));
-    let mut reader = xz_blocks::open_threads(file.as_file(), start, xz.len() as u64, consumed.clone(), threads)?;
+    let mut reader = xz_blocks::open_threads(file.as_file(), start, xz.len() as u64, consumed.clone(), threads, threads)?;
     let mut out = Vec::new();
     let mut buf = vec![0u8; piece];
     loop {
@@ -144,7 +145,7 @@ fn dropping_the_reader_midway_stops_its_threads() {
     let data = sample(2 * xz_blocks::AHEAD_BUDGET, 5);
     let xz = xz_threaded(&data, 3, 1 << 20);
     let (file, start) = in_file(&xz);
-    let mut reader = xz_blocks::open_threads(file.as_file(), start, xz.len() as u64, Arc::new(AtomicU64::new(0)), 3).unwrap();
+    let mut reader = xz_blocks::open_threads(file.as_file(), start, xz.len() as u64, Arc::new(AtomicU64::new(0)), 3, 3).unwrap();
     let mut some = [0u8; 1000];
     reader.read_exact(&mut some).unwrap();
     assert_eq!(&some[..], &data[..1000]);
@@ -160,6 +161,73 @@ fn dropping_the_reader_midway_stops_its_threads() {
     assert_eq!(running, 3, "workers running");
     drop(reader);
     assert_eq!(threads_left("xz-block"), 0, "the workers outlived their reader");
+}
+
+/// Reads all of `xz` through a reader on two cores that starts with one worker, spending
+/// `work_per_byte` on every byte read, and returns what it read and how many workers decode
+/// at the end.
+fn read_engaging(xz: &[u8], work_per_byte: u32) -> (Vec<u8>, usize) {
+    let (file, start) = in_file(xz);
+    let mut reader = xz_blocks::open_threads(file.as_file(), start, xz.len() as u64, Arc::new(AtomicU64::new(0)), 2, 1).unwrap();
+    assert_eq!(reader.engaged(), 1, "one worker to start with");
+    let mut out = Vec::with_capacity(xz.len() * 8);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut sum = 0u64;
+    loop {
+        let n = reader.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        if work_per_byte > 0 {
+            for &b in &buf[..n] {
+                for i in 0..work_per_byte {
+                    sum = std::hint::black_box(sum.wrapping_mul(31).wrapping_add(u64::from(b ^ i as u8)));
+                }
+            }
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    std::hint::black_box(sum);
+    (out, reader.engaged())
+}
+
+#[test]
+fn a_reader_that_waits_for_decoding_gets_a_second_worker() {
+    let _one = one_at_a_time();
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: one core");
+        return;
+    }
+    // Decoding takes some hundreds of milliseconds, many load windows; the reader only copies.
+    let data = sample(96 << 20, 7);
+    let xz = xz_threaded(&data, 6, 8 << 20);
+    let (out, engaged) = read_engaging(&xz, 0);
+    assert!(out == data, "differs");
+    assert_eq!(engaged, 2, "decoding was all the reader waited for, on two cores");
+}
+
+#[test]
+fn a_reader_slower_than_decoding_keeps_one_worker() {
+    let _one = one_at_a_time();
+    // The reader spends more CPU on every byte than decoding it takes, like a writer of small
+    // files: a second decoder would only take its core.
+    let data = sample(12 << 20, 8);
+    let xz = xz_threaded(&data, 6, 1 << 20);
+    let (out, engaged) = read_engaging(&xz, 64);
+    assert!(out == data, "differs");
+    assert_eq!(engaged, 1, "the reader was the slower");
+}
+
+#[test]
+fn the_load_rule_engages_only_beside_an_idle_core() {
+    let ms = std::time::Duration::from_millis;
+    // Windows measured on linux-headers and emacs-common (20 ms, one worker, two cores).
+    assert!(xz_blocks::another_worker_pays(ms(20), ms(20), ms(3), 1, 2), "emacs-common: the writer idles");
+    assert!(!xz_blocks::another_worker_pays(ms(20), ms(20), ms(20), 1, 2), "linux-headers: the writer is as busy");
+    assert!(!xz_blocks::another_worker_pays(ms(20), ms(20), ms(8), 1, 2), "what the writer leaves idle goes to kernel writeback");
+    assert!(!xz_blocks::another_worker_pays(ms(20), ms(5), ms(1), 1, 2), "nobody busy: the unpack waits for something else");
+    assert!(xz_blocks::another_worker_pays(ms(20), ms(20), ms(20), 1, 4), "four cores: one is idle beside the writer");
+    assert!(!xz_blocks::another_worker_pays(ms(20), ms(40), ms(20), 2, 3), "three cores, all busy");
 }
 
 proptest! {

@@ -15,7 +15,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     assert!(fd >= 0);
     let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
     file.write_all(data).unwrap();
-    let Some(mut reader) = unpack::xz_blocks::open_threads(&file, 0, data.len() as u64, Arc::new(AtomicU64::new(0)), 2) else {
+    let Some(mut reader) = unpack::xz_blocks::open_threads(&file, 0, data.len() as u64, Arc::new(AtomicU64::new(0)), 2, 2) else {
         return;
     };
     let mut ours = Vec::new();
