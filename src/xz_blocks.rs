@@ -12,8 +12,8 @@
 //! (`scripts/ab.sh none 11 PKG` over builds with one and two workers: 0.32 against 0.36 s);
 //! where the files are few and large (emacs-common) the writer idles and a second decoder
 //! makes it 27% faster (0.48 against 0.35 s). So the reader starts with one worker and engages
-//! another only while the ones at work keep their cores busy and the rest of the process
-//! leaves a core idle, as the CPU clocks say over each [`LOAD_WINDOW`].
+//! another only while the workers keep their cores busy and the rest of the process leaves a
+//! core idle, as the CPU clocks say (see [`Load`]).
 //!
 //! Why not liblzma's own threaded decoder: it gives every thread an output buffer as large as a
 //! whole block and keeps it until the block has been read, about +75 MiB on two threads for a
@@ -62,18 +62,19 @@ const MAX_BLOCKS: u64 = 4096;
 const OUT_CHUNK: usize = 256 * 1024;
 /// One read of compressed input.
 const IN_CHUNK: usize = 64 * 1024;
-/// How long the load is watched before deciding whether another worker would pay: ten times
-/// the time a worker takes to decode a piece, so the pieces' granularity is lost in it.
-const LOAD_WINDOW: Duration = Duration::from_millis(20);
+/// The shortest time the load is weighed over: twenty pieces decoded, so that their
+/// granularity is lost in it, and more than one burst of small files.
+const LOAD_SPAN: Duration = Duration::from_millis(40);
+/// The longest: past it the weighing starts afresh, so that a package whose files grow larger
+/// further on still gets its worker there.
+const LOAD_SPAN_MAX: Duration = Duration::from_millis(200);
 /// How much of a core must be idle beside the workers for another to be engaged. Not just any
 /// idle time: what the kernel does for the unpack (writeback for `syncfs`, journal commits)
-/// runs outside the process, on the time it leaves idle, and with `syncfs` linux-headers'
-/// writer leaves 0.3 to 0.6 of a core in some windows, for the kernel's writeback; a second
-/// worker there slows that unpack as much as with `none`.
-const IDLE_TO_ENGAGE: f64 = 0.7;
-/// Windows in a row that must call for another worker before it is engaged: single windows
-/// of linux-headers came within a few per cent of the line, never two in a row.
-const WINDOWS_TO_ENGAGE: u32 = 2;
+/// runs outside the process, on the time it leaves idle. Over the first 40 ms, with one worker
+/// on two cores, the rest of the process used 0.13 to 0.15 of a core on emacs-common, and 0.68
+/// to 0.95 on linux-headers (`none` and `syncfs`, four runs each), where a second worker makes
+/// the unpack slower.
+const IDLE_TO_ENGAGE: f64 = 0.5;
 
 /// One block: where its header starts in the package file and its sizes from the index.
 #[derive(Debug, Clone, Copy)]
@@ -111,8 +112,6 @@ struct State {
     /// The CPU time the workers reported, and the window it is measured over.
     decode_cpu: Duration,
     window: Window,
-    /// How many windows in a row called for another worker.
-    windows_calling: u32,
     /// One queue per block, and the bytes in it.
     queues: Vec<VecDeque<Piece>>,
     queued: Vec<usize>,
@@ -148,24 +147,27 @@ impl State {
         })
     }
 
-    /// Once a window has passed: engages one more of the `workers` if the window says it would
-    /// pay (true if so), and starts the next window; `cores` is how many the workers may use.
+    /// Weighs the load since the window began (see [`Load`]) and engages one more of the
+    /// `workers` if it calls for one (true if so); `cores` is how many the workers may use. The
+    /// window is weighed once it spans [`LOAD_SPAN`], and begins afresh after an engagement or
+    /// after [`LOAD_SPAN_MAX`].
     fn weigh_load(&mut self, cores: usize, workers: usize) -> bool {
         let now = Instant::now();
-        let Some(wall) = now.checked_duration_since(self.window.at).filter(|w| *w >= LOAD_WINDOW) else {
-            return false;
-        };
-        let process_cpu = process_cpu();
-        let decode = self.decode_cpu.saturating_sub(self.window.decode_cpu);
-        let rest = process_cpu.saturating_sub(self.window.process_cpu).saturating_sub(decode);
-        self.window = Window { at: now, process_cpu, decode_cpu: self.decode_cpu };
-        self.windows_calling = if another_worker_pays(wall, decode, rest, self.engaged, cores) { self.windows_calling + 1 } else { 0 };
-        if self.windows_calling < WINDOWS_TO_ENGAGE {
+        let wall = now.saturating_duration_since(self.window.at);
+        if wall < LOAD_SPAN {
             return false;
         }
-        self.windows_calling = 0;
-        self.engaged = (self.engaged + 1).min(workers);
-        true
+        let process_cpu = process_cpu();
+        let decode = self.decode_cpu.saturating_sub(self.window.decode_cpu);
+        let load = Load { wall, decode, rest: process_cpu.saturating_sub(self.window.process_cpu).saturating_sub(decode) };
+        let engage = load.calls_for_another_worker(self.engaged, cores);
+        if engage || wall >= LOAD_SPAN_MAX {
+            self.window = Window { at: now, process_cpu, decode_cpu: self.decode_cpu };
+        }
+        if engage {
+            self.engaged = (self.engaged + 1).min(workers);
+        }
+        engage
     }
 }
 
@@ -205,16 +207,28 @@ pub struct ParallelXz {
     failed: Option<(io::ErrorKind, String)>,
 }
 
-/// Whether one more worker would decode on an otherwise idle core, judging by a window of
-/// `wall` time in which the `engaged` workers used `decode` CPU time and the rest of the
-/// process `rest`, on `cores` cores: the workers kept at least half of each of their cores
-/// busy (decoding is what the unpack waits for), and the rest left at least [`IDLE_TO_ENGAGE`]
-/// of a core beside them. On two cores with one worker: writing costs at most 0.3 of decoding
-/// (emacs-common: 0.1 to 0.2 in each window; linux-headers: 0.5 to 1.2).
-pub fn another_worker_pays(wall: Duration, decode: Duration, rest: Duration, engaged: usize, cores: usize) -> bool {
-    let (wall, decode, rest) = (wall.as_secs_f64(), decode.as_secs_f64(), rest.as_secs_f64());
-    let free_beside_workers = cores.saturating_sub(engaged) as f64;
-    decode >= 0.5 * engaged as f64 * wall && rest <= (free_beside_workers - IDLE_TO_ENGAGE) * wall
+/// What one load window saw: how long it was, the CPU time the engaged workers used, and the
+/// CPU time the rest of the process used.
+#[derive(Debug, Clone, Copy)]
+pub struct Load {
+    pub wall: Duration,
+    pub decode: Duration,
+    pub rest: Duration,
+}
+
+impl Load {
+    /// Whether one more worker would decode on an otherwise idle core, with `engaged` at work
+    /// on `cores` cores: the workers kept at least half of each of their cores busy (decoding
+    /// is what the unpack waits for) and the rest of the process left at least
+    /// [`IDLE_TO_ENGAGE`] of a core beside them. On two cores with one worker: writing costs at
+    /// most half of decoding. A writer that waits for the disk (`fsync`) passes while the
+    /// queues behind the reader first fill, and gets a second worker that then waits with the
+    /// first: memory, not time.
+    pub fn calls_for_another_worker(&self, engaged: usize, cores: usize) -> bool {
+        let (wall, decode, rest) = (self.wall.as_secs_f64(), self.decode.as_secs_f64(), self.rest.as_secs_f64());
+        let free_beside_workers = cores.saturating_sub(engaged) as f64;
+        decode >= 0.5 * engaged as f64 * wall && rest <= (free_beside_workers - IDLE_TO_ENGAGE) * wall
+    }
 }
 
 /// This thread's CPU time.
@@ -260,7 +274,6 @@ pub fn open_threads(file: &File, start: u64, len: u64, consumed: Arc<AtomicU64>,
         engaged: engaged.clamp(1, workers),
         decode_cpu: Duration::ZERO,
         window: Window { at: Instant::now(), process_cpu: process_cpu(), decode_cpu: Duration::ZERO },
-        windows_calling: 0,
         queues: (0..blocks).map(|_| VecDeque::new()).collect(),
         queued: vec![0; blocks],
         total_queued: 0,

@@ -163,31 +163,23 @@ fn dropping_the_reader_midway_stops_its_threads() {
     assert_eq!(threads_left("xz-block"), 0, "the workers outlived their reader");
 }
 
-/// Reads all of `xz` through a reader on two cores that starts with one worker, spending
-/// `work_per_byte` on every byte read, and returns what it read and how many workers decode
-/// at the end.
-fn read_engaging(xz: &[u8], work_per_byte: u32) -> (Vec<u8>, usize) {
+/// Reads all of `xz` through a reader on two cores that starts with one worker, calling
+/// `consume` on every piece read, and returns what it read and how many workers decode at the
+/// end.
+fn read_engaging(xz: &[u8], mut consume: impl FnMut(&[u8])) -> (Vec<u8>, usize) {
     let (file, start) = in_file(xz);
     let mut reader = xz_blocks::open_threads(file.as_file(), start, xz.len() as u64, Arc::new(AtomicU64::new(0)), 2, 1).unwrap();
     assert_eq!(reader.engaged(), 1, "one worker to start with");
     let mut out = Vec::with_capacity(xz.len() * 8);
     let mut buf = vec![0u8; 64 * 1024];
-    let mut sum = 0u64;
     loop {
         let n = reader.read(&mut buf).unwrap();
         if n == 0 {
             break;
         }
-        if work_per_byte > 0 {
-            for &b in &buf[..n] {
-                for i in 0..work_per_byte {
-                    sum = std::hint::black_box(sum.wrapping_mul(31).wrapping_add(u64::from(b ^ i as u8)));
-                }
-            }
-        }
+        consume(&buf[..n]);
         out.extend_from_slice(&buf[..n]);
     }
-    std::hint::black_box(sum);
     (out, reader.engaged())
 }
 
@@ -201,7 +193,7 @@ fn a_reader_that_waits_for_decoding_gets_a_second_worker() {
     // Decoding takes some hundreds of milliseconds, many load windows; the reader only copies.
     let data = sample(96 << 20, 7);
     let xz = xz_threaded(&data, 6, 8 << 20);
-    let (out, engaged) = read_engaging(&xz, 0);
+    let (out, engaged) = read_engaging(&xz, |_| {});
     assert!(out == data, "differs");
     assert_eq!(engaged, 2, "decoding was all the reader waited for, on two cores");
 }
@@ -213,7 +205,14 @@ fn a_reader_slower_than_decoding_keeps_one_worker() {
     // files: a second decoder would only take its core.
     let data = sample(12 << 20, 8);
     let xz = xz_threaded(&data, 6, 1 << 20);
-    let (out, engaged) = read_engaging(&xz, 64);
+    let mut sum = 0u64;
+    let (out, engaged) = read_engaging(&xz, |piece| {
+        for &b in piece {
+            for i in 0..64u8 {
+                sum = std::hint::black_box(sum.wrapping_mul(31).wrapping_add(u64::from(b ^ i)));
+            }
+        }
+    });
     assert!(out == data, "differs");
     assert_eq!(engaged, 1, "the reader was the slower");
 }
@@ -221,13 +220,14 @@ fn a_reader_slower_than_decoding_keeps_one_worker() {
 #[test]
 fn the_load_rule_engages_only_beside_an_idle_core() {
     let ms = std::time::Duration::from_millis;
-    // Windows measured on linux-headers and emacs-common (20 ms, one worker, two cores).
-    assert!(xz_blocks::another_worker_pays(ms(20), ms(20), ms(3), 1, 2), "emacs-common: the writer idles");
-    assert!(!xz_blocks::another_worker_pays(ms(20), ms(20), ms(20), 1, 2), "linux-headers: the writer is as busy");
-    assert!(!xz_blocks::another_worker_pays(ms(20), ms(20), ms(8), 1, 2), "what the writer leaves idle goes to kernel writeback");
-    assert!(!xz_blocks::another_worker_pays(ms(20), ms(5), ms(1), 1, 2), "nobody busy: the unpack waits for something else");
-    assert!(xz_blocks::another_worker_pays(ms(20), ms(20), ms(20), 1, 4), "four cores: one is idle beside the writer");
-    assert!(!xz_blocks::another_worker_pays(ms(20), ms(40), ms(20), 2, 3), "three cores, all busy");
+    let load = |decode, rest| xz_blocks::Load { wall: ms(40), decode: ms(decode), rest: ms(rest) };
+    // The first 40 ms as measured on emacs-common and linux-headers (one worker, two cores).
+    assert!(load(38, 6).calls_for_another_worker(1, 2), "emacs-common: the writer idles");
+    assert!(!load(40, 38).calls_for_another_worker(1, 2), "linux-headers: the writer is as busy");
+    assert!(!load(31, 28).calls_for_another_worker(1, 2), "what the writer leaves idle goes to kernel writeback");
+    assert!(!load(10, 2).calls_for_another_worker(1, 2), "the decoder idles too: the unpack waits for something else");
+    assert!(load(40, 40).calls_for_another_worker(1, 4), "four cores: one is idle beside the writer");
+    assert!(!load(80, 40).calls_for_another_worker(2, 3), "three cores, all busy");
 }
 
 proptest! {
