@@ -65,9 +65,14 @@ fn in_file(xz: &[u8]) -> (tempfile::NamedTempFile, u64) {
 /// The parallel reader over `xz` with `threads` workers, all decoding from the start, read
 /// `piece` bytes at a time; `None` if it leaves the stream to the one-thread decoder.
 fn parallel(xz: &[u8], threads: usize, piece: usize) -> Option<Result<Vec<u8>, String>> {
+    parallel_engaged(xz, threads, threads, piece)
+}
+
+/// [`parallel`] with `engaged` of the workers decoding from the start.
+fn parallel_engaged(xz: &[u8], threads: usize, engaged: usize, piece: usize) -> Option<Result<Vec<u8>, String>> {
     let (file, start) = in_file(xz);
     let consumed = Arc::new(AtomicU64::new(0));
-    let mut reader = xz_blocks::open_threads(file.as_file(), start, xz.len() as u64, consumed.clone(), threads, threads)?;
+    let mut reader = xz_blocks::open_threads(file.as_file(), start, xz.len() as u64, consumed.clone(), threads, engaged)?;
     let mut out = Vec::new();
     let mut buf = vec![0u8; piece];
     loop {
@@ -234,12 +239,14 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     /// Damage anywhere (flipped bytes, a cut) never makes the parallel reader accept what the
-    /// one-thread decoder rejects, nor give other bytes than it gives.
+    /// one-thread decoder rejects, nor give other bytes than it gives, whether one worker or
+    /// both decode from the start.
     #[test]
     fn damage_is_never_accepted(
         flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 0..3),
         cut in proptest::option::of(any::<prop::sample::Index>()),
         flushed in any::<bool>(),
+        engaged in 1..=2usize,
     ) {
         let _one = one_at_a_time();
         let data = sample(300_000, 6);
@@ -252,7 +259,7 @@ proptest! {
             xz.truncate(cut.index(xz.len()));
         }
         let theirs = one_thread(&xz);
-        if let Some(ours) = parallel(&xz, 2, 8192) {
+        if let Some(ours) = parallel_engaged(&xz, 2, engaged, 8192) {
             match (&ours, &theirs) {
                 (Ok(a), Ok(b)) => prop_assert!(a == b, "different bytes"),
                 (Err(_), Err(_)) => {}
