@@ -175,7 +175,7 @@ struct Shared {
     state: Mutex<State>,
     /// The reader waits here for a piece of the block it reads.
     for_reader: Condvar,
-    /// The workers wait here for room in the budget.
+    /// The workers wait here for room in the budget, or to be engaged.
     for_workers: Condvar,
 }
 
@@ -441,7 +441,7 @@ impl Worker {
         Some(state.next - 1)
     }
 
-    /// Decodes block `b` into the queue.
+    /// Decodes block `b` into its queue.
     fn decode(&self, b: usize) -> Result<(), Fault> {
         let block = &self.layout.blocks[b];
         let fault = |e| Fault::Io(in_block(b, e));
@@ -465,7 +465,8 @@ impl Worker {
     }
 
     /// Queues a piece of block `b`, once the budget allows: the block being read may have
-    /// [`HEAD_QUEUE`] bytes waiting, the blocks ahead [`AHEAD_BUDGET`] bytes in all.
+    /// [`HEAD_QUEUE`] bytes waiting, the blocks ahead [`AHEAD_BUDGET`] bytes in all. While a
+    /// worker is still to be engaged, it first adds its CPU time to the load and weighs it.
     fn push(&self, b: usize, piece: Piece) -> Result<(), Stopped> {
         let size = match &piece {
             Piece::Data(d) => d.len(),
