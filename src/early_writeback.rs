@@ -23,7 +23,9 @@ use std::time::Duration;
 
 /// The pause between two syncs. Measured with `scripts/ab.sh syncfs 7 PKG` over a build
 /// without the helper and builds with each interval: linux-headers 0.53 s without, 0.49 back
-/// to back, 0.49 at 20 ms, 0.53 at 50 ms; emacs-common 0.47, 0.47, 0.44.
+/// to back, 0.49 at 20 ms, 0.53 at 50 ms; emacs-common 0.47, 0.47, 0.44. Again once
+/// linux-headers kept to one xz decoder (`scripts/ab.sh syncfs 9` and `11`, 20, 40 and 80 ms):
+/// linux-headers 0.43, 0.42, 0.43 s; emacs-common 0.45, 0.44, 0.44: flat, so 20 ms stays.
 pub const INTERVAL: Duration = Duration::from_millis(20);
 
 /// The helper thread; stopped and joined by [`EarlyWriteback::stop`] or on drop.
