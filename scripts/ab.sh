@@ -8,6 +8,7 @@
 #   scripts/ab.sh STRATEGY RUNS PACKAGE BUILD...          as root (it mounts a loop device)
 #   e.g. scripts/ab.sh none 9 emacs-common_*.deb /tmp/old/unpack target/release/unpack
 set -euo pipefail
+export LC_ALL=C  # a decimal point in $EPOCHREALTIME, whatever the locale
 [ $# -ge 4 ] || { sed -n '2,9p' "$0" >&2; exit 2; }
 strategy=$1 runs=$2 package=$3
 shift 3
@@ -26,8 +27,11 @@ for _ in $(seq "$runs"); do
         rm -rf "$scratch/mnt/root"
         mkdir "$scratch/mnt/root"
         sync -f "$scratch/mnt"
-        /usr/bin/time -f "$build %e %M" -o "$scratch/time" "$build" -q -s "$strategy" "$package" "$scratch/mnt/root"
-        cat "$scratch/time"
+        # bash's clock, not time(1)'s %e, which counts in hundredths of a second
+        start=$EPOCHREALTIME
+        /usr/bin/time -f "%M" -o "$scratch/time" "$build" -q -s "$strategy" "$package" "$scratch/mnt/root"
+        end=$EPOCHREALTIME
+        echo "$build $(python3 -c "print(f'{$end - $start:.4f}')") $(cat "$scratch/time")"
     done
 done | python3 -c '
 import statistics, sys
@@ -37,5 +41,5 @@ for line in sys.stdin:
     runs.setdefault(build, []).append((float(seconds), int(kib)))
 for build, r in runs.items():
     times = [t for t, _ in r]
-    print(f"{build}: median {statistics.median(times):.3f} s of {times}, peak RSS {max(k for _, k in r)} KiB")
+    print(f"{build}: median {statistics.median(times):.4f} s of {times}, peak RSS {max(k for _, k in r)} KiB")
 '
