@@ -113,6 +113,17 @@ fn label_font(size: u32) -> TextStyle<'static> {
 
 type DrawResult = std::result::Result<(), DrawingAreaErrorKind<<SVGBackend<'static> as DrawingBackend>::ErrorType>>;
 
+/// The series' legend, in the top left corner of either kind of chart.
+fn draw_legend<'a, CT: CoordTranslate>(chart: &mut ChartContext<'a, SVGBackend<'a>, CT>) -> DrawResult {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(label_font(12))
+        .draw()
+}
+
 fn draw_bars(
     root: &DrawingArea<SVGBackend, Shift>,
     area: &DrawingArea<SVGBackend, Shift>,
@@ -176,13 +187,7 @@ fn draw_bars(
                 .map(|g| Text::new("failed", (x_of(g, t), top * 0.03), label_font(10))),
         )?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(label_font(12))
-        .draw()?;
+    draw_legend(&mut chart)?;
     for (g, row) in rows.iter().enumerate() {
         let (px, py) = chart.backend_coord(&(g as f64 + 0.5, 0.0));
         let text = format!("-o {}", row.row.mount_options);
@@ -216,12 +221,6 @@ fn draw_scaling(area: &DrawingArea<SVGBackend, Shift>, title: &str, series: &Ser
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2)));
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(label_font(12))
-        .draw()?;
+    draw_legend(&mut chart)?;
     Ok(())
 }
