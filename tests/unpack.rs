@@ -366,6 +366,14 @@ fn usage_errors_exit_2_and_a_missing_root_exits_4() {
     let r = unpack(["-s", "eatmydata", fixture("many_1.0_all.deb").to_str().unwrap(), "/tmp"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("unknown strategy 'eatmydata'"), "{}", r.stderr);
+    // --jobs is bounded: a pool of a million fsync threads would take minutes to start.
+    let root = tempfile::tempdir().unwrap();
+    for jobs in ["0", "257", "1000000"] {
+        let r = unpack(["-s", "parallel", "--jobs", jobs, fixture("many_1.0_all.deb").to_str().unwrap(), root.path().to_str().unwrap()]);
+        assert_eq!(r.code, 2, "--jobs {jobs}: {}", r.stderr);
+        assert!(r.stderr.contains(&format!("--jobs must be 1 to 256, not {jobs}")), "{}", r.stderr);
+    }
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0, "a usage error writes nothing");
     let r = unpack([fixture("many_1.0_all.deb").to_str().unwrap(), "/nonexistent/root"]);
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(r.stderr.contains("/nonexistent/root"), "{}", r.stderr);

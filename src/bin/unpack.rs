@@ -49,7 +49,7 @@ struct Cli {
     #[arg(short, long, default_value = durability::DEFAULT, value_name = "NAME")]
     strategy: String,
 
-    /// Threads for the parallel strategy's fsyncs [default: number of CPUs].
+    /// Threads for the parallel strategy's fsyncs, 1 to 256 [default: number of CPUs].
     #[arg(short, long, value_name = "N")]
     jobs: Option<usize>,
 
@@ -98,7 +98,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         print!("{}", strategy_table());
         return Ok(());
     }
-    let jobs = cli.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let cpus = || std::thread::available_parallelism().map_or(2, |n| n.get()).min(durability::MAX_JOBS);
+    let jobs = cli.jobs.unwrap_or_else(cpus);
     let mut options = unpack::Options::new(durability::by_name(&cli.strategy, jobs)?);
     options.wait = cli.wait;
     unpack::interrupt::install();

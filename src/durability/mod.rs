@@ -70,7 +70,7 @@ mod writeback;
 pub use batch::Batch;
 pub use fsync::Fsync;
 pub use none::NoFlush;
-pub use parallel::Parallel;
+pub use parallel::{Parallel, MAX_JOBS};
 pub use syncfs::Syncfs;
 pub use writeback::Writeback;
 

@@ -19,6 +19,10 @@ pub const INFO: Info = Info {
     anchor: "batched fsync (XFS: 2,000 -> 40,000 files/s)",
 };
 
+/// The largest pool: more fsyncs in flight than any device queue takes gain nothing, and a
+/// pool of a million threads (a slip of the finger) would take minutes to start.
+pub const MAX_JOBS: usize = 256;
+
 /// Deferred fsyncs from a pool of `jobs` threads.
 #[derive(Debug)]
 pub struct Parallel {
@@ -26,10 +30,13 @@ pub struct Parallel {
 }
 
 impl Parallel {
-    /// A pool of `jobs` threads (at least one).
+    /// A pool of `jobs` threads, 1 to [`MAX_JOBS`]; other counts are a usage error.
     pub fn new(jobs: usize) -> Result<Parallel> {
+        if !(1..=MAX_JOBS).contains(&jobs) {
+            return Err(Error::Usage(format!("--jobs must be 1 to {MAX_JOBS}, not {jobs}")));
+        }
         let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(jobs.max(1))
+            .num_threads(jobs)
             .thread_name(|i| format!("unpack-fsync-{i}"))
             .build()
             .map_err(|e| Error::Usage(format!("cannot start a pool of {jobs} threads: {e}")))?;
