@@ -69,8 +69,8 @@ pub enum Error {
     #[error("{path}: cannot take the scratch filesystem down: {source}")]
     Teardown { path: PathBuf, source: io::Error },
     /// SIGINT, SIGTERM or SIGHUP stopped the matrix between two runs (after taking the last
-    /// run's filesystem down).
-    #[error("stopped by signal {signal} after the run in progress; its filesystem is taken down")]
+    /// run's filesystem down) or while it made its packages.
+    #[error("stopped by signal {signal} before the next run; no filesystem of the bench is left mounted")]
     Interrupted { signal: i32 },
     /// Writing an output file failed.
     #[error("{path}: cannot write output: {message}")]

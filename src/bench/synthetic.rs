@@ -59,6 +59,11 @@ impl std::fmt::Display for Spec {
     }
 }
 
+/// `1.5 GiB`, for messages.
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30))
+}
+
 /// `4096` -> `4k`, `1048576` -> `1m`, `1000` -> `1000`.
 pub fn human_size(bytes: u64) -> String {
     for (shift, suffix) in [(30, "g"), (20, "m"), (10, "k")] {
@@ -75,10 +80,34 @@ impl Spec {
         format!("synthetic-{}-{}", self.files, human_size(self.size))
     }
 
-    /// Writes the package into `dir` and returns its path.
+    /// About what `dir` must hold for the package and one unpacked copy of its files: the data
+    /// does not compress, and each file adds a 512-byte tar header and pads to 512 bytes.
+    pub fn bytes_needed(&self) -> u64 {
+        let per_file = self.size.div_ceil(512).saturating_add(1).saturating_mul(512);
+        self.files.saturating_mul(per_file).saturating_mul(2)
+    }
+
+    /// Writes the package into `dir` and returns its path. A package that would not fit in
+    /// the space `dir` has free is a usage error, before anything is written: a slip of the
+    /// finger (`100000:1g` for `100000:1k`) must not fill the disk. A signal stops the writing.
     pub fn generate(&self, dir: &Path) -> Result<PathBuf> {
+        let need = self.bytes_needed();
+        if let Ok(fs) = rustix::fs::statvfs(dir) {
+            let free = fs.f_bavail.saturating_mul(fs.f_frsize);
+            if need > free {
+                return Err(Error::Usage(format!(
+                    "synthetic package '{self}': it and its files need about {} in {}, which has {} free",
+                    gib(need),
+                    dir.display(),
+                    gib(free)
+                )));
+            }
+        }
         let path = dir.join(format!("{}_1.0_all.deb", self.package_name()));
-        self.write(&path).map_err(|source| Error::Package { path: path.clone(), source })?;
+        self.write(&path).map_err(|source| match crate::interrupt::pending() {
+            Some(signal) => Error::Interrupted { signal },
+            None => Error::Package { path: path.clone(), source },
+        })?;
         Ok(path)
     }
 
@@ -131,6 +160,7 @@ impl Spec {
 /// Appends one entry owned by root, its name written as dpkg-deb writes it (`./usr/...`, a
 /// trailing `/` on directories): the `tar` crate's own path setter would drop the `./`.
 fn append<W: Write>(tar: &mut tar::Builder<W>, kind: tar::EntryType, path: &str, size: u64, data: impl Read) -> io::Result<()> {
+    not_stopped()?;
     let mut h = tar::Header::new_gnu();
     let name = &mut h.as_old_mut().name;
     if path.len() > name.len() {
@@ -173,6 +203,15 @@ fn ar_member<W: Write + Seek>(
 }
 
 
+/// An error once SIGINT, SIGTERM or SIGHUP came: checked before each entry and each piece of
+/// a file's data, so that neither many files nor one huge one keep a stopped bench writing.
+fn not_stopped() -> io::Result<()> {
+    match crate::interrupt::pending() {
+        Some(signal) => Err(io::Error::other(format!("stopped by signal {signal}"))),
+        None => Ok(()),
+    }
+}
+
 /// A deterministic, incompressible byte stream per file (xorshift64*).
 struct Noise {
     state: u64,
@@ -188,6 +227,7 @@ impl Noise {
 
 impl io::Read for Noise {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        not_stopped()?;
         for byte in out.iter_mut() {
             if self.pos == 8 {
                 self.state ^= self.state >> 12;
@@ -217,6 +257,18 @@ mod tests {
         for bad in ["", "10", "0:4k", "x:4k", "10:", "10:k", "10:4q", "1:99999999999999999999g"] {
             assert!(bad.parse::<Spec>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_package_larger_than_the_free_space_is_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec: Spec = "100000000000:1g".parse().unwrap();
+        match spec.generate(dir.path()) {
+            Err(Error::Usage(message)) => assert!(message.contains("'100000000000:1g'") && message.contains("free"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert_eq!(Spec { files: 3, size: 1000 }.bytes_needed(), 2 * 3 * (1024 + 512));
     }
 
     #[test]
