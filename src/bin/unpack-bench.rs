@@ -45,8 +45,8 @@ struct Args {
 
     /// A mount option set, one row per set; repeatable (-o defaults -o 'data=journal,commit=30').
     /// Default: the ext4 matrix on ext4 (defaults, nodelalloc, noauto_da_alloc, data=journal,
-    /// data=writeback, commit=60, nobarrier, journal_async_commit), the same without the two
-    /// delalloc options on ext3, defaults on xfs and btrfs.
+    /// data=writeback, commit=60, nobarrier, data=writeback,journal_async_commit), the same
+    /// without the two delalloc options and the async commit on ext3, defaults on xfs and btrfs.
     #[arg(short = 'o', long = "mount-options", value_name = "SET", conflicts_with = "dir")]
     mount_options: Vec<String>,
 
