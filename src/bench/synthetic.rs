@@ -82,7 +82,7 @@ impl Spec {
 
     /// About what `dir` must hold for the package and one unpacked copy of its files: the data
     /// does not compress, and each file adds a 512-byte tar header and pads to 512 bytes.
-    pub fn bytes_needed(&self) -> u64 {
+    fn bytes_needed(&self) -> u64 {
         let per_file = self.size.div_ceil(512).saturating_add(1).saturating_mul(512);
         self.files.saturating_mul(per_file).saturating_mul(2)
     }
