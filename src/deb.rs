@@ -13,6 +13,7 @@
 use crate::error::{Error, Result};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -98,8 +99,20 @@ pub struct Deb {
 impl Deb {
     /// Opens `path`, checks the ar magic and the `debian-binary` member (format 2.x).
     pub fn open(path: &Path) -> Result<Deb> {
-        let file = File::open(path).map_err(|e| Error::bad(path, format!("cannot open: {e}")))?;
-        let file_len = file.metadata().map_err(|e| Error::bad(path, format!("cannot stat: {e}")))?.len();
+        // Non-blocking, so that a named pipe nobody writes to is refused below instead of
+        // hanging the open; reads of a regular file ignore the flag.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| Error::bad(path, format!("cannot open: {e}")))?;
+        let metadata = file.metadata().map_err(|e| Error::bad(path, format!("cannot stat: {e}")))?;
+        // The xz reader and the progress bar need the members' offsets and the file's size: a
+        // pipe (`curl ... | unpack /dev/stdin`) has neither. dpkg, too, unpacks only files.
+        if !metadata.is_file() {
+            return Err(Error::bad(path, "not a regular file (a pipe, device or directory); save the package to a file first"));
+        }
+        let file_len = metadata.len();
         let consumed = Arc::new(AtomicU64::new(0));
         let reader = BufReader::with_capacity(256 * 1024, CountingReader { inner: file, read: 0, count: consumed.clone() });
         let mut deb = Deb { path: path.to_path_buf(), file_len, next_header: 8, reader, consumed };
@@ -182,7 +195,7 @@ impl Deb {
             if start + size > self.file_len {
                 return Err(Error::bad(
                     &self.path,
-                    format!("member '{name}' is truncated: {size} bytes declared, {} present", self.file_len - start),
+                    format!("member '{name}' is truncated: {size} bytes declared, {} present", self.file_len.saturating_sub(start)),
                 ));
             }
             // ar pads members to an even length.

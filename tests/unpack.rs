@@ -278,6 +278,31 @@ fn broken_packages_exit_3_and_leave_the_root_unchanged() {
     }
     let version = unpack([fixture("badversion.deb").to_str().unwrap(), root.to_str().unwrap()]);
     assert!(version.stderr.contains("'3.0'"), "says which version it found: {}", version.stderr);
+
+    // A package must be a file: a pipe (curl ... | unpack /dev/stdin ROOT), a named pipe that
+    // nobody writes to (which must not hang the open), a directory.
+    let fifo = fs.path().join("package.fifo");
+    run(Command::new("mkfifo").arg(&fifo));
+    // (Refused before the first read, so what the pipe would carry does not matter.)
+    let piped = Command::new(unpack_bin()).args(["/dev/stdin", root.to_str().unwrap()]).stdin(std::process::Stdio::piped()).output().unwrap();
+    let directory = unpack([fs.path().to_str().unwrap(), root.to_str().unwrap()]);
+    let named = unpack([fifo.to_str().unwrap(), root.to_str().unwrap()]);
+    for (what, code, stderr) in [
+        ("/dev/stdin", piped.status.code(), String::from_utf8_lossy(&piped.stderr).into_owned()),
+        ("directory", Some(directory.code), directory.stderr),
+        ("fifo", Some(named.code), named.stderr),
+    ] {
+        assert_eq!(code, Some(3), "{what}: {stderr}");
+        assert!(stderr.contains("not a regular file"), "{what}: {stderr}");
+    }
+    assert_same_tree(&snapshot(&root), &before, "pipes");
+    // Redirected from a file, /dev/stdin is that file.
+    let redirected = Command::new(unpack_bin())
+        .args(["-q", "/dev/stdin", root.to_str().unwrap()])
+        .stdin(std::fs::File::open(fixture("pkg-v2_2.0_all.deb")).unwrap())
+        .status()
+        .unwrap();
+    assert!(redirected.success());
 }
 
 /// Several packages are one transaction: if the second is corrupt, the first is not installed
