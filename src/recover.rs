@@ -36,21 +36,32 @@ pub enum Recovery {
     RolledForward { packages: Vec<String>, renames: usize },
     /// The write phase was interrupted; its temporary files and new directories were removed.
     RolledBack { temporary_files: usize, directories: usize },
+    /// The journal was there but damaged, so it was discarded and recovery went on as if it
+    /// were not (`then`). Durable strategies make the journal durable before it is used, so
+    /// this is a crash under `none`, which promises nothing, or a corrupted disk; either way the
+    /// renames it listed may have been done in part, and the person must be told.
+    DamagedJournal { reason: String, then: Box<Recovery> },
 }
 
 impl Recovery {
     /// One sentence for people.
     pub fn describe(&self, root: &Path) -> String {
+        format!("{}: {}", root.display(), self.what_was_done())
+    }
+
+    fn what_was_done(&self) -> String {
         match self {
-            Recovery::Clean => format!("{}: nothing to recover", root.display()),
+            Recovery::Clean => "nothing to recover".to_string(),
             Recovery::RolledForward { packages, renames } => format!(
-                "{}: an interrupted transaction ({}) was in its rename phase: finished its {renames} remaining renames; its packages are now entirely new",
-                root.display(),
+                "an interrupted transaction ({}) was in its rename phase: finished its {renames} remaining renames; its packages are now entirely new",
                 if packages.is_empty() { "unknown packages".to_string() } else { packages.join(", ") }
             ),
             Recovery::RolledBack { temporary_files, directories } => format!(
-                "{}: an interrupted transaction was in its write phase: removed {temporary_files} temporary files and {directories} new directories; its packages are entirely old",
-                root.display()
+                "an interrupted transaction was in its write phase: removed {temporary_files} temporary files and {directories} new directories; its packages are entirely old"
+            ),
+            Recovery::DamagedJournal { reason, then } => format!(
+                "the journal of an interrupted transaction was damaged ({reason}) and was discarded, so some of its renames may have been done and others not (possible only after a crash under --strategy none, or on a corrupted disk); then: {}",
+                then.what_was_done()
             ),
         }
     }
@@ -62,13 +73,20 @@ pub fn recover(root: &mut Root, strategy: &dyn Strategy, calls: &Syscalls) -> Re
     let Some(state) = root.existing_state_dir()? else {
         return Ok(Recovery::Clean);
     };
-    let journal = read_state_file(&state, JOURNAL)?.and_then(|bytes| Journal::decode(&bytes).ok());
+    let (journal, damaged) = match read_state_file(&state, JOURNAL)?.map(|bytes| Journal::decode(&bytes)) {
+        Some(Ok(journal)) => (Some(journal), None),
+        Some(Err(reason)) => (None, Some(reason)),
+        None => (None, None),
+    };
     let intent = read_state_file(&state, INTENT)?;
-    let recovery = match (journal, intent) {
+    let mut recovery = match (journal, intent) {
         (Some(j), _) => roll_forward(root, &j, strategy, calls)?,
         (None, Some(_)) => roll_back(root)?,
         (None, None) => Recovery::Clean,
     };
+    if let Some(reason) = damaged {
+        recovery = Recovery::DamagedJournal { reason, then: Box::new(recovery) };
+    }
     // In this order: a crash in between leaves an intent, which recovers the same way.
     for name in [JOURNAL, JOURNAL_NEW, INTENT] {
         match rustix::fs::unlinkat(state.fd(), name, AtFlags::empty()) {

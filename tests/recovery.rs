@@ -199,6 +199,29 @@ fn an_interrupted_fresh_install_rolls_back_to_nothing() {
     assert_eq!(paths_of(&snapshot(&root)), Vec::<PathBuf>::new(), "everything the transaction made is gone");
 }
 
+/// A damaged journal (a crash under `none`, whose journal need not reach the disk, or a
+/// corrupted disk) is never replayed, and recovery says so rather than "nothing to recover" or
+/// "entirely old": the renames it listed may have been done in part.
+#[test]
+fn a_damaged_journal_is_discarded_and_the_recovery_says_so() {
+    let fs = scratch("ext4", "defaults");
+    let root = fs.subdir("root");
+    install_old(&root);
+    // Killed at the 3rd rename: the journal's own, then one of the package's.
+    let r = upgrade_with_injected_signal(&root, "fsync", "rename,renameat,renameat2", "KILL", 3);
+    assert_ne!(r.code, 0);
+    let journal = root.join("var/lib/unpack/txn");
+    let bytes = std::fs::read(&journal).unwrap();
+    std::fs::write(&journal, &bytes[..bytes.len() / 2]).unwrap();
+    let rec = recover(&root);
+    assert!(rec.stdout.contains("damaged (") && rec.stdout.contains("discarded"), "{}", rec.stdout);
+    assert!(rec.stdout.contains("then: an interrupted transaction was in its write phase"), "{}", rec.stdout);
+    assert!(!journal.exists(), "the damaged journal is gone");
+    assert!(leftover_temps(&root).is_empty(), "{:?}", leftover_temps(&root));
+    // Nothing left to recover, and the next unpack says nothing about it.
+    assert!(recover(&root).stdout.contains("nothing to recover"));
+}
+
 /// A new tree left under its temporary name by a crash that nothing recorded (`none` promises
 /// nothing, its intent file need not reach the disk) is the engine's own: the next unpack that
 /// starts the same tree removes it, and its files never reach the final tree.
