@@ -30,6 +30,23 @@ pub enum ExitCode {
     Terminated = 143,
 }
 
+/// An error and its causes on one line, each said once. Some of the project's errors put
+/// their cause in their own message and also return it as their source, so a plain walk down
+/// the chain (anyhow's `{:#}`) would print it twice: a cause the text already holds is skipped.
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text += ": ";
+            text += &said;
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// An engine error. Every variant carries the path it is about.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -84,3 +101,21 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that leaves its cause to its source, as thiserror's convention has it.
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] io::Error);
+
+    #[test]
+    fn one_line_says_each_cause_once() {
+        let engine = Error::root("/r/x", "writing", io::Error::from_raw_os_error(28));
+        assert_eq!(one_line(&engine), "/r/x: writing: No space left on device (os error 28)");
+        let outer = Outer(io::Error::from_raw_os_error(2));
+        assert_eq!(one_line(&outer), "outer: No such file or directory (os error 2)");
+    }
+}

@@ -360,6 +360,10 @@ fn what_cannot_be_benched_is_a_usage_error_before_any_run() {
         assert_eq!(r.code, 2, "{args:?}: {r:?}");
         assert!(r.stderr.contains(says), "{args:?} says {says}: {}", r.stderr);
     }
+    // A package that is not there exits 1, its cause said once (not once per link of the chain).
+    let r = bench(tmp.path(), &["/nonexistent/pkg.deb", "-o", "defaults"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.stderr.trim(), "unpack-bench: /nonexistent/pkg.deb: No such file or directory (os error 2)");
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
 

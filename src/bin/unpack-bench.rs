@@ -100,7 +100,7 @@ fn main() -> ExitCode {
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("unpack-bench: {e:#}");
+            eprintln!("unpack-bench: {}", unpack::error::one_line(e.as_ref()));
             ExitCode::from(e.downcast_ref::<unpack::bench::Error>().map_or(1, |e| e.exit_status()))
         }
     }

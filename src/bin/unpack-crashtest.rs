@@ -86,7 +86,7 @@ fn main() -> ExitCode {
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("unpack-crashtest: {e:#}");
+            eprintln!("unpack-crashtest: {}", unpack::error::one_line(e.as_ref()));
             ExitCode::from(e.downcast_ref::<crash::CrashError>().map_or(1, crash::CrashError::exit_code))
         }
     }

@@ -39,7 +39,7 @@ fn profiles_help() -> String {
 fn main() {
     let Invocation::Run(args) = unpack::cli::parse::<Args>() else { return };
     if let Err(e) = run(args) {
-        eprintln!("unpack-vdisk: {e:#}");
+        eprintln!("unpack-vdisk: {}", unpack::error::one_line(e.as_ref()));
         std::process::exit(1);
     }
 }

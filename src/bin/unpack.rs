@@ -82,11 +82,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // The engine's errors already name their cause; anyhow's chain would repeat it.
-            match e.downcast_ref::<unpack::Error>() {
-                Some(engine) => eprintln!("unpack: error: {engine}"),
-                None => eprintln!("unpack: error: {e:#}"),
-            }
+            eprintln!("unpack: error: {}", unpack::error::one_line(e.as_ref()));
             let code = e.downcast_ref::<unpack::Error>().map_or(unpack::ExitCode::Failure, unpack::Error::exit_code);
             ExitCode::from(code as u8)
         }
