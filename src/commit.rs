@@ -58,15 +58,16 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
         by_dir.entry(&r.dir.path).or_default().push(r);
         touched.entry(r.dir.path.clone()).or_insert_with(|| r.dir.clone());
     }
-    rename_all(by_dir.into_values().collect(), tx.calls)?;
+    let unfinished = |cause| Error::Unfinished { root: tx.root.path().to_path_buf(), cause: Box::new(cause) };
+    rename_all(by_dir.into_values().collect(), tx.calls).map_err(unfinished)?;
     times.rename_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    for m in set_dir_meta(tx, false)? {
+    for m in set_dir_meta(tx, false).map_err(unfinished)? {
         touched.entry(m.path.clone()).or_insert(m);
     }
     let dirs: Vec<Directory> = touched.into_values().collect();
-    tx.strategy.after_commit(&dirs, &root_dir, tx.calls)?;
+    tx.strategy.after_commit(&dirs, &root_dir, tx.calls).map_err(unfinished)?;
     // The renames are durable: the journal has nothing left to say. Its removal need not be
     // durable; replaying a journal whose renames are done does nothing.
     let _ = rustix::fs::unlinkat(tx.state.fd(), JOURNAL, AtFlags::empty());

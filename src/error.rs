@@ -74,6 +74,12 @@ pub enum Error {
     /// A signal stopped the write phase; the transaction was rolled back.
     #[error("{root}: stopped by signal {signal} before any rename; removed the temporary files, the root is as it was")]
     Interrupted { signal: i32, root: PathBuf },
+
+    /// Something failed once the journal was on disk (a rename refused, a directory's fsync):
+    /// the transaction cannot be rolled back any more, only finished, and the person must be
+    /// told how. Its exit code is its cause's.
+    #[error("{cause}; the transaction is committed but not finished: once that is fixed, `unpack --recover {root}` (or any later unpack into it) finishes its renames")]
+    Unfinished { root: PathBuf, cause: Box<Error> },
 }
 
 impl Error {
@@ -88,6 +94,7 @@ impl Error {
             Error::Interrupted { signal, .. } if *signal == libc::SIGINT => ExitCode::Interrupted,
             Error::Interrupted { signal, .. } if *signal == libc::SIGTERM => ExitCode::Terminated,
             Error::Interrupted { .. } => ExitCode::Failure,
+            Error::Unfinished { cause, .. } => cause.exit_code(),
         }
     }
 

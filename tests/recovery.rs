@@ -199,6 +199,31 @@ fn an_interrupted_fresh_install_rolls_back_to_nothing() {
     assert_eq!(paths_of(&snapshot(&root)), Vec::<PathBuf>::new(), "everything the transaction made is gone");
 }
 
+/// A rename refused after the journal is on disk (here an immutable file, `chattr +i`) cannot
+/// be rolled back: the unpack exits with its cause's code and says how the transaction will be
+/// finished; once the cause is gone, `unpack --recover` finishes it: entirely new.
+#[test]
+fn a_refused_rename_leaves_a_committed_transaction_that_recover_finishes() {
+    let fs = scratch("ext4", "defaults");
+    let v = versions(&fs);
+    let root = fs.subdir("root");
+    install_old(&root);
+    let stuck = root.join("etc/pkg/pkg.conf");
+    let chattr = |flag: &str| assert_eq!(run(Command::new("chattr").arg(flag).arg(&stuck)).code, 0);
+    chattr("+i");
+    let r = unpack(["-q", "-s", "syncfs", fixture("pkg-v2_2.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("pkg.conf: rename into place: Operation not permitted"), "{}", r.stderr);
+    assert!(r.stderr.contains("committed but not finished") && r.stderr.contains(&format!("unpack --recover {}", root.display())), "{}", r.stderr);
+    assert!(root.join("var/lib/unpack/txn").exists(), "the journal stays for recovery");
+    let again = unpack(["--recover", root.to_str().unwrap()]);
+    assert_eq!(again.code, 4, "still immutable: {}", again.stderr);
+    chattr("-i");
+    let rec = recover(&root);
+    assert!(rec.stdout.contains("rename phase"), "{}", rec.stdout);
+    assert!(assert_old_or_new(&root, &v, "after chattr -i and recovery"), "finished: entirely new");
+}
+
 /// A damaged journal (a crash under `none`, whose journal need not reach the disk, or a
 /// corrupted disk) is never replayed, and recovery says so rather than "nothing to recover" or
 /// "entirely old": the renames it listed may have been done in part.
