@@ -88,7 +88,8 @@ fn set_dir_meta(tx: &Transaction<'_>, staged: bool) -> Result<Vec<Directory>> {
             rustix::fs::fchown(m.dir.fd(), Some(rustix::fs::Uid::from_raw(m.uid)), Some(rustix::fs::Gid::from_raw(m.gid)))
                 .map_err(|e| Error::root(path, "chown of directory", e))?;
         }
-        rustix::fs::fchmod(m.dir.fd(), Mode::from_raw_mode(m.mode)).map_err(|e| Error::root(path, "chmod of directory", e))?;
+        let mode = tx.mode_for(m.mode, m.uid, m.gid);
+        rustix::fs::fchmod(m.dir.fd(), Mode::from_raw_mode(mode)).map_err(|e| Error::root(path, "chmod of directory", e))?;
         rustix::fs::futimens(m.dir.fd(), &timestamps(m.mtime)).map_err(|e| Error::root(path, "setting directory mtime", e))?;
     }
     Ok(metas.into_iter().map(|m| m.dir.clone()).collect())

@@ -316,9 +316,10 @@ impl<'a> Transaction<'a> {
         if let Some((uid, gid)) = self.owner_change(entry) {
             rustix::fs::fchown(file, Some(uid), Some(gid)).map_err(|e| Error::root(display, "chown", e))?;
         }
+        let mode = self.mode_for(entry.mode, entry.uid, entry.gid);
         let created_mode = entry.mode & 0o777 & !self.identity.umask;
-        if entry.mode != created_mode || self.owner_change(entry).is_some() {
-            rustix::fs::fchmod(file, Mode::from_raw_mode(entry.mode)).map_err(|e| Error::root(display, "chmod", e))?;
+        if mode != created_mode || self.owner_change(entry).is_some() {
+            rustix::fs::fchmod(file, Mode::from_raw_mode(mode)).map_err(|e| Error::root(display, "chmod", e))?;
         }
         rustix::fs::futimens(file, &timestamps(entry.mtime)).map_err(|e| Error::root(display, "setting mtime", e))
     }
@@ -331,7 +332,8 @@ impl<'a> Transaction<'a> {
         }
         if chmod {
             // The name is a device or FIFO this transaction just made in a directory it holds.
-            rustix::fs::chmodat(dir.fd(), temp, Mode::from_raw_mode(entry.mode), AtFlags::empty()).map_err(|e| Error::root(display, "chmod", e))?;
+            let mode = self.mode_for(entry.mode, entry.uid, entry.gid);
+            rustix::fs::chmodat(dir.fd(), temp, Mode::from_raw_mode(mode), AtFlags::empty()).map_err(|e| Error::root(display, "chmod", e))?;
         }
         rustix::fs::utimensat(dir.fd(), temp, &timestamps(entry.mtime), AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(display, "setting mtime", e))
     }
@@ -340,6 +342,22 @@ impl<'a> Transaction<'a> {
     /// that is not root cannot give files away and keeps them, as tar does for users.
     fn owner_change(&self, entry: &Entry) -> Option<(rustix::fs::Uid, rustix::fs::Gid)> {
         self.owner_differs(entry.uid, entry.gid).then(|| (rustix::fs::Uid::from_raw(entry.uid), rustix::fs::Gid::from_raw(entry.gid)))
+    }
+
+    /// The archive's `mode`, less a set-user-ID or set-group-ID bit whose owner the file will
+    /// not have: a process that is not root keeps the files it writes (`owner_change`), and a
+    /// set-id bit on them would lend its own identity to whoever runs them. GNU tar drops the
+    /// bits for users too; as root every owner is given and every bit kept.
+    pub(crate) fn mode_for(&self, mode: u32, uid: u32, gid: u32) -> u32 {
+        let id = self.identity;
+        let mut mode = mode;
+        if id.euid != 0 && uid != id.euid {
+            mode &= !0o4000;
+        }
+        if id.euid != 0 && gid != id.egid {
+            mode &= !0o2000;
+        }
+        mode
     }
 
     /// True when `uid:gid` must be set explicitly: it differs from the process's and the

@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -453,4 +454,11 @@ fn devices_without_root_exit_3_naming_the_entry() {
     let (r, root) = as_nobody("types-nodev_1.0_all.deb");
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(root.join("hello.txt").exists() || !snapshot(&root).is_empty());
+    // The user keeps the files, so the package's setuid-root and setgid-root programs must not
+    // become set-id the user: the bits go, the rest of the mode stays (as GNU tar does).
+    for (name, archived) in [("usr/bin/types-setuid", 0o4755), ("usr/bin/types-setgid", 0o2755)] {
+        let meta = std::fs::metadata(root.join(name)).unwrap();
+        assert_eq!(meta.mode() & 0o7777, archived & 0o777, "{name}");
+        assert_eq!(meta.uid(), 65534, "{name} belongs to nobody");
+    }
 }
