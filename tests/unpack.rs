@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
@@ -406,6 +407,29 @@ fn usage_errors_exit_2_and_a_missing_root_exits_4() {
     let help = unpack(["--help"]);
     assert_eq!(help.code, 0);
     assert!(help.stdout.contains("Exit codes:") && help.stdout.contains("5  ROOT is locked"), "{}", help.stdout);
+}
+
+/// `unpack --json ... | head -c0`: the reader of stdout is gone. The unpack is done and
+/// durable, so it exits 0 and warns that the report was lost (print! would have panicked).
+#[test]
+fn a_closed_stdout_loses_the_report_not_the_unpack() {
+    let fs = scratch("ext4", "defaults");
+    let root = fs.subdir("root");
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) fills the two descriptors, which are owned from here on.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let (read_end, write_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read_end);
+    let out = Command::new(unpack_bin())
+        .args(["--json", fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()])
+        .stdout(std::process::Stdio::from(write_end))
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("warning: the report could not be printed: Broken pipe") && !stderr.contains("panicked"), "{stderr}");
+    assert!(root.join("usr/share/many").is_dir());
 }
 
 #[test]

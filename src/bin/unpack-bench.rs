@@ -131,7 +131,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             output::write_all(&matrix, dir).with_context(|| format!("writing the matrix to {}", dir.display()))?;
             eprintln!("unpack-bench: wrote matrix.md, matrix.csv, matrix.json and matrix.svg to {}", dir.display());
         }
-        None => print!("{}", output::markdown(&matrix)),
+        None => unpack::cli::print(&output::markdown(&matrix)).context("printing the matrix on stdout")?,
     }
     let failed = matrix.failed_runs();
     if failed > 0 {

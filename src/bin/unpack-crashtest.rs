@@ -101,7 +101,8 @@ fn run(args: Args) -> anyhow::Result<()> {
             .ok_or_else(|| crash::CrashError::Usage(format!("--replay {spec}: expected CELL:STATE")))?;
         let (image, fs) = crash::replay(out, cell, state)?;
         let mount = if fs == "xfs" { " -o nouuid" } else { "" };
-        println!("{}\nlook at it with: mount{mount} -o loop {} /mnt", image.display(), image.display());
+        let text = format!("{}\nlook at it with: mount{mount} -o loop {} /mnt\n", image.display(), image.display());
+        unpack::cli::print(&text).context("printing the image's path on stdout")?;
         return Ok(());
     }
     if !rustix::process::geteuid().is_root() {
@@ -163,7 +164,7 @@ fn run(args: Args) -> anyhow::Result<()> {
                 dir.display()
             );
         }
-        None => print!("{}", report::markdown(&matrix)),
+        None => unpack::cli::print(&report::markdown(&matrix)).context("printing the matrix on stdout")?,
     }
     Ok(())
 }

@@ -49,20 +49,23 @@ fn run(args: Args) -> Result<()> {
     let signals = signals::block_int_and_term().context("blocking SIGINT and SIGTERM")?;
     let disk = VDisk::start(&args.profile, args.size, &args.dir, args.log.as_deref())?;
     let image = disk.image().display().to_string();
-    println!("serving {image}: {}, {} bytes", disk.profile(), args.size);
+    // What it serves and how to use it, for the person at the terminal: a closed stdout loses
+    // only that, never the disk.
+    let say = |text: String| drop(unpack::cli::print(&(text + "\n")));
+    say(format!("serving {image}: {}, {} bytes", disk.profile(), args.size));
     if !disk.is_io_flusher() {
         eprintln!("warning: could not make the server an IO flusher (needs CAP_SYS_RESOURCE): avoid memory pressure");
     }
-    println!("attach and mount it:\n  dev=$(losetup --find --show {image})\n  mkfs.ext4 -q $dev && mount $dev /mnt");
+    say(format!("attach and mount it:\n  dev=$(losetup --find --show {image})\n  mkfs.ext4 -q $dev && mount $dev /mnt"));
     if let Some(log) = disk.log_path() {
-        println!("write log: {}\n  add a mark: setfattr -n {MARK_XATTR} -v LABEL {image}", log.display());
+        say(format!("write log: {}\n  add a mark: setfattr -n {MARK_XATTR} -v LABEL {image}", log.display()));
     }
-    println!("stop: umount /mnt; losetup -d $dev; then Ctrl-C");
+    say("stop: umount /mnt; losetup -d $dev; then Ctrl-C".to_string());
     loop {
         let sig = signals.wait().context("waiting for a signal")?;
         let holders = disk.holders();
         if holders.is_empty() {
-            println!("signal {sig}: stopping");
+            say(format!("signal {sig}: stopping"));
             break;
         }
         eprintln!(
@@ -73,8 +76,8 @@ fn run(args: Args) -> Result<()> {
     let counters = disk.counters();
     disk.stop()?;
     match counters {
-        Some(c) => println!("device: {c}"),
-        None => println!("device: native, not counted"),
+        Some(c) => say(format!("device: {c}")),
+        None => say("device: native, not counted".to_string()),
     }
     Ok(())
 }

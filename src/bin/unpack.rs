@@ -1,7 +1,7 @@
 //! `unpack [OPTIONS] PACKAGE... ROOT`: parse, call the library, map the result to an exit code.
 
 use clap::Parser;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -91,7 +91,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     if cli.list_strategies {
-        print!("{}", strategy_table());
+        print_or_warn(&strategy_table());
         return Ok(());
     }
     let cpus = || std::thread::available_parallelism().map_or(2, |n| n.get()).min(durability::MAX_JOBS);
@@ -106,7 +106,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         };
         let recovery = unpack::recover_root(root, &options)?;
         if !cli.quiet {
-            println!("{}", recovery.describe(root));
+            print_or_warn(&format!("{}\n", recovery.describe(root)));
         }
         return Ok(());
     }
@@ -139,11 +139,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         eprintln!("unpack: signal {signal} came during the rename phase; finished the transaction first");
     }
     if cli.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_or_warn(&format!("{}\n", serde_json::to_string_pretty(&report)?));
     } else if !cli.quiet {
-        print!("{}", report.human());
+        print_or_warn(&report.human());
     }
     Ok(())
+}
+
+/// Prints the report (or the table, or what recovery did); one that cannot be printed (a
+/// closed pipe) is a warning, not a failure: the exit status says what the unpack did to the
+/// root, which is done either way.
+fn print_or_warn(text: &str) {
+    if let Err(e) = unpack::cli::print(text) {
+        let _ = writeln!(std::io::stderr(), "unpack: warning: the report could not be printed: {e}");
+    }
 }
 
 fn progress_bar() -> indicatif::ProgressBar {
