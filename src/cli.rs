@@ -50,6 +50,17 @@ pub fn try_parse<C: Parser>() -> Result<Invocation<C>, clap::Error> {
     C::from_arg_matches_mut(&mut matches).map(Invocation::Run).map_err(|e| e.format(&mut cmd))
 }
 
+/// `eprintln!` without its panic: a line for a stderr that is a closed pipe (`unpack ... 2>&1 |
+/// head -1`) is lost, where `eprintln!` would panic and turn the exit status, which scripts
+/// branch on, into 101. Every message of the package's programs and library goes through it.
+#[macro_export]
+macro_rules! stderr {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// Writes `text` on stdout and flushes it. `print!` panics when stdout is a closed pipe
 /// (`unpack --json ... | head -c1`); this returns the error, for the program to weigh against
 /// the work it has done.

@@ -71,7 +71,7 @@ impl Drop for LoopDevice {
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        eprintln!("warning: could not detach {}", self.path.display());
+        crate::stderr!("warning: could not detach {}", self.path.display());
     }
 }
 

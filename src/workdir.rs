@@ -44,11 +44,11 @@ impl Drop for Workdir {
         // Never across a mount: if something is still mounted below, keep everything.
         let mounted = crate::mountinfo::mounts_under(&self.path).map_or(true, |m| !m.is_empty());
         if mounted {
-            eprintln!("warning: {} still has a mount inside; left in place", self.path.display());
+            crate::stderr!("warning: {} still has a mount inside; left in place", self.path.display());
             return;
         }
         if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            eprintln!("warning: could not remove {}: {e}", self.path.display());
+            crate::stderr!("warning: could not remove {}: {e}", self.path.display());
         }
     }
 }

@@ -409,20 +409,26 @@ fn usage_errors_exit_2_and_a_missing_root_exits_4() {
     assert!(help.stdout.contains("Exit codes:") && help.stdout.contains("5  ROOT is locked"), "{}", help.stdout);
 }
 
-/// `unpack --json ... | head -c0`: the reader of stdout is gone. The unpack is done and
-/// durable, so it exits 0 and warns that the report was lost (print! would have panicked).
-#[test]
-fn a_closed_stdout_loses_the_report_not_the_unpack() {
-    let fs = scratch("ext4", "defaults");
-    let root = fs.subdir("root");
+/// A pipe whose reader is gone, as `unpack ... | head -c0` leaves one.
+fn widowed_pipe() -> std::process::Stdio {
     let mut fds = [0; 2];
     // SAFETY: pipe(2) fills the two descriptors, which are owned from here on.
     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
     let (read_end, write_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     drop(read_end);
+    std::process::Stdio::from(write_end)
+}
+
+/// Nobody reads stdout any more: the unpack is done and durable, so it exits 0 and warns that
+/// the report was lost (print! would have panicked: exit 101). Nobody reads stderr: a bad
+/// package still exits 3, the code scripts branch on.
+#[test]
+fn a_closed_stdout_or_stderr_loses_a_message_not_the_exit_status() {
+    let fs = scratch("ext4", "defaults");
+    let root = fs.subdir("root");
     let out = Command::new(unpack_bin())
         .args(["--json", fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()])
-        .stdout(std::process::Stdio::from(write_end))
+        .stdout(widowed_pipe())
         .stderr(std::process::Stdio::piped())
         .output()
         .unwrap();
@@ -430,6 +436,8 @@ fn a_closed_stdout_loses_the_report_not_the_unpack() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("warning: the report could not be printed: Broken pipe") && !stderr.contains("panicked"), "{stderr}");
     assert!(root.join("usr/share/many").is_dir());
+    let bad = Command::new(unpack_bin()).args([fixture("garbage.deb").to_str().unwrap(), root.to_str().unwrap()]).stderr(widowed_pipe()).status().unwrap();
+    assert_eq!(bad.code(), Some(3));
 }
 
 #[test]

@@ -100,7 +100,7 @@ fn main() -> ExitCode {
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("unpack-bench: {}", unpack::error::one_line(e.as_ref()));
+            unpack::stderr!("unpack-bench: {}", unpack::error::one_line(e.as_ref()));
             ExitCode::from(e.downcast_ref::<unpack::bench::Error>().map_or(1, |e| e.exit_status()))
         }
     }
@@ -129,13 +129,13 @@ fn run(args: Args) -> anyhow::Result<()> {
     match &args.out {
         Some(dir) => {
             output::write_all(&matrix, dir).with_context(|| format!("writing the matrix to {}", dir.display()))?;
-            eprintln!("unpack-bench: wrote matrix.md, matrix.csv, matrix.json and matrix.svg to {}", dir.display());
+            unpack::stderr!("unpack-bench: wrote matrix.md, matrix.csv, matrix.json and matrix.svg to {}", dir.display());
         }
         None => unpack::cli::print(&output::markdown(&matrix)).context("printing the matrix on stdout")?,
     }
     let failed = matrix.failed_runs();
     if failed > 0 {
-        eprintln!("unpack-bench: {failed} counted run(s) failed; their cells show as failed, with reasons");
+        unpack::stderr!("unpack-bench: {failed} counted run(s) failed; their cells show as failed, with reasons");
     }
     Ok(())
 }

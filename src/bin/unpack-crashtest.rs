@@ -86,7 +86,7 @@ fn main() -> ExitCode {
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("unpack-crashtest: {}", unpack::error::one_line(e.as_ref()));
+            unpack::stderr!("unpack-crashtest: {}", unpack::error::one_line(e.as_ref()));
             ExitCode::from(e.downcast_ref::<crash::CrashError>().map_or(1, crash::CrashError::exit_code))
         }
     }
@@ -135,7 +135,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         settle: args.settle,
         keep_logs: args.out.clone(),
     };
-    eprintln!("unpack-crashtest: seed {seed}");
+    unpack::stderr!("unpack-crashtest: seed {seed}");
     let matrix = crash::run(&config, &mut |cell| {
         let status = match &cell.error {
             Some(e) => format!("error: {e}"),
@@ -150,15 +150,15 @@ fn run(args: Args) -> anyhow::Result<()> {
             0 => String::new(),
             n => format!(" (disturbed: {n} flushes after the exit came from another process's sync)"),
         };
-        eprintln!("unpack-crashtest: {}: {status}{disturbed}", cell.id);
+        unpack::stderr!("unpack-crashtest: {}: {status}{disturbed}", cell.id);
     })?;
     if !matrix.io_flusher {
-        eprintln!("unpack-crashtest: warning: the virtual disk ran without PR_SET_IO_FLUSHER (no CAP_SYS_RESOURCE): avoid memory pressure");
+        unpack::stderr!("unpack-crashtest: warning: the virtual disk ran without PR_SET_IO_FLUSHER (no CAP_SYS_RESOURCE): avoid memory pressure");
     }
     match &args.out {
         Some(dir) => {
             report::write_all(&matrix, dir)?;
-            eprintln!(
+            unpack::stderr!(
                 "unpack-crashtest: wrote {} in {}",
                 [report::MARKDOWN, report::CSV, report::JSON, report::VIOLATIONS].join(", "),
                 dir.display()

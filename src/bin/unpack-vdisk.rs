@@ -39,7 +39,7 @@ fn profiles_help() -> String {
 fn main() {
     let Invocation::Run(args) = unpack::cli::parse::<Args>() else { return };
     if let Err(e) = run(args) {
-        eprintln!("unpack-vdisk: {}", unpack::error::one_line(e.as_ref()));
+        unpack::stderr!("unpack-vdisk: {}", unpack::error::one_line(e.as_ref()));
         std::process::exit(1);
     }
 }
@@ -54,7 +54,7 @@ fn run(args: Args) -> Result<()> {
     let say = |text: String| drop(unpack::cli::print(&(text + "\n")));
     say(format!("serving {image}: {}, {} bytes", disk.profile(), args.size));
     if !disk.is_io_flusher() {
-        eprintln!("warning: could not make the server an IO flusher (needs CAP_SYS_RESOURCE): avoid memory pressure");
+        unpack::stderr!("warning: could not make the server an IO flusher (needs CAP_SYS_RESOURCE): avoid memory pressure");
     }
     say(format!("attach and mount it:\n  dev=$(losetup --find --show {image})\n  mkfs.ext4 -q $dev && mount $dev /mnt"));
     if let Some(log) = disk.log_path() {
@@ -68,7 +68,7 @@ fn run(args: Args) -> Result<()> {
             say(format!("signal {sig}: stopping"));
             break;
         }
-        eprintln!(
+        unpack::stderr!(
             "{IMAGE_NAME} is still attached to {}: unmount and detach first (umount MOUNTPOINT; losetup -d DEVICE), then stop again",
             holders.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         );

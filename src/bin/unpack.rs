@@ -1,7 +1,7 @@
 //! `unpack [OPTIONS] PACKAGE... ROOT`: parse, call the library, map the result to an exit code.
 
 use clap::Parser;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -82,7 +82,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("unpack: error: {}", unpack::error::one_line(e.as_ref()));
+            unpack::stderr!("unpack: error: {}", unpack::error::one_line(e.as_ref()));
             let code = e.downcast_ref::<unpack::Error>().map_or(unpack::ExitCode::Failure, unpack::Error::exit_code);
             ExitCode::from(code as u8)
         }
@@ -133,10 +133,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let report = report?;
     if let Some(recovered) = &report.recovered {
-        eprintln!("unpack: recovered first: {recovered}");
+        unpack::stderr!("unpack: recovered first: {recovered}");
     }
     if let Some(signal) = unpack::interrupt::pending() {
-        eprintln!("unpack: signal {signal} came during the rename phase; finished the transaction first");
+        unpack::stderr!("unpack: signal {signal} came during the rename phase; finished the transaction first");
     }
     if cli.json {
         print_or_warn(&format!("{}\n", serde_json::to_string_pretty(&report)?));
@@ -151,7 +151,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// root, which is done either way.
 fn print_or_warn(text: &str) {
     if let Err(e) = unpack::cli::print(text) {
-        let _ = writeln!(std::io::stderr(), "unpack: warning: the report could not be printed: {e}");
+        unpack::stderr!("unpack: warning: the report could not be printed: {e}");
     }
 }
 

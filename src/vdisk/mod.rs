@@ -256,7 +256,7 @@ impl VDisk {
         let mut first: Option<VdiskError> = None;
         let left = self.release_holders();
         if !left.is_empty() {
-            eprintln!("warning: {} still in use by {left:?}: taking them down first", self.image.display());
+            crate::stderr!("warning: {} still in use by {left:?}: taking them down first", self.image.display());
             first = Some(VdiskError::LeftAttached { path: self.image.clone(), devices: left });
         }
         let result = match self.server.take() {
@@ -372,7 +372,7 @@ impl VDisk {
 impl Drop for VDisk {
     fn drop(&mut self) {
         if let Err(e) = self.shutdown() {
-            eprintln!("warning: stopping the virtual disk: {e}");
+            crate::stderr!("warning: stopping the virtual disk: {e}");
         }
     }
 }
