@@ -99,7 +99,18 @@ impl Error {
     }
 
     pub(crate) fn root(path: impl Into<PathBuf>, action: &'static str, source: impl Into<io::Error>) -> Error {
-        Error::Root { path: path.into(), action, source: source.into() }
+        let source: io::Error = source.into();
+        // The one limit a large transaction meets that says nothing of its cause: the
+        // directory cache holds a descriptor for every directory written into, and the engine
+        // can raise its soft limit only as far as the hard one.
+        let source = match source.raw_os_error() {
+            Some(libc::EMFILE) => io::Error::new(
+                source.kind(),
+                format!("{source}: the transaction holds a descriptor for each directory it writes into; raise the hard limit (ulimit -Hn) or unpack fewer packages at once"),
+            ),
+            _ => source,
+        };
+        Error::Root { path: path.into(), action, source }
     }
 
     pub(crate) fn bad(package: impl Into<PathBuf>, reason: impl Into<String>) -> Error {

@@ -238,7 +238,7 @@ impl<'a> Transaction<'a> {
                 path: self.root.display(&path),
                 reason: "the package needs a directory here, the root has something else".into(),
             },
-            ResolveError::Io { path, action, source } => Error::Root { path, action, source },
+            ResolveError::Io { path, action, source } => Error::root(path, action, source),
         })
     }
 

@@ -302,7 +302,7 @@ impl Root {
         match e {
             ResolveError::Loop(p) => Error::Conflict { path: self.display(&p), reason: "too many levels of symbolic links".into() },
             ResolveError::NotDir { path, .. } => Error::Conflict { path: self.display(&path), reason: "not a directory".into() },
-            ResolveError::Io { path, action, source } => Error::Root { path, action, source },
+            ResolveError::Io { path, action, source } => Error::root(path, action, source),
         }
     }
 }

@@ -440,6 +440,28 @@ fn a_closed_stdout_or_stderr_loses_a_message_not_the_exit_status() {
     assert_eq!(bad.code(), Some(3));
 }
 
+/// A transaction holds a descriptor per directory it writes into. When the hard limit on open
+/// files is below that (a shell's `ulimit -n`), the unpack fails in its write phase with exit 4,
+/// a message that says what to do, and the root as it was.
+#[test]
+fn too_few_file_descriptors_exit_4_saying_why_and_the_root_unchanged() {
+    let fs = scratch("ext4", "defaults");
+    let root = fs.subdir("root");
+    unpack_ok("fsync", &[&fixture("pkg-v1_1.0_all.deb")], &root);
+    let before = snapshot(&root);
+    // 60 directories of 50 one-byte files.
+    let deb = common::deb_builder::write_deb(fs.path(), "dirs.deb", "data.tar", &common::deb_builder::text_tree(3000, 1));
+    for strategy in ["none", "fsync"] {
+        let r = run(Command::new("sh")
+            .args(["-c", "ulimit -n 32 && exec \"$0\" \"$@\"", unpack_bin(), "-q", "-s", strategy])
+            .arg(&deb)
+            .arg(&root));
+        assert_eq!(r.code, 4, "{strategy}: {}", r.stderr);
+        assert!(r.stderr.contains("Too many open files") && r.stderr.contains("raise the hard limit (ulimit -Hn)"), "{}", r.stderr);
+        assert_same_tree(&snapshot(&root), &before, strategy);
+    }
+}
+
 #[test]
 fn list_strategies_prints_each_with_its_guarantee() {
     let r = unpack(["--list-strategies"]);
