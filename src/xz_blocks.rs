@@ -220,7 +220,7 @@ impl Load {
     /// Whether one more worker would decode on an otherwise idle core, with `engaged` at work
     /// on `cores` cores: the workers kept at least half of each of their cores busy (decoding
     /// is what the unpack waits for) and the rest of the process left at least
-    /// [`IDLE_TO_ENGAGE`] of a core beside them. On two cores with one worker: writing costs at
+    /// `IDLE_TO_ENGAGE` (half) of a core beside them. On two cores with one worker: writing costs at
     /// most half of decoding. A writer that waits for the disk (`fsync`) passes while the
     /// queues behind the reader first fill, and gets a second worker that then waits with the
     /// first: memory, not time.
