@@ -21,6 +21,15 @@ fn unpack_ok(strategy: &str, packages: &[&Path], root: &Path) -> serde_json::Val
     r.json()
 }
 
+/// A new root `name` on `fs` with pkg-v1 installed, an installed system, and its snapshot, for
+/// the tests that check an error leaves it as it was.
+fn installed_root(fs: &Scratch, name: &str) -> (std::path::PathBuf, std::collections::BTreeMap<std::path::PathBuf, Node>) {
+    let root = fs.subdir(name);
+    unpack_ok("fsync", &[&fixture("pkg-v1_1.0_all.deb")], &root);
+    let before = snapshot(&root);
+    (root, before)
+}
+
 #[test]
 fn every_compression_and_strategy_gives_the_tree_dpkg_deb_gives() {
     let fs = scratch("ext4", "defaults");
@@ -255,9 +264,7 @@ fn hostile_packages_never_write_or_link_outside_the_root() {
 #[test]
 fn broken_packages_exit_3_and_leave_the_root_unchanged() {
     let fs = scratch("ext4", "defaults");
-    let root = fs.subdir("root");
-    unpack_ok("fsync", &[&fixture("pkg-v1_1.0_all.deb")], &root);
-    let before = snapshot(&root);
+    let (root, before) = installed_root(&fs, "root");
     for name in [
         "empty.deb",
         "memberless.deb",
@@ -313,9 +320,7 @@ fn broken_packages_exit_3_and_leave_the_root_unchanged() {
 fn an_error_in_the_second_package_leaves_the_root_byte_for_byte_unchanged() {
     let fs = scratch("ext4", "defaults");
     for strategy in STRATEGIES {
-        let root = fs.subdir(strategy);
-        unpack_ok("fsync", &[&fixture("pkg-v1_1.0_all.deb")], &root);
-        let before = snapshot(&root);
+        let (root, before) = installed_root(&fs, strategy);
         for second in ["corrupt-data.deb", "truncated.deb", "evil-dotdot.deb"] {
             let r = unpack(["-s", strategy, fixture("pkg-v2_2.0_all.deb").to_str().unwrap(), fixture(second).to_str().unwrap(), root.to_str().unwrap()]);
             assert_eq!(r.code, 3, "{strategy} {second}: {}", r.stderr);
@@ -446,9 +451,7 @@ fn a_closed_stdout_or_stderr_loses_a_message_not_the_exit_status() {
 #[test]
 fn too_few_file_descriptors_exit_4_saying_why_and_the_root_unchanged() {
     let fs = scratch("ext4", "defaults");
-    let root = fs.subdir("root");
-    unpack_ok("fsync", &[&fixture("pkg-v1_1.0_all.deb")], &root);
-    let before = snapshot(&root);
+    let (root, before) = installed_root(&fs, "root");
     // 60 directories of 50 one-byte files.
     let deb = common::deb_builder::write_deb(fs.path(), "dirs.deb", "data.tar", &common::deb_builder::text_tree(3000, 1));
     for strategy in ["none", "fsync"] {
