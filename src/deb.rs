@@ -100,7 +100,8 @@ impl Deb {
     /// Opens `path`, checks the ar magic and the `debian-binary` member (format 2.x).
     pub fn open(path: &Path) -> Result<Deb> {
         // Non-blocking, so that a named pipe nobody writes to is refused below instead of
-        // hanging the open; reads of a regular file ignore the flag.
+        // hanging the open; the flag is cleared once the file is known to be regular, for a
+        // filesystem that would honour it (a FUSE server may).
         let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
@@ -112,6 +113,9 @@ impl Deb {
         if !metadata.is_file() {
             return Err(Error::bad(path, "not a regular file (a pipe, device or directory); save the package to a file first"));
         }
+        rustix::fs::fcntl_getfl(&file)
+            .and_then(|flags| rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK))
+            .map_err(|e| Error::bad(path, format!("cannot open: {e}")))?;
         let file_len = metadata.len();
         let consumed = Arc::new(AtomicU64::new(0));
         let reader = BufReader::with_capacity(256 * 1024, CountingReader { inner: file, read: 0, count: consumed.clone() });
