@@ -17,7 +17,7 @@ use crate::early_writeback::EarlyWriteback;
 use crate::entry::{Entry, Kind, NAME_MAX};
 use crate::error::{Error, Result};
 use crate::journal;
-use crate::root::{Create, CreatedDir, Pending, ResolveError, Root};
+use crate::root::{Create, CreatedDir, Pending, ResolveError, Root, STATE_DIR};
 use crate::StopFn;
 use crate::syscalls::Syscalls;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
@@ -89,17 +89,12 @@ pub struct Transaction<'a> {
 }
 
 impl<'a> Transaction<'a> {
-    /// Starts a transaction: marks it in progress with the intent file in `state`.
+    /// Starts a transaction: marks it in progress with the intent file in `state` (a checked
+    /// state directory, from [`Root::state_dir`]).
     pub fn new(root: &'a mut Root, state: Directory, strategy: &'a dyn Strategy, calls: &'a Syscalls, stop: Option<&'a StopFn>) -> Result<Transaction<'a>> {
         let intent_path = state.path().join(journal::INTENT);
-        let intent = rustix::fs::openat(
-            state.fd(),
-            journal::INTENT,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o644),
-        )
-        .map(File::from)
-        .map_err(|e| Error::root(&intent_path, "creating the intent file", e))?;
+        let intent = crate::root::create_state_file(&state, journal::INTENT)?;
+        intent.set_len(0).map_err(|e| Error::root(&intent_path, "truncating the intent file", e))?;
         // Durable before anything of the transaction can be: recovery rolls back only what an
         // intent on disk says was in progress. On ext4 a later fsync would carry it along (one
         // journal); on btrfs an fsync covers only its own inode, and a crash kept the package's
@@ -154,6 +149,9 @@ impl<'a> Transaction<'a> {
         };
         let (canon_dir, dir) = self.resolve(parent_path, true, package)?;
         let canon = canon_dir.join(name);
+        if canon.starts_with(STATE_DIR) {
+            return Err(in_state_dir(package, &entry.path, &canon));
+        }
         if let Some((slot, owner)) = self.slots.get(&canon) {
             let ok_again = matches!(slot, Slot::Dir) && entry.kind == Kind::Dir;
             if !ok_again {
@@ -238,7 +236,8 @@ impl<'a> Transaction<'a> {
                 path: self.root.display(&path),
                 reason: "the package needs a directory here, the root has something else".into(),
             },
-            ResolveError::Io { path, action, source } => Error::root(path, action, source),
+            ResolveError::Io { path: p, action, source } => Error::root(p, action, source),
+            ResolveError::StateDir(canon) => in_state_dir(package, path, &canon),
         })
     }
 
@@ -435,6 +434,17 @@ impl Drop for Transaction<'_> {
             self.rollback();
         }
     }
+}
+
+/// The refusal of a package path that leads (as `canon`, once resolved) to the engine's state
+/// directory or below it: the lock, the intent and the journal are the engine's, and a package
+/// that wrote them could break every later unpack, or have a later recovery rename what it
+/// likes.
+fn in_state_dir(package: &Path, path: &Path, canon: &Path) -> Error {
+    Error::bad(
+        package,
+        format!("'{}' leads to '{}', in the engine's state directory {STATE_DIR}/, which no package may write", path.display(), canon.display()),
+    )
 }
 
 /// Creates a temporary name with `create`. The suffix is the engine's own, so a name already

@@ -89,25 +89,19 @@ pub fn recover(root: &mut Root, strategy: &dyn Strategy, calls: &Syscalls) -> Re
     }
     // In this order: a crash in between leaves an intent, which recovers the same way.
     for name in [JOURNAL, JOURNAL_NEW, INTENT] {
-        match rustix::fs::unlinkat(state.fd(), name, AtFlags::empty()) {
-            Ok(()) | Err(Errno::NOENT) => {}
-            Err(e) => return Err(Error::root(state.path().join(name), "removing", e)),
-        }
+        crate::root::remove_state_file(&state, name)?;
     }
     Ok(recovery)
 }
 
+/// The bytes of a state file, once checked (see [`crate::root::open_state_file`]).
 fn read_state_file(state: &Directory, name: &str) -> Result<Option<Vec<u8>>> {
-    let path = state.path().join(name);
-    match rustix::fs::openat(state.fd(), name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()) {
-        Ok(fd) => {
-            let mut bytes = Vec::new();
-            std::fs::File::from(fd).read_to_end(&mut bytes).map_err(|e| Error::root(&path, "reading", e))?;
-            Ok(Some(bytes))
-        }
-        Err(Errno::NOENT) => Ok(None),
-        Err(e) => Err(Error::root(&path, "opening", e)),
-    }
+    let Some(mut file) = crate::root::open_state_file(state, name)? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(|e| Error::root(state.path().join(name), "reading", e))?;
+    Ok(Some(bytes))
 }
 
 fn roll_forward(root: &mut Root, j: &Journal, strategy: &dyn Strategy, calls: &Syscalls) -> Result<Recovery> {

@@ -17,6 +17,13 @@
 //! outside its own descriptors, and never hands out a descriptor for anything but a directory.
 //! Directories it opens stay cached for the whole transaction (the commit phase renames and
 //! fsyncs through them), keyed by their canonical path inside the root.
+//!
+//! The state directory `var/lib/unpack/` is the engine's alone, and this module keeps it so:
+//! a transaction's lookups never enter it (no package writes there), and the engine reaches it
+//! only through real directories and trusts it, and the lock, intent and journal files in it,
+//! only after checking who owns them, who can write them, what they are and how many names they
+//! have ([`trusted`]). Those checks are all here; nothing in the state directory is ever
+//! repaired, followed or opened before it passed them.
 
 use crate::durability::Directory;
 use crate::error::{Error, Result};
@@ -54,6 +61,9 @@ pub enum ResolveError {
     /// A component is not a directory: on disk (`pending` false) or in the transaction.
     NotDir { path: PathBuf, pending: bool },
     Io { path: PathBuf, action: &'static str, source: std::io::Error },
+    /// A transaction's lookup reached the engine's state directory, which no package may
+    /// write: this is its canonical path.
+    StateDir(PathBuf),
 }
 
 /// A directory the transaction created; removed again if it fails.
@@ -71,8 +81,6 @@ pub struct CreatedDir {
 pub enum Create<'a> {
     /// Nothing: a missing directory is an error.
     Never,
-    /// Makes it under its final name (the engine's own state directory).
-    InPlace,
     /// Makes it for a transaction, recorded in the list: a new tree starts under a temporary
     /// name (`NAME.unpack-new`) and everything below it is made under its final name, so the
     /// commit reveals the whole tree with one rename.
@@ -142,6 +150,11 @@ impl Root {
                 continue;
             }
             let next = canon.join(&name);
+            // Every canonical path is built one name at a time, so nothing below the state
+            // directory is reached without passing through it first.
+            if matches!(create, Create::Staged(_)) && next == Path::new(STATE_DIR) {
+                return Err(ResolveError::StateDir(next));
+            }
             // The transaction's own entries win over what is on disk: they are what the tree
             // will hold once it commits.
             let symlink_target = match overlay(&next) {
@@ -195,7 +208,6 @@ impl Root {
         let display = self.display(canon);
         let (disk_name, top) = match create {
             Create::Never => return Err(io(&display, "lookup", Errno::NOENT)),
-            Create::InPlace => (name.to_os_string(), false),
             Create::Staged(_) if parent.staged => (name.to_os_string(), false),
             Create::Staged(_) => (crate::extract::temp_name(name), true),
         };
@@ -249,52 +261,88 @@ impl Root {
         }
     }
 
-    /// The engine's state directory `var/lib/unpack`, made if missing. It is the engine's own
+    /// The engine's state directory `var/lib/unpack`, made (0755) where missing, once it and
+    /// the state files in it are found trustworthy (see [`trusted`]). It is the engine's own
     /// and never rolled back.
-    pub fn state_dir(&mut self) -> Result<Directory> {
-        let state = Path::new(STATE_DIR);
-        self.resolve_dir(state, Create::InPlace, &|_| Pending::Nothing).map(|(_, dir)| dir).map_err(|e| self.resolve_error(e))
+    pub fn state_dir(&self) -> Result<Directory> {
+        let state = self.open_state_dir(true)?;
+        state.ok_or_else(|| Error::root(self.display(Path::new(STATE_DIR)), "opening the state directory", Errno::NOENT))
     }
 
-    /// The state directory if it exists, without making it.
-    pub fn existing_state_dir(&mut self) -> Result<Option<Directory>> {
-        match self.resolve_dir(Path::new(STATE_DIR), Create::Never, &|_| Pending::Nothing) {
-            Ok((_, dir)) => Ok(Some(dir)),
-            Err(ResolveError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(self.resolve_error(e)),
+    /// The state directory if it exists, without making it, checked as [`Root::state_dir`].
+    pub fn existing_state_dir(&self) -> Result<Option<Directory>> {
+        self.open_state_dir(false)
+    }
+
+    /// Walks to the state directory one real directory at a time, never through a symlink
+    /// (not even one that stays inside the root: whoever planted it chose where the engine's
+    /// journal goes), then checks the directory and every state file in it.
+    fn open_state_dir(&self, create: bool) -> Result<Option<Directory>> {
+        let mut dir = self.dir().clone();
+        let mut rel = PathBuf::new();
+        for name in Path::new(STATE_DIR) {
+            rel.push(name);
+            let path = self.display(&rel);
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let open = || rustix::fs::openat(dir.fd(), name, flags, Mode::empty());
+            let fd = match open() {
+                Err(Errno::NOENT) if create => match rustix::fs::mkdirat(dir.fd(), name, Mode::from_raw_mode(0o755)) {
+                    Ok(()) | Err(Errno::EXIST) => open(),
+                    Err(e) => return Err(Error::root(&path, "creating directory", e)),
+                },
+                other => other,
+            };
+            let fd = match fd {
+                Ok(fd) => fd,
+                Err(Errno::NOENT) => return Ok(None),
+                Err(Errno::LOOP) | Err(Errno::NOTDIR) => {
+                    let st = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(&path, "stat", e))?;
+                    return Err(untrusted(&path, shape(&st).to_string()));
+                }
+                Err(e) => return Err(Error::root(&path, "opening directory", e)),
+            };
+            dir = Directory::new(fd, path.clone()).map_err(|e| Error::root(&path, "stat", e))?;
         }
+        trusted(dir.path(), &rustix::fs::fstat(dir.fd()).map_err(|e| Error::root(dir.path(), "stat", e))?, FileType::Directory)?;
+        for name in STATE_FILES {
+            check_state_file(&dir, name)?;
+        }
+        Ok(Some(dir))
     }
 
     /// Takes the root's lock (`var/lib/unpack/lock`, flock), waiting for it with `wait`.
     /// The holder's pid is written into the lock file so a second unpack can name it.
-    pub fn lock(&mut self, wait: bool) -> Result<Lock> {
-        let state = Path::new(STATE_DIR);
-        let dir = self.state_dir()?;
-        let lock_path = self.display(&state.join(LOCK_FILE));
-        let fd = rustix::fs::openat(
-            dir.fd(),
-            LOCK_FILE,
-            OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o644),
-        )
-        .map_err(|e| Error::root(&lock_path, "opening the lock file", e))?;
-        let mut file = File::from(fd);
+    ///
+    /// The lock is the inode the name `lock` holds when the flock is granted: one replaced or
+    /// removed while this process waited (the old inode is locked by no one who counts) is let
+    /// go and the new one locked, the classic lock-file dance. Without it, an unpack waiting on
+    /// the old inode and another that locked the new one would run at once.
+    pub fn lock(&self, wait: bool) -> Result<Lock> {
         let op = if wait { rustix::fs::FlockOperation::LockExclusive } else { rustix::fs::FlockOperation::NonBlockingLockExclusive };
-        match rustix::fs::flock(&file, op) {
-            Ok(()) => {}
-            Err(Errno::WOULDBLOCK) => {
-                let holder = std::fs::read_to_string(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file)))
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u32>().ok())
-                    .map(|pid| format!("pid {pid}"))
-                    .unwrap_or_else(|| "pid unknown".into());
-                return Err(Error::Locked { root: self.path.clone(), holder });
+        loop {
+            let state = self.state_dir()?;
+            let lock_path = state.path().join(LOCK_FILE);
+            let mut file = create_state_file(&state, LOCK_FILE)?;
+            match rustix::fs::flock(&file, op) {
+                Ok(()) => {}
+                Err(Errno::WOULDBLOCK) => return Err(Error::Locked { root: self.path.clone(), holder: holder(&file) }),
+                Err(e) => return Err(Error::root(&lock_path, "locking", e)),
             }
-            Err(e) => return Err(Error::root(&lock_path, "locking", e)),
+            let locked = rustix::fs::fstat(&file).map_err(|e| Error::root(&lock_path, "stat", e))?;
+            match rustix::fs::statat(state.fd(), LOCK_FILE, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if (st.st_dev, st.st_ino) == (locked.st_dev, locked.st_ino) => {}
+                Ok(_) | Err(Errno::NOENT) => continue,
+                Err(e) => return Err(Error::root(&lock_path, "stat", e)),
+            }
+            // Checked again now that it is ours: nothing is truncated that has another name.
+            trusted(&lock_path, &locked, FileType::RegularFile)?;
+            let pid = format!("{}\n", std::process::id());
+            file.set_len(0)
+                .and_then(|_| file.rewind())
+                .and_then(|_| file.write_all(pid.as_bytes()))
+                .map_err(|e| Error::root(&lock_path, "writing the lock file", e))?;
+            return Ok(Lock { _file: file });
         }
-        let pid = format!("{}\n", std::process::id());
-        file.set_len(0).and_then(|_| file.rewind()).and_then(|_| file.write_all(pid.as_bytes())).map_err(|e| Error::root(&lock_path, "writing the lock file", e))?;
-        Ok(Lock { _file: file })
     }
 
     /// A lookup failure as an engine error about the root (packages map it themselves).
@@ -302,9 +350,118 @@ impl Root {
         match e {
             ResolveError::Loop(p) => Error::Conflict { path: self.display(&p), reason: "too many levels of symbolic links".into() },
             ResolveError::NotDir { path, .. } => Error::Conflict { path: self.display(&path), reason: "not a directory".into() },
+            ResolveError::StateDir(path) => Error::Conflict { path: self.display(&path), reason: "the engine's state directory".into() },
             ResolveError::Io { path, action, source } => Error::root(path, action, source),
         }
     }
+}
+
+/// The state files, each checked whenever the state directory is opened.
+const STATE_FILES: [&str; 4] = [LOCK_FILE, crate::journal::INTENT, crate::journal::JOURNAL, crate::journal::JOURNAL_NEW];
+
+/// Opens the state file `name` for reading; `None` if there is none. Checked as [`trusted`]
+/// says, before it is opened (opening a device can do something of its own, a FIFO can block)
+/// and after (on the descriptor, which no rename can change).
+pub fn open_state_file(state: &Directory, name: &str) -> Result<Option<File>> {
+    open_checked(state, name, OFlags::RDONLY)
+}
+
+/// Opens the state file `name` for writing, creating it (0644) if missing; checked as
+/// [`open_state_file`]. Nothing is truncated here: the caller does it, once the file passed.
+pub fn create_state_file(state: &Directory, name: &str) -> Result<File> {
+    let file = open_checked(state, name, OFlags::RDWR | OFlags::CREATE)?;
+    file.ok_or_else(|| Error::root(state.path().join(name), "creating", Errno::NOENT))
+}
+
+/// Removes the state file `name` if there is one, once checked: a directory or a FIFO in its
+/// place is refused, never removed or followed.
+pub fn remove_state_file(state: &Directory, name: &str) -> Result<()> {
+    if !check_state_file(state, name)? {
+        return Ok(());
+    }
+    match rustix::fs::unlinkat(state.fd(), name, AtFlags::empty()) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(Error::root(state.path().join(name), "removing", e)),
+    }
+}
+
+/// Looks at the state file `name` without opening or following it, as [`trusted`] says:
+/// false if there is none.
+fn check_state_file(state: &Directory, name: &str) -> Result<bool> {
+    let path = state.path().join(name);
+    match rustix::fs::statat(state.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => trusted(&path, &st, FileType::RegularFile).map(|()| true),
+        Err(Errno::NOENT) => Ok(false),
+        Err(e) => Err(Error::root(&path, "stat", e)),
+    }
+}
+
+fn open_checked(state: &Directory, name: &str, flags: OFlags) -> Result<Option<File>> {
+    let path = state.path().join(name);
+    check_state_file(state, name)?;
+    // NOFOLLOW and NONBLOCK for what appeared since the look (NONBLOCK does nothing to a
+    // regular file, and flock ignores it).
+    let flags = flags | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(state.fd(), name, flags, Mode::from_raw_mode(0o644)) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(Error::root(&path, "opening", e)),
+    };
+    trusted(&path, &rustix::fs::fstat(&fd).map_err(|e| Error::root(&path, "stat", e))?, FileType::RegularFile)?;
+    Ok(Some(File::from(fd)))
+}
+
+/// Whether the engine may trust what `st` describes at `path` in its state directory: of the
+/// type `kind`, owned by the user running the engine, writable by no group or other user, and
+/// for a file one link (a second name elsewhere would be written, truncated or read through
+/// this one). Anything else is someone else's doing and is refused, exit 4: never repaired
+/// here, since whoever made it so must be found first.
+fn trusted(path: &Path, st: &rustix::fs::Stat, kind: FileType) -> Result<()> {
+    let euid = rustix::process::geteuid().as_raw();
+    let problem = if FileType::from_raw_mode(st.st_mode) != kind {
+        shape(st).to_string()
+    } else if st.st_uid != euid {
+        format!("is owned by uid {}, not by the user running unpack (uid {euid})", st.st_uid)
+    } else if st.st_mode & 0o022 != 0 {
+        format!("is writable by its group or by others (mode {:04o})", st.st_mode & 0o7777)
+    } else if kind == FileType::RegularFile && st.st_nlink != 1 {
+        format!("has {} links (a name elsewhere shares it)", st.st_nlink)
+    } else {
+        return Ok(());
+    };
+    Err(untrusted(path, problem))
+}
+
+/// What a node in the state directory's place is, when it is not what the engine made.
+fn shape(st: &rustix::fs::Stat) -> &'static str {
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => "is a regular file, not a directory",
+        FileType::Directory => "is a directory",
+        FileType::Symlink => "is a symbolic link",
+        FileType::Fifo => "is a FIFO",
+        FileType::Socket => "is a socket",
+        FileType::CharacterDevice => "is a character device",
+        FileType::BlockDevice => "is a block device",
+        FileType::Unknown => "is of an unknown type",
+    }
+}
+
+/// The refusal of a state directory or state file: exit 4, naming it, what is wrong and what
+/// to check.
+fn untrusted(path: &Path, problem: String) -> Error {
+    let advice = "the engine trusts var/lib/unpack/ only as real directories and its files only as regular files with one link, \
+                  owned by the user running unpack and writable by no one else: find out who changed it, then remove or fix it by hand";
+    Error::root(path, "refusing the engine's state", std::io::Error::other(format!("{problem}; {advice}")))
+}
+
+/// What the lock file says of its holder, for the message of an unpack that will not wait.
+fn holder(file: &File) -> String {
+    let mut buf = [0u8; 32];
+    let n = std::os::unix::fs::FileExt::read_at(file, &mut buf, 0).unwrap_or(0);
+    std::str::from_utf8(&buf[..n])
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .map_or_else(|| "pid unknown".into(), |pid| format!("pid {pid}"))
 }
 
 /// The root's lock; released when dropped (or when the process dies).

@@ -312,6 +312,7 @@ fn probe(root: &mut Root, path: &Path) -> Content {
             return Content::Other(format!("{} is not a directory", path.display()))
         }
         Err(ResolveError::Loop(path)) => return Content::Other(format!("symlink loop at {}", path.display())),
+        Err(ResolveError::StateDir(path)) => return Content::Other(format!("{} is the state directory", path.display())),
         Err(ResolveError::Io { path, action, source }) => {
             return Content::Other(format!("unreadable: {action} {}: {source}", path.display()))
         }
