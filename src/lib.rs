@@ -84,6 +84,7 @@ impl Options {
 /// Finishes or rolls back a transaction that was interrupted in `root` (see [`recover`]), under
 /// the root's lock. [`unpack`] does the same before its own work.
 pub fn recover_root(root: &Path, options: &Options) -> Result<recover::Recovery> {
+    raise_fd_limit();
     let mut root_handle = root::Root::open(root)?;
     let _lock = root_handle.lock(options.wait)?;
     recover::recover(&mut root_handle, options.strategy.as_ref(), &syscalls::Syscalls::default())
@@ -185,7 +186,8 @@ fn write_all(tx: &mut extract::Transaction<'_>, rx: Receiver<Vec<Message>>, repo
 }
 
 /// The directory cache holds a descriptor per directory of the package (linux-headers has
-/// thousands), so the soft limit on open files is raised to the hard one, as servers do.
+/// thousands), and so does recovery's (a journal names every directory a transaction renamed
+/// into), so the soft limit on open files is raised to the hard one, as servers do.
 fn raise_fd_limit() {
     if let (Some(_), Some(hard)) = {
         let l = rustix::process::getrlimit(rustix::process::Resource::Nofile);

@@ -267,3 +267,20 @@ fn an_unpack_waiting_for_a_replaced_lock_file_waits_for_the_new_one() {
     assert!(c.wait().unwrap().success());
     assert!(lock.is_file(), "the unpack that ran held a lock file that has a name");
 }
+
+/// `unpack --recover` raises its soft limit on open files to the hard one as an unpack does:
+/// recovery holds a descriptor for each directory a journal names.
+#[test]
+fn recover_raises_the_open_file_limit() {
+    let fs = scratch("ext4", "defaults");
+    let root = installed_root(&fs, "root");
+    let (held, ino) = hold(&root.join("var/lib/unpack/lock"));
+    // prlimit execs unpack: the same pid.
+    let mut recover = Command::new("prlimit").args(["--nofile=64:4096", "--", unpack_bin(), "--recover", "--wait", "-q"]).arg(&root).spawn().unwrap();
+    until("--recover waits for the lock", || waits_for(recover.id(), ino));
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", recover.id())).unwrap();
+    let open_files: Vec<&str> = limits.lines().find(|l| l.starts_with("Max open files")).unwrap().split_whitespace().collect();
+    assert_eq!(&open_files[3..5], ["4096", "4096"], "{limits}");
+    drop(held);
+    assert!(recover.wait().unwrap().success());
+}
