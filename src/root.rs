@@ -276,34 +276,24 @@ impl Root {
 
     /// Walks to the state directory one real directory at a time, never through a symlink
     /// (not even one that stays inside the root: whoever planted it chose where the engine's
-    /// journal goes), then checks the directory and every state file in it.
+    /// journal goes), checking each directory on the way, then every state file.
     fn open_state_dir(&self, create: bool) -> Result<Option<Directory>> {
         let mut dir = self.dir().clone();
         let mut rel = PathBuf::new();
         for name in Path::new(STATE_DIR) {
             rel.push(name);
             let path = self.display(&rel);
-            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let open = || rustix::fs::openat(dir.fd(), name, flags, Mode::empty());
-            let fd = match open() {
-                Err(Errno::NOENT) if create => match rustix::fs::mkdirat(dir.fd(), name, Mode::from_raw_mode(0o755)) {
-                    Ok(()) | Err(Errno::EXIST) => open(),
-                    Err(e) => return Err(Error::root(&path, "creating directory", e)),
-                },
-                other => other,
+            let Some(next) = open_real_dir(&dir, name, &path, create)? else {
+                return Ok(None);
             };
-            let fd = match fd {
-                Ok(fd) => fd,
-                Err(Errno::NOENT) => return Ok(None),
-                Err(Errno::LOOP) | Err(Errno::NOTDIR) => {
-                    let st = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(&path, "stat", e))?;
-                    return Err(untrusted(&path, shape(&st).to_string()));
-                }
-                Err(e) => return Err(Error::root(&path, "opening directory", e)),
-            };
-            dir = Directory::new(fd, path.clone()).map_err(|e| Error::root(&path, "stat", e))?;
+            dir = next;
+            let st = rustix::fs::fstat(dir.fd()).map_err(|e| Error::root(&path, "stat", e))?;
+            if rel == Path::new(STATE_DIR) {
+                trusted(&path, &st, FileType::Directory)?;
+            } else {
+                trusted_parent(&path, &st)?;
+            }
         }
-        trusted(dir.path(), &rustix::fs::fstat(dir.fd()).map_err(|e| Error::root(dir.path(), "stat", e))?, FileType::Directory)?;
         for name in STATE_FILES {
             check_state_file(&dir, name)?;
         }
@@ -353,6 +343,29 @@ impl Root {
             ResolveError::StateDir(path) => Error::Conflict { path: self.display(&path), reason: "the engine's state directory".into() },
             ResolveError::Io { path, action, source } => Error::root(path, action, source),
         }
+    }
+}
+
+/// Opens `name` in `dir` (shown as `path`) as a real directory, never through a symlink, making
+/// it (0755) if missing and `create`; `None` if missing otherwise.
+fn open_real_dir(dir: &Directory, name: &OsStr, path: &Path, create: bool) -> Result<Option<Directory>> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let open = || rustix::fs::openat(dir.fd(), name, flags, Mode::empty());
+    let opened = match open() {
+        Err(Errno::NOENT) if create => match rustix::fs::mkdirat(dir.fd(), name, Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(Errno::EXIST) => open(),
+            Err(e) => return Err(Error::root(path, "creating directory", e)),
+        },
+        other => other,
+    };
+    match opened {
+        Ok(fd) => Directory::new(fd, path.to_path_buf()).map(Some).map_err(|e| Error::root(path, "stat", e)),
+        Err(Errno::NOENT) => Ok(None),
+        Err(Errno::LOOP) | Err(Errno::NOTDIR) => {
+            let st = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(path, "stat", e))?;
+            Err(untrusted(path, shape(&st).to_string()))
+        }
+        Err(e) => Err(Error::root(path, "opening directory", e)),
     }
 }
 
@@ -432,6 +445,22 @@ fn trusted(path: &Path, st: &rustix::fs::Stat, kind: FileType) -> Result<()> {
     Err(untrusted(path, problem))
 }
 
+/// Whether `var` or `var/lib` (described by `st`) keeps the state directory where it is: whoever
+/// can rename in them can move it away, and the next unpack would make a new one, and a new
+/// lock, beside one still running. So, as OpenSSH asks of the directories above a key: owned by
+/// root or by the user running unpack, and writable by no one else unless sticky (as /tmp is).
+fn trusted_parent(path: &Path, st: &rustix::fs::Stat) -> Result<()> {
+    let euid = rustix::process::geteuid().as_raw();
+    let problem = if st.st_uid != 0 && st.st_uid != euid {
+        format!("is owned by uid {}, neither root nor the user running unpack (uid {euid})", st.st_uid)
+    } else if st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0 {
+        format!("is writable by its group or by others without the sticky bit (mode {:04o})", st.st_mode & 0o7777)
+    } else {
+        return Ok(());
+    };
+    Err(untrusted(path, problem))
+}
+
 /// What a node in the state directory's place is, when it is not what the engine made.
 fn shape(st: &rustix::fs::Stat) -> &'static str {
     match FileType::from_raw_mode(st.st_mode) {
@@ -446,11 +475,12 @@ fn shape(st: &rustix::fs::Stat) -> &'static str {
     }
 }
 
-/// The refusal of a state directory or state file: exit 4, naming it, what is wrong and what
+/// The refusal of the state directory, a directory above it or a state file: exit 4, naming it, what is wrong and what
 /// to check.
 fn untrusted(path: &Path, problem: String) -> Error {
     let advice = "the engine trusts var/lib/unpack/ only as real directories and its files only as regular files with one link, \
-                  owned by the user running unpack and writable by no one else: find out who changed it, then remove or fix it by hand";
+                  owned by the user running unpack and writable by no one else (var/ and var/lib/ may be root's): \
+                  find out who changed it, then remove or fix it by hand";
     Error::root(path, "refusing the engine's state", std::io::Error::other(format!("{problem}; {advice}")))
 }
 

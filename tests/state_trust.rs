@@ -177,6 +177,12 @@ const TAMPERED: &[Tamper] = &[
     ("state-other-owner", "var/lib/unpack", OTHER_OWNER, |root, _| {
         std::os::unix::fs::chown(root.join("var/lib/unpack"), Some(1000), Some(1000)).unwrap()
     }),
+    ("var-lib-other-owner", "var/lib", "is owned by uid 1000, neither root nor the user running unpack (uid 0)", |root, _| {
+        std::os::unix::fs::chown(root.join("var/lib"), Some(1000), Some(1000)).unwrap()
+    }),
+    ("var-0777", "var", "is writable by its group or by others without the sticky bit (mode 0777)", |root, _| {
+        chmod(&root.join("var"), 0o777)
+    }),
     ("var-lib-symlink", "var/lib", "is a symbolic link", |root, _| move_behind_symlink(root, "var/lib", "../elsewhere")),
     ("state-symlink", "var/lib/unpack", "is a symbolic link", |root, _| move_behind_symlink(root, "var/lib/unpack", "/elsewhere")),
 ];
@@ -201,6 +207,11 @@ fn a_hostile_state_directory_is_refused_with_exit_4_and_left_as_it_is() {
             assert_same_tree(&snapshot(fs.path()), &before, name);
         }
     }
+    // Root's var/ writable by all, but sticky as /tmp: nobody else can move the state away.
+    let root = installed_root(&fs, "var-1777");
+    chmod(&root.join("var"), 0o1777);
+    let r = unpack(["-s", "none", fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
 }
 
 /// Whether process `pid` waits in flock(2) for inode `ino` (a `->` line of /proc/locks:
