@@ -33,7 +33,8 @@ use std::path::{Path, PathBuf};
 /// The suffix of temporary names, as dpkg's `.dpkg-new`.
 pub const TEMP_SUFFIX: &str = ".unpack-new";
 
-/// A package directory's metadata, applied in the commit phase.
+/// The archive's metadata for a directory the transaction made, applied in the commit phase
+/// before the barrier. Directories that were already there have none: they keep their own.
 #[derive(Debug)]
 pub struct DirMeta {
     pub dir: Directory,
@@ -242,11 +243,15 @@ impl<'a> Transaction<'a> {
         })
     }
 
+    /// A directory entry. Only a directory this transaction made takes the archive's owner,
+    /// mode and mtime (set before the barrier, see [`crate::commit`]): one the root already has
+    /// keeps all of its own, as with dpkg, so that a package shipping `./tmp/` 0755 or `./etc/`
+    /// 0777 owned by a user changes neither. Its mtime is what the renames into it leave.
     fn add_dir(&mut self, pkg: usize, package: &Path, entry: &Entry, canon: &Path) -> Result<()> {
         let (resolved, dir) = self.resolve(&entry.path, true, package)?;
         // Through a symlink already in the root (merged /usr's `bin -> usr/bin`), the directory
-        // belongs to the symlink's target and keeps its metadata, as with dpkg.
-        if resolved == canon {
+        // belongs to the symlink's target: not made here, so it keeps its metadata too.
+        if resolved == canon && dir.staged {
             self.dir_meta.insert(
                 resolved.clone(),
                 DirMeta { dir, canon: resolved, mode: entry.mode, uid: entry.uid, gid: entry.gid, mtime: entry.mtime },
