@@ -23,7 +23,8 @@ use crate::syscalls::Syscalls;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
 use rustix::io::Errno;
 use std::collections::HashMap;
-use std::ffi::{OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::hash::BuildHasher;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::fs::File;
@@ -179,7 +180,7 @@ impl<'a> Transaction<'a> {
                 create_temp(&dir, &temp, || rustix::fs::symlinkat(target.as_os_str(), dir.fd(), &temp))
                     .map_err(|e| Error::root(&display, "creating symlink", e))?;
                 self.temps.push((dir.clone(), temp.clone()));
-                self.set_metadata_at(entry, &dir, &temp, &display, false)?;
+                self.set_metadata_at(entry, &dir, &temp, &display, (FileType::Symlink, 0))?;
                 Slot::Symlink { rename, target: target.clone() }
             }
             Kind::Hardlink { target } => {
@@ -329,18 +330,36 @@ impl<'a> Transaction<'a> {
         rustix::fs::futimens(file, &timestamps(entry.mtime)).map_err(|e| Error::root(display, "setting mtime", e))
     }
 
-    /// The same for names that cannot be opened for it (symlinks, devices, FIFOs), by name in a
-    /// directory this transaction holds, never following the name.
-    fn set_metadata_at(&self, entry: &Entry, dir: &Directory, temp: &OsStr, display: &Path, chmod: bool) -> Result<()> {
+    /// The same for what cannot be opened for reading or writing (symlinks, devices, FIFOs),
+    /// `made` (its type and device number) a moment ago as `temp` in `dir`. Never by that name:
+    /// a user who can write the directory can put a symlink or a hard link to a root-only file
+    /// there in between, and fchmodat follows symlinks (tar-rs's RUSTSEC-2021-0080; chown and
+    /// utimensat without following still reach a hard link's file). So the name is opened once,
+    /// O_PATH|O_NOFOLLOW (which opens neither a device nor a symlink's target), the descriptor is
+    /// checked to be what was made (type, device number, this process's, one link: no other name
+    /// reaches it), and owner, mode and times are set through it. Making the node in a
+    /// directory no other user can write would instead need a private directory on the same
+    /// filesystem beside every directory a package writes into.
+    fn set_metadata_at(&self, entry: &Entry, dir: &Directory, temp: &OsStr, display: &Path, made: (FileType, u64)) -> Result<()> {
+        let fd = rustix::fs::openat(dir.fd(), temp, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| Error::root(display, "opening what was just made", e))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| Error::root(display, "stat", e))?;
+        let found = (FileType::from_raw_mode(st.st_mode), st.st_rdev);
+        if found != made || st.st_uid != self.identity.euid || st.st_nlink != 1 {
+            return Err(Error::Conflict {
+                path: display.to_path_buf(),
+                reason: "replaced by someone else while it was being made (another user can write this directory)".into(),
+            });
+        }
         if let Some((uid, gid)) = self.owner_change(entry) {
-            rustix::fs::chownat(dir.fd(), temp, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(display, "chown", e))?;
+            rustix::fs::chownat(&fd, c"", Some(uid), Some(gid), AtFlags::EMPTY_PATH).map_err(|e| Error::root(display, "chown", e))?;
         }
-        if chmod {
-            // The name is a device or FIFO this transaction just made in a directory it holds.
+        if made.0 != FileType::Symlink {
             let mode = self.mode_for(entry.mode, entry.uid, entry.gid);
-            rustix::fs::chmodat(dir.fd(), temp, Mode::from_raw_mode(mode), AtFlags::empty()).map_err(|e| Error::root(display, "chmod", e))?;
+            on_inode(fd.as_fd(), |dirfd, path, flags| chmodat(dirfd, path, mode, flags)).map_err(|e| Error::root(display, "chmod", e))?;
         }
-        rustix::fs::utimensat(dir.fd(), temp, &timestamps(entry.mtime), AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(display, "setting mtime", e))
+        let times = timestamps(entry.mtime);
+        on_inode(fd.as_fd(), |dirfd, path, flags| rustix::fs::utimensat(dirfd, path, &times, flags)).map_err(|e| Error::root(display, "setting mtime", e))
     }
 
     /// The owner to set, if the archive's differs from what a new file gets anyway. A process
@@ -397,7 +416,7 @@ impl<'a> Transaction<'a> {
         create_temp(dir, temp, || rustix::fs::mknodat(dir.fd(), temp, file_type, Mode::from_raw_mode(entry.mode & 0o777), dev))
             .map_err(|e| Error::root(display, "creating special file", e))?;
         self.temps.push((dir.clone(), temp.to_os_string()));
-        self.set_metadata_at(entry, dir, temp, display, true)
+        self.set_metadata_at(entry, dir, temp, display, (file_type, dev))
     }
 
     /// Undoes the write phase: removes every temporary name and every directory it created.
@@ -473,6 +492,35 @@ pub fn temp_name(name: &OsStr) -> OsString {
     };
     temp.push(TEMP_SUFFIX);
     temp
+}
+
+/// Calls `call` on the inode that `fd` (an O_PATH descriptor) holds, never on a name: as
+/// `call(fd, "", AT_EMPTY_PATH)`, or where the kernel does not take that form (fchmodat2 came in
+/// Linux 6.6, utimensat's AT_EMPTY_PATH in 5.8; a container's seccomp filter may refuse an
+/// unknown call with EPERM) as `call(AT_FDCWD, "/proc/self/fd/N", 0)`, a magic link that leads
+/// to the descriptor's inode whatever name it has now, and that needs /proc.
+fn on_inode(fd: BorrowedFd<'_>, call: impl Fn(BorrowedFd<'_>, &CStr, AtFlags) -> rustix::io::Result<()>) -> rustix::io::Result<()> {
+    match call(fd, c"", AtFlags::EMPTY_PATH) {
+        Err(Errno::NOSYS | Errno::INVAL | Errno::PERM) => {
+            let magic = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(|_| Errno::INVAL)?;
+            call(rustix::fs::CWD, &magic, AtFlags::empty())
+        }
+        done => done,
+    }
+}
+
+/// `fchmodat(dirfd, path, mode, flags)`, by fchmodat2 when there are flags: the older call has
+/// no flags argument, and rustix wraps only that one.
+fn chmodat(dirfd: BorrowedFd<'_>, path: &CStr, mode: u32, flags: AtFlags) -> rustix::io::Result<()> {
+    if flags.is_empty() {
+        return rustix::fs::chmodat(dirfd, path, Mode::from_raw_mode(mode), flags);
+    }
+    // SAFETY: a system call on a borrowed descriptor and a NUL-terminated string.
+    let rc = unsafe { libc::syscall(libc::SYS_fchmodat2, dirfd.as_raw_fd(), path.as_ptr(), mode, flags.bits()) };
+    match rc {
+        0 => Ok(()),
+        _ => Err(Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))),
+    }
 }
 
 pub(crate) fn timestamps((secs, nanos): (i64, u32)) -> Timestamps {

@@ -1,12 +1,17 @@
-//! Whose metadata the engine applies: a directory the root already has keeps its owner, group
-//! and mode (a package's `./tmp/` does not drop /tmp's sticky bit), only the directories an
-//! unpack makes take the archive's.
+//! Whose metadata the engine applies, and through what: a directory the root already has keeps
+//! its owner, group and mode (a package's `./tmp/` does not drop /tmp's sticky bit), only the
+//! directories an unpack makes take the archive's; and the metadata of a FIFO, device or
+//! symlink is set through a descriptor of the node the engine made, never through its name,
+//! which someone who can write the directory may swap in between (the race is made
+//! deterministic by strace stopping the engine right after it made the node).
 
 mod common;
 
 use common::*;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 use tar::{EntryType, Header};
 
 /// The archive's mtime for every entry here.
@@ -116,4 +121,112 @@ fn existing_directories_keep_owner_group_mode_and_mtime_and_only_new_ones_take_t
     // Directories the unpack made take the archive's owner, mode and mtime.
     assert_eq!(meta(&root.join("new")), (0o040750, 1234, 5678, MTIME));
     assert_eq!(meta(&root.join("new/inner")), (0o040700, 4321, 8765, MTIME));
+}
+
+/// A root-only file beside the root, as a racing user would aim at.
+fn root_only_file(fs: &Scratch) -> PathBuf {
+    let outside = fs.path().join("shadow");
+    std::fs::write(&outside, b"root only\n").unwrap();
+    chmod(&outside, 0o600);
+    outside
+}
+
+/// Runs `unpack -s none DEB ROOT` under strace, which stops it (SIGSTOP) right after the first
+/// `syscall` returns; runs `swap` while it is stopped, lets it go on and returns the run.
+fn unpack_stopped_after(syscall: &str, deb: &Path, root: &Path, log: &Path, swap: impl FnOnce()) -> Run {
+    let mut child = Command::new("strace")
+        .args(["-f", "-qq", "-e"])
+        .arg(format!("trace={syscall}"))
+        .arg("-e")
+        .arg(format!("inject={syscall}:signal=STOP:when=1"))
+        .arg("-o")
+        .arg(log)
+        .arg(unpack_bin())
+        .args(["-q", "-s", "none"])
+        .arg(deb)
+        .arg(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("strace runs");
+    // strace writes "PID --- stopped by SIGSTOP ---" once the engine is stopped: only then the
+    // swap, so that the order of events is fixed, whatever the machine's speed.
+    let started = Instant::now();
+    let pid = loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.ends_with("--- stopped by SIGSTOP ---")) {
+            break line.split_whitespace().next().unwrap().parse::<i32>().unwrap();
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("unpack ended ({status}) before it was stopped: {text}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "never stopped: {text}");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    swap();
+    rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), rustix::process::Signal::CONT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn a_symlink_swapped_in_after_mknodat_does_not_lend_a_fifo_s_mode_to_a_file_outside_the_root() {
+    assert!(is_root(), "the integration tests run as root");
+    let fs = scratch("ext4", "defaults");
+    let outside = root_only_file(&fs);
+    let fifo = data_tar(&[rec("./srv/fifo", EntryType::Fifo, 0o4777, (0, 0))]);
+    let deb = common::deb_builder::write_deb(fs.dir.path(), "fifo.deb", "data.tar", &fifo);
+    // The FIFO's directory is one another user can write.
+    let root = fs.subdir("root");
+    std::fs::create_dir(root.join("srv")).unwrap();
+    chmod(&root.join("srv"), 0o777);
+    let temp = root.join("srv/fifo.unpack-new");
+    let r = unpack_stopped_after("mknodat", &deb, &root, &fs.dir.path().join("strace.log"), || {
+        std::fs::remove_file(&temp).unwrap();
+        std::os::unix::fs::symlink(&outside, &temp).unwrap();
+    });
+    assert_eq!(meta(&outside).0, 0o100600, "the file outside the root kept its mode: {}", r.stderr);
+    assert_eq!(std::fs::read(&outside).unwrap(), b"root only\n");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("srv/fifo: replaced by someone else while it was being made"), "{}", r.stderr);
+    assert!(!root.join("srv/fifo").exists() && std::fs::symlink_metadata(&temp).is_err(), "rolled back");
+
+    // Without the race the FIFO gets every bit of its mode, and its mtime, through the descriptor.
+    let root = fs.subdir("calm");
+    let r = unpack(["-q", "-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(meta(&root.join("srv/fifo")), (0o014777, 0, 0, MTIME));
+}
+
+#[test]
+fn a_hard_link_swapped_in_after_symlinkat_does_not_give_a_file_outside_the_root_away() {
+    assert!(is_root(), "the integration tests run as root");
+    let fs = scratch("ext4", "defaults");
+    let outside = root_only_file(&fs);
+    let link = Rec { link: "target", ..rec("./srv/link", EntryType::Symlink, 0o777, (1000, 1000)) };
+    let deb = common::deb_builder::write_deb(fs.dir.path(), "link.deb", "data.tar", &data_tar(&[link]));
+    let root = fs.subdir("root");
+    std::fs::create_dir(root.join("srv")).unwrap();
+    chmod(&root.join("srv"), 0o777);
+    let temp = root.join("srv/link.unpack-new");
+    let r = unpack_stopped_after("symlinkat", &deb, &root, &fs.dir.path().join("strace.log"), || {
+        std::fs::remove_file(&temp).unwrap();
+        std::fs::hard_link(&outside, &temp).unwrap();
+    });
+    let m = meta(&outside);
+    assert_eq!((m.1, m.2, m.3 != MTIME), (0, 0, true), "the file outside the root kept its owner and mtime: {}", r.stderr);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("srv/link: replaced by someone else while it was being made"), "{}", r.stderr);
+
+    // Without the race the symlink itself gets the archive's owner and mtime.
+    let root = fs.subdir("calm");
+    let r = unpack(["-q", "-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let m = meta(&root.join("srv/link"));
+    assert_eq!((m.1, m.2, m.3), (1000, 1000, MTIME));
+    assert_eq!(std::fs::read_link(root.join("srv/link")).unwrap(), Path::new("target"));
 }
