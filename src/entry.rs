@@ -7,6 +7,7 @@
 //! ([`metered`]). What leaves this module is safe to hand to `root.rs`, which still confines
 //! every lookup by itself. This module never touches the filesystem.
 
+use crate::error::escape;
 use crate::extract::TEMP_SUFFIX;
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
@@ -153,8 +154,7 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
         return Ok(None);
     }
     let raw_path = entry.path_bytes().into_owned();
-    // Escaped only for a message: most entries never need it.
-    let err = |what: String| format!("entry '{}': {what}", String::from_utf8_lossy(&raw_path).escape_debug());
+    let err = |what: String| format!("entry '{}': {what}", escape(OsStr::from_bytes(&raw_path)));
     let path = clean_path(&raw_path).map_err(err)?;
     let mode = header.mode().map_err(|e| err(format!("bad mode: {e}")))? & 0o7777;
     let uid = id(header.uid(), "uid").map_err(err)?;

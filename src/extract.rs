@@ -15,7 +15,7 @@
 use crate::durability::{Directory, Strategy, TempFile};
 use crate::early_writeback::EarlyWriteback;
 use crate::entry::{Entry, Kind, NAME_MAX};
-use crate::error::{Error, Result};
+use crate::error::{escape, Error, Result};
 use crate::journal;
 use crate::root::{Create, CreatedDir, Pending, ResolveError, Root};
 use crate::StopFn;
@@ -160,7 +160,7 @@ impl<'a> Transaction<'a> {
             let ok_again = matches!(slot, Slot::Dir) && entry.kind == Kind::Dir;
             if !ok_again {
                 let whose = if *owner == pkg { "this package".to_string() } else { format!("package #{} of this transaction", owner + 1) };
-                return Err(Error::bad(package, format!("entry '{}': the path is already in {whose}", entry.path.display())));
+                return Err(Error::bad(package, format!("entry '{}': the path is already in {whose}", escape(&entry.path))));
             }
         }
         if entry.kind == Kind::Dir {
@@ -232,9 +232,9 @@ impl<'a> Transaction<'a> {
             self.renames.push(TempFile { dir: d.parent.clone(), name, regular: false, in_place: !d.top, replaces_empty_dir: false });
         }
         resolved.map_err(|e| match e {
-            ResolveError::Loop(p) => Error::bad(package, format!("'{}': too many levels of symbolic links", p.display())),
+            ResolveError::Loop(p) => Error::bad(package, format!("'{}': too many levels of symbolic links", escape(&p))),
             ResolveError::NotDir { path, pending: true } => {
-                Error::bad(package, format!("'{}' is not a directory in this package", path.display()))
+                Error::bad(package, format!("'{}' is not a directory in this package", escape(&path)))
             }
             ResolveError::NotDir { path, pending: false } => Error::Conflict {
                 path: self.root.display(&path),
@@ -301,7 +301,7 @@ impl<'a> Transaction<'a> {
                 Ok([]) => break,
                 Ok(chunk) => chunk,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::bad(package, format!("entry '{}': {e}", entry.path.display()))),
+                Err(e) => return Err(Error::bad(package, format!("entry '{}': {e}", escape(&entry.path)))),
             };
             file.write_all(chunk).map_err(|e| Error::root(display, "writing", e))?;
             let n = chunk.len();
@@ -310,7 +310,7 @@ impl<'a> Transaction<'a> {
             self.check_stop()?;
         }
         if written != size {
-            return Err(Error::bad(package, format!("entry '{}': archive ends after {written} of {size} bytes", entry.path.display())));
+            return Err(Error::bad(package, format!("entry '{}': archive ends after {written} of {size} bytes", escape(&entry.path))));
         }
         self.set_metadata_fd(entry, &file, display)?;
         self.strategy.after_file(&file, display, self.calls)
@@ -392,7 +392,7 @@ impl<'a> Transaction<'a> {
     }
 
     fn link(&mut self, package: &Path, entry: &Entry, target: &Path, dir: &Directory, temp: &OsStr, display: &Path) -> Result<()> {
-        let refuse = |why: &str| Error::bad(package, format!("hard link '{}' -> '{}': {why}", entry.path.display(), target.display()));
+        let refuse = |why: &str| Error::bad(package, format!("hard link '{}' -> '{}': {why}", escape(&entry.path), escape(target)));
         let (Some(tparent), Some(tname)) = (target.parent(), target.file_name()) else {
             return Err(refuse("the target is the root"));
         };
@@ -411,7 +411,7 @@ impl<'a> Transaction<'a> {
 
     fn make_node(&mut self, package: &Path, entry: &Entry, (file_type, dev): (FileType, u64), dir: &Directory, temp: &OsStr, display: &Path) -> Result<()> {
         if file_type != FileType::Fifo && self.identity.euid != 0 {
-            return Err(Error::bad(package, format!("entry '{}': device nodes need root", entry.path.display())));
+            return Err(Error::bad(package, format!("entry '{}': device nodes need root", escape(&entry.path))));
         }
         create_temp(dir, temp, || rustix::fs::mknodat(dir.fd(), temp, file_type, Mode::from_raw_mode(entry.mode & 0o777), dev))
             .map_err(|e| Error::root(display, "creating special file", e))?;

@@ -19,7 +19,7 @@ const MTIME: i64 = 1_700_000_000;
 
 /// One tar entry with a raw name (at most 100 bytes) and the given metadata.
 struct Rec {
-    path: &'static str,
+    path: &'static [u8],
     kind: EntryType,
     mode: u32,
     owner: (u64, u64),
@@ -27,11 +27,11 @@ struct Rec {
     link: &'static str,
 }
 
-fn rec(path: &'static str, kind: EntryType, mode: u32, owner: (u64, u64)) -> Rec {
+fn rec(path: &'static [u8], kind: EntryType, mode: u32, owner: (u64, u64)) -> Rec {
     Rec { path, kind, mode, owner, data: b"", link: "" }
 }
 
-fn file(path: &'static str, data: &'static [u8]) -> Rec {
+fn file(path: &'static [u8], data: &'static [u8]) -> Rec {
     Rec { data, ..rec(path, EntryType::Regular, 0o644, (0, 0)) }
 }
 
@@ -40,7 +40,7 @@ fn data_tar(recs: &[Rec]) -> Vec<u8> {
     let mut out = Vec::new();
     for r in recs {
         let mut h = Header::new_gnu();
-        h.as_old_mut().name[..r.path.len()].copy_from_slice(r.path.as_bytes());
+        h.as_old_mut().name[..r.path.len()].copy_from_slice(r.path);
         h.as_old_mut().linkname[..r.link.len()].copy_from_slice(r.link.as_bytes());
         h.set_entry_type(r.kind);
         h.set_size(r.data.len() as u64);
@@ -91,17 +91,17 @@ fn existing_directories_keep_owner_group_mode_and_mtime_and_only_new_ones_take_t
     }
     let before: Vec<_> = ["tmp", "etc", "srv", "usr/bin"].iter().map(|d| meta(&root.join(d))).collect();
     let data = data_tar(&[
-        rec("./", EntryType::Directory, 0o755, (0, 0)),
-        rec("./tmp/", EntryType::Directory, 0o755, (0, 0)),
-        file("./tmp/file", b"x"),
-        rec("./etc/", EntryType::Directory, 0o777, (1000, 1000)),
-        file("./etc/conf", b"x"),
-        rec("./srv/", EntryType::Directory, 0o777, (1000, 1000)),
-        rec("./bin/", EntryType::Directory, 0o700, (1000, 1000)),
-        file("./bin/tool", b"x"),
-        rec("./new/", EntryType::Directory, 0o750, (1234, 5678)),
-        rec("./new/inner/", EntryType::Directory, 0o700, (4321, 8765)),
-        file("./new/inner/f", b"x"),
+        rec(b"./", EntryType::Directory, 0o755, (0, 0)),
+        rec(b"./tmp/", EntryType::Directory, 0o755, (0, 0)),
+        file(b"./tmp/file", b"x"),
+        rec(b"./etc/", EntryType::Directory, 0o777, (1000, 1000)),
+        file(b"./etc/conf", b"x"),
+        rec(b"./srv/", EntryType::Directory, 0o777, (1000, 1000)),
+        rec(b"./bin/", EntryType::Directory, 0o700, (1000, 1000)),
+        file(b"./bin/tool", b"x"),
+        rec(b"./new/", EntryType::Directory, 0o750, (1234, 5678)),
+        rec(b"./new/inner/", EntryType::Directory, 0o700, (4321, 8765)),
+        file(b"./new/inner/f", b"x"),
     ]);
     let deb = common::deb_builder::write_deb(fs.dir.path(), "dirs.deb", "data.tar", &data);
     let r = unpack(["-q", "-s", "fsync", deb.to_str().unwrap(), root.to_str().unwrap()]);
@@ -178,7 +178,7 @@ fn a_symlink_swapped_in_after_mknodat_does_not_lend_a_fifo_s_mode_to_a_file_outs
     assert!(is_root(), "the integration tests run as root");
     let fs = scratch("ext4", "defaults");
     let outside = root_only_file(&fs);
-    let fifo = data_tar(&[rec("./srv/fifo", EntryType::Fifo, 0o4777, (0, 0))]);
+    let fifo = data_tar(&[rec(b"./srv/fifo", EntryType::Fifo, 0o4777, (0, 0))]);
     let deb = common::deb_builder::write_deb(fs.dir.path(), "fifo.deb", "data.tar", &fifo);
     // The FIFO's directory is one another user can write.
     let root = fs.subdir("root");
@@ -207,7 +207,7 @@ fn a_hard_link_swapped_in_after_symlinkat_does_not_give_a_file_outside_the_root_
     assert!(is_root(), "the integration tests run as root");
     let fs = scratch("ext4", "defaults");
     let outside = root_only_file(&fs);
-    let link = Rec { link: "target", ..rec("./srv/link", EntryType::Symlink, 0o777, (1000, 1000)) };
+    let link = Rec { link: "target", ..rec(b"./srv/link", EntryType::Symlink, 0o777, (1000, 1000)) };
     let deb = common::deb_builder::write_deb(fs.dir.path(), "link.deb", "data.tar", &data_tar(&[link]));
     let root = fs.subdir("root");
     std::fs::create_dir(root.join("srv")).unwrap();
@@ -229,4 +229,63 @@ fn a_hard_link_swapped_in_after_symlinkat_does_not_give_a_file_outside_the_root_
     let m = meta(&root.join("srv/link"));
     assert_eq!((m.1, m.2, m.3), (1000, 1000, MTIME));
     assert_eq!(std::fs::read_link(root.join("srv/link")).unwrap(), Path::new("target"));
+}
+
+/// A .deb whose control file names package `name` at `version`, holding `data`.
+fn deb_with_control(dir: &Path, file: &str, name: &str, version: &str, data: &[u8]) -> PathBuf {
+    let text = format!("Package: {name}\nVersion: {version}\nArchitecture: all\n");
+    let mut header = Header::new_gnu();
+    header.set_size(text.len() as u64);
+    header.set_mode(0o644);
+    header.set_cksum();
+    let mut control = tar::Builder::new(Vec::new());
+    control.append_data(&mut header, "./control", text.as_bytes()).unwrap();
+    let control = control.into_inner().unwrap();
+    let path = dir.join(file);
+    let members: [(&str, &[u8]); 3] = [("debian-binary", b"2.0\n"), ("control.tar", &control), ("data.tar", data)];
+    std::fs::write(&path, common::deb_builder::ar(&members)).unwrap();
+    path
+}
+
+/// What a terminal would act on: ESC, BEL, CSI (U+009B) and the bidi override U+202E.
+fn has_raw_controls(text: &str) -> bool {
+    text.contains(['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'])
+}
+
+#[test]
+fn escape_sequences_from_packages_and_roots_reach_the_terminal_escaped_and_json_exact() {
+    let fs = scratch("ext4", "defaults");
+    // Control fields: the human report escapes them, the JSON report keeps them exact.
+    let version = "1.0\u{1b}]0;pwned\u{7}\u{9b}2J\u{202e}";
+    let deb = deb_with_control(fs.dir.path(), "esc.deb", "esc\u{1b}[31m", version, &data_tar(&[file(b"./f", b"x")]));
+    let root = fs.subdir("report");
+    let r = unpack(["-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!has_raw_controls(&r.stdout), "{:?}", r.stdout);
+    assert!(r.stdout.starts_with("esc\\033[31m 1.0\\033]0;pwned\\007\\302\\2332J\\342\\200\\256 (all): "), "{}", r.stdout);
+    let root = fs.subdir("json");
+    let r = unpack(["--json", "-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["packages"][0]["version"], version);
+    assert_eq!(r.json()["packages"][0]["name"], "esc\u{1b}[31m");
+
+    // Entry names in the messages of a refused package, invalid UTF-8 byte for byte.
+    let root = fs.subdir("refused");
+    for (name, shown) in [(&b"./a\x1b[2Jb"[..], "'a\\033[2Jb'"), (b"./bad\xff\xfe", "'bad\\377\\376'")] {
+        let link = Rec { link: "./missing", ..rec(name, EntryType::Link, 0o644, (0, 0)) };
+        let deb = deb_with_control(fs.dir.path(), "link.deb", "link", "1", &data_tar(&[link]));
+        let r = unpack(["-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
+        assert_eq!(r.code, 3, "{}", r.stderr);
+        assert!(!has_raw_controls(&r.stderr) && !r.stderr.contains('\u{fffd}'), "{:?}", r.stderr);
+        assert!(r.stderr.contains(&format!("hard link {shown} -> 'missing'")), "{}", r.stderr);
+    }
+
+    // A name from the root in a conflict's message.
+    let root = fs.subdir("conflict");
+    std::fs::create_dir_all(root.join("x\u{1b}[8m/inside")).unwrap();
+    let deb = deb_with_control(fs.dir.path(), "conflict.deb", "c", "1", &data_tar(&[file(b"./x\x1b[8m", b"x")]));
+    let r = unpack(["-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(!has_raw_controls(&r.stderr), "{:?}", r.stderr);
+    assert!(r.stderr.contains("/x\\033[8m: the package has a file here, the root has a non-empty directory"), "{}", r.stderr);
 }
