@@ -169,9 +169,12 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
         Ok((major, minor))
     };
     let link = || entry.link_name_bytes().map(|l| l.into_owned()).ok_or_else(|| err("link without a target".into()));
-    let kind = if etype.is_file() || etype.is_contiguous() {
+    // A regular file's type (`0`, the old `\0`, `7`) with a trailing `/` in its name is a
+    // directory written by an old or BSD tar: GNU tar and dpkg-deb make a directory of it.
+    let old_style_dir = raw_path.ends_with(b"/");
+    let kind = if (etype.is_file() || etype.is_contiguous()) && !old_style_dir {
         Kind::File { size: entry.size() }
-    } else if etype.is_dir() {
+    } else if etype.is_dir() || etype.is_file() || etype.is_contiguous() {
         Kind::Dir
     } else if etype.is_symlink() {
         let target = link()?;

@@ -216,6 +216,28 @@ fn ids_beyond_32_bits_are_refused_and_large_ones_kept() {
 }
 
 #[test]
+fn old_style_directory_entries_are_directories_as_with_dpkg_deb() {
+    let fs = scratch("ext4", "defaults");
+    // A regular file's type with a trailing `/`: `0`, and the pre-POSIX `\0`.
+    let zero = with(rec(b"./d0/", EntryType::Regular, b""), |h| h.set_mode(0o750));
+    let nul = with(rec(b"./dnul/", EntryType::Regular, b""), |h| {
+        h.set_mode(0o700);
+        h.as_old_mut().linkflag = [0];
+    });
+    let data = tar(vec![dir("./"), zero, nul, file("./d0/x", b"in d0"), file("./dnul/y", b"in dnul")]);
+    let root = assert_unpacked(&fs, "old-style-dirs", "data.tar", &data);
+    let deb = write_deb(fs.dir.path(), "old-style-dirs-ref.deb", "data.tar", &data);
+    let mut expected = reference_tree(&deb, &fs.path().join("old-style-dirs-ref"));
+    // GNU tar restores the mtime of type-5 directories only and leaves these at the time of
+    // extraction; the engine gives them the archive's, as every directory it makes.
+    for d in ["d0", "dnul"] {
+        expected.get_mut(Path::new(d)).unwrap().mtime = (1_700_000_000, 0);
+    }
+    assert_same_tree(&snapshot(&root), &expected, "old-style directories");
+    assert_eq!(std::fs::metadata(root.join("dnul")).unwrap().mode(), 0o040700);
+}
+
+#[test]
 fn mode_bits_beyond_07777_are_dropped() {
     let fs = scratch("ext4", "defaults");
     // The mode field's 7 octal digits allow up to 07777777; a file type in it is ignored too.
