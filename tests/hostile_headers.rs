@@ -190,7 +190,7 @@ fn times_out_of_range_are_refused_or_kept_and_never_overflow() {
     assert_eq!(mtime(&root.join("old")), (-2, 500_000_000));
     // The most negative PAX time with a fraction has no second to borrow: refused, not a panic.
     let min = tar(vec![pax(&[("mtime", b"-9223372036854775808.5")]), file("./old", b"x")]);
-    assert_refused(&fs, "pax-min-mtime", "data.tar", &min, "bad PAX mtime");
+    assert_refused(&fs, "pax-min-mtime", "data.tar", &min, "bad PAX record mtime=-9223372036854775808.5");
     // A time past what the filesystem can hold is clamped by the kernel to its last second
     // (ext4: 2446-05-10), as with GNU tar and dpkg.
     let huge = with(file("./future", b"x"), |h| h.as_old_mut().mtime = [0x80, 0, 0, 0, 0, 0, 0x01, 0, 0, 0, 0, 0]);
@@ -213,6 +213,41 @@ fn ids_beyond_32_bits_are_refused_and_large_ones_kept() {
     let root = assert_unpacked(&fs, "largest-ids", "data.tar", &largest);
     let m = std::fs::metadata(root.join("big-ids")).unwrap();
     assert_eq!((m.uid(), m.gid()), (4_294_967_294, 4_000_000_000));
+}
+
+/// Whether GNU tar lists `data` without an error: the reference verdict on a tar stream.
+fn gnu_tar_accepts(data: &[u8]) -> bool {
+    use std::io::Write;
+    let mut child = std::process::Command::new("tar")
+        .args(["-tf", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(data).unwrap();
+    child.wait().unwrap().success()
+}
+
+#[test]
+fn malformed_pax_numbers_are_refused_naming_the_entry_and_the_record_as_gnu_tar_does() {
+    let fs = scratch("ext4", "defaults");
+    // The tar crate parses size, uid and gid itself and, when a value is no number, silently
+    // keeps the header's: each of these used to unpack with exit 0.
+    let cases = [("uid", "-5"), ("uid", "abc"), ("uid", "+5"), ("gid", "-5"), ("gid", "abc"), ("size", "-1"), ("size", "abc"), ("size", ""), ("mtime", "abc")];
+    for (i, (key, value)) in cases.into_iter().enumerate() {
+        let data = tar(vec![pax(&[(key, value.as_bytes())]), file("./usr/share/x", b"abc")]);
+        assert!(!gnu_tar_accepts(&data), "GNU tar refuses {key}={value}");
+        let why = format!("entry './usr/share/x': bad PAX record {key}={value}");
+        assert_refused(&fs, &format!("pax-{i}-{key}"), "data.tar", &data, &why);
+    }
+    // The tar crate takes the first of two records, GNU tar the last: the same archive would be
+    // two different packages.
+    let twice = tar(vec![pax(&[("size", b"3"), ("size", b"1000")]), file("./usr/share/x", b"abc")]);
+    assert_refused(&fs, "pax-size-twice", "data.tar", &twice, "PAX record size given twice");
+    let root = assert_unpacked(&fs, "pax-valid", "data.tar", &tar(vec![pax(&[("uid", b"42"), ("gid", b"43"), ("size", b"3")]), file("./x", b"abc")]));
+    let m = std::fs::metadata(root.join("x")).unwrap();
+    assert_eq!((m.uid(), m.gid(), m.len()), (42, 43, 3));
 }
 
 #[test]
