@@ -307,9 +307,11 @@ fn names_with_newlines_are_kept_255_byte_names_unpacked_and_longer_ones_refused(
     // 255 bytes is a valid name, but not with the temporary suffix: such a temporary name keeps
     // the first bytes and a hash of the whole name, so two names that differ only at the end
     // stay apart. In a new tree nothing needs a temporary name but the tree's top.
+    // 244 bytes is the longest name whose temporary name is the name and the suffix, 245 the
+    // shortest that needs the hash: every length from there to 255 is unpacked.
     let (a, b) = ("f".repeat(255), "f".repeat(254) + "g");
     let in_tree = format!("{}/{a}", "d".repeat(255));
-    let entries = vec![
+    let mut entries = vec![
         gnu_long_name(a.as_bytes()),
         file("./p", b"a"),
         gnu_long_name(b.as_bytes()),
@@ -317,9 +319,15 @@ fn names_with_newlines_are_kept_255_byte_names_unpacked_and_longer_ones_refused(
         gnu_long_name(in_tree.as_bytes()),
         file("./p", b"in a new tree"),
     ];
+    for len in 244..255 {
+        entries.extend([gnu_long_name("e".repeat(len).as_bytes()), file("./p", len.to_string().as_bytes())]);
+    }
     let root = assert_unpacked(&fs, "255-byte-names", "data.tar", &tar(entries));
     assert_eq!(std::fs::read(root.join(&a)).unwrap(), b"a");
     assert_eq!(std::fs::read(root.join(&b)).unwrap(), b"b");
+    for len in 244..255 {
+        assert_eq!(std::fs::read(root.join("e".repeat(len))).unwrap(), len.to_string().as_bytes());
+    }
     assert_eq!(std::fs::read(root.join(&in_tree)).unwrap(), b"in a new tree");
     // A NUL cannot be in a ustar name, but can be in a PAX path.
     assert_refused(&fs, "nul-in-pax-path", "data.tar", &tar(vec![pax(&[("path", b"usr/a\0b")]), file("./p", b"x")]), "NUL");
