@@ -532,6 +532,32 @@ pub(crate) fn timestamps((secs, nanos): (i64, u32)) -> Timestamps {
 mod tests {
     use super::*;
 
+    /// The way older kernels take (no fchmodat2, no AT_EMPTY_PATH for utimensat): through
+    /// /proc/self/fd, the FIFO's mode and the symlink's own times change, not its target's.
+    #[test]
+    fn on_inode_without_the_empty_path_form_goes_through_proc_to_the_descriptor_s_inode() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fifo, link, target) = (dir.path().join("fifo"), dir.path().join("link"), dir.path().join("target"));
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        std::fs::write(&target, b"x").unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        fn old_kernel(call: impl Fn(BorrowedFd<'_>, &CStr, AtFlags) -> rustix::io::Result<()>) -> impl Fn(BorrowedFd<'_>, &CStr, AtFlags) -> rustix::io::Result<()> {
+            move |fd, path, flags| if flags.is_empty() { call(fd, path, flags) } else { Err(Errno::NOSYS) }
+        }
+        let path_fd = |p: &Path| rustix::fs::open(p, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).unwrap();
+        let fd = path_fd(&fifo);
+        on_inode(fd.as_fd(), old_kernel(|d, p, f| chmodat(d, p, 0o4751, f))).unwrap();
+        assert_eq!(rustix::fs::lstat(&fifo).unwrap().st_mode & 0o7777, 0o4751);
+        let fd = path_fd(&link);
+        let times = timestamps((1_234_567_890, 5));
+        on_inode(fd.as_fd(), old_kernel(|d, p, f| rustix::fs::utimensat(d, p, &times, f))).unwrap();
+        assert_eq!(rustix::fs::lstat(&link).unwrap().st_mtime, 1_234_567_890);
+        assert_ne!(rustix::fs::lstat(&target).unwrap().st_mtime, 1_234_567_890);
+        // And the form this kernel has, for comparison.
+        on_inode(fd.as_fd(), |d, p, f| rustix::fs::utimensat(d, p, &timestamps((1_111_111_111, 0)), f)).unwrap();
+        assert_eq!(rustix::fs::lstat(&link).unwrap().st_mtime, 1_111_111_111);
+    }
+
     #[test]
     fn temporary_names_fit_and_keep_long_names_apart() {
         assert_eq!(temp_name(OsStr::new("a")), "a.unpack-new");
