@@ -1,11 +1,11 @@
-//! The second half of a transaction: barrier, renames, directory metadata, directory durability.
+//! The second half of a transaction: directory metadata, barrier, renames, directory durability.
 //!
-//! Order is the whole point: the metadata of the directories in new trees is set first, so that
-//! the strategy's barrier covers it; the barrier runs before the first rename, so no final name
-//! can point at data that is not yet where the strategy promised; the metadata of directories
-//! that were already there is applied after every rename (renames change directory mtimes);
-//! the strategy's `after_commit` runs last, over every directory whose entries or metadata
-//! changed since the barrier.
+//! Order is the whole point: the metadata of the directories the transaction made (all inside
+//! new trees) is set first, so that the strategy's barrier covers it; the barrier runs before
+//! the first rename, so no final name can point at data that is not yet where the strategy
+//! promised; the strategy's `after_commit` runs last, over every directory whose entries
+//! changed since the barrier. Directories that were already there get no metadata at all, as
+//! with dpkg: their owner and mode stay the root's, their mtime is what the renames leave.
 //!
 //! This module never writes file data and never creates anything: it only moves into place what
 //! `extract.rs` wrote.
@@ -41,7 +41,7 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
 
     let t = Instant::now();
     // Nobody sees a new tree before its rename: its directories get their final metadata now.
-    set_dir_meta(tx, true)?;
+    set_dir_meta(tx)?;
     if let Some(early) = tx.early.take() {
         tx.calls.add_syncfs_early(early.stop());
     }
@@ -63,9 +63,6 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     times.rename_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    for m in set_dir_meta(tx, false).map_err(unfinished)? {
-        touched.entry(m.path.clone()).or_insert(m);
-    }
     let dirs: Vec<Directory> = touched.into_values().collect();
     tx.strategy.after_commit(&dirs, &root_dir, tx.calls).map_err(unfinished)?;
     // The renames are durable: the journal has nothing left to say. Its removal need not be
@@ -76,11 +73,11 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     Ok(times)
 }
 
-/// Sets the archive's owner, mode and mtime on the package's directories: those inside new
-/// trees (`staged`) or the others. Deepest first, so that setting a directory's mtime is not
-/// undone by a change inside it. Returns the directories changed.
-fn set_dir_meta(tx: &Transaction<'_>, staged: bool) -> Result<Vec<Directory>> {
-    let mut metas: Vec<_> = tx.dir_meta.values().filter(|m| m.dir.staged == staged).collect();
+/// Sets the archive's owner, mode and mtime on the directories the transaction made, before
+/// anyone can see them (they are inside new trees). Deepest first, so that setting a
+/// directory's mtime is not undone by a change inside it.
+fn set_dir_meta(tx: &Transaction<'_>) -> Result<()> {
+    let mut metas: Vec<_> = tx.dir_meta.values().collect();
     metas.sort_by_key(|m| std::cmp::Reverse(m.canon.components().count()));
     for m in &metas {
         let path = m.dir.path();
@@ -92,7 +89,7 @@ fn set_dir_meta(tx: &Transaction<'_>, staged: bool) -> Result<Vec<Directory>> {
         rustix::fs::fchmod(m.dir.fd(), Mode::from_raw_mode(mode)).map_err(|e| Error::root(path, "chmod of directory", e))?;
         rustix::fs::futimens(m.dir.fd(), &timestamps(m.mtime)).map_err(|e| Error::root(path, "setting directory mtime", e))?;
     }
-    Ok(metas.into_iter().map(|m| m.dir.clone()).collect())
+    Ok(())
 }
 
 /// Writes `var/lib/unpack/txn`: through `txn.new`, flushed and renamed, and the rename

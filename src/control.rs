@@ -55,7 +55,7 @@ impl Control {
                 continue;
             }
             let Some((field, value)) = line.split_once(':') else {
-                return Err(format!("control: malformed line '{}'", line.escape_debug()));
+                return Err(format!("control: malformed line '{}'", crate::error::escape(line)));
             };
             let slot = match field.to_ascii_lowercase().as_str() {
                 "package" => &mut control.name,

@@ -7,6 +7,7 @@
 //! ([`metered`]). What leaves this module is safe to hand to `root.rs`, which still confines
 //! every lookup by itself. This module never touches the filesystem.
 
+use crate::error::escape;
 use crate::extract::TEMP_SUFFIX;
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
@@ -153,8 +154,7 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
         return Ok(None);
     }
     let raw_path = entry.path_bytes().into_owned();
-    // Escaped only for a message: most entries never need it.
-    let err = |what: String| format!("entry '{}': {what}", String::from_utf8_lossy(&raw_path).escape_debug());
+    let err = |what: String| format!("entry '{}': {what}", escape(OsStr::from_bytes(&raw_path)));
     let path = clean_path(&raw_path).map_err(err)?;
     let mode = header.mode().map_err(|e| err(format!("bad mode: {e}")))? & 0o7777;
     let uid = id(header.uid(), "uid").map_err(err)?;
@@ -169,9 +169,12 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
         Ok((major, minor))
     };
     let link = || entry.link_name_bytes().map(|l| l.into_owned()).ok_or_else(|| err("link without a target".into()));
-    let kind = if etype.is_file() || etype.is_contiguous() {
+    // A regular file's type (`0`, the old `\0`, `7`) with a trailing `/` in its name is a
+    // directory written by an old or BSD tar: GNU tar and dpkg-deb make a directory of it.
+    let old_style_dir = raw_path.ends_with(b"/");
+    let kind = if (etype.is_file() || etype.is_contiguous()) && !old_style_dir {
         Kind::File { size: entry.size() }
-    } else if etype.is_dir() {
+    } else if etype.is_dir() || etype.is_file() || etype.is_contiguous() {
         Kind::Dir
     } else if etype.is_symlink() {
         let target = link()?;
@@ -205,14 +208,37 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
         return Err(err("the root itself must be a directory".into()));
     }
     if let Some(pax) = entry.pax_extensions().map_err(|e| err(format!("bad PAX header: {e}")))? {
+        let mut seen: Vec<&[u8]> = Vec::new();
         for ext in pax {
             let ext = ext.map_err(|e| err(format!("bad PAX record: {e}")))?;
-            if ext.key_bytes() == b"mtime" {
-                mtime = pax_time(ext.value_bytes()).ok_or_else(|| err("bad PAX mtime".into()))?;
+            let (key, value) = (ext.key_bytes(), ext.value_bytes());
+            let bad = || err(format!("bad PAX record {}={}", escape(OsStr::from_bytes(key)), escape(OsStr::from_bytes(value))));
+            match key {
+                b"mtime" => mtime = pax_time(value).ok_or_else(bad)?,
+                // The tar crate reads these itself and falls back to the header's field when
+                // the value is no number: `size=abc` would be read with the header's size, where
+                // GNU tar refuses the archive. A valid one it has applied (ids are range-checked
+                // above).
+                b"size" | b"uid" | b"gid" => pax_number(value).map(drop).ok_or_else(bad)?,
+                _ => continue,
             }
+            // The tar crate takes the first, GNU tar the last: two readers must not see two
+            // different archives.
+            if seen.contains(&key) {
+                return Err(err(format!("PAX record {} given twice", escape(OsStr::from_bytes(key)))));
+            }
+            seen.push(key);
         }
     }
     Ok(Some(Entry { path, kind, mode, uid, gid, mtime }))
+}
+
+/// A PAX number as GNU tar accepts it: decimal digits only (no sign, no blank), within u64.
+fn pax_number(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
 }
 
 /// Splits an archive path into plain components: `./usr//bin/` is `usr/bin`, `/etc/x` is
@@ -284,6 +310,15 @@ mod tests {
         // i64::MIN with a fraction: the borrowed second would overflow.
         assert_eq!(pax_time(b"-9223372036854775808.5"), None);
         assert_eq!(pax_time(b"-9223372036854775808"), Some((i64::MIN, 0)));
+    }
+
+    #[test]
+    fn pax_numbers_are_plain_decimal_digits() {
+        assert_eq!(pax_number(b"0"), Some(0));
+        assert_eq!(pax_number(b"18446744073709551615"), Some(u64::MAX));
+        for bad in [&b""[..], b"-5", b"+5", b" 5", b"5 ", b"abc", b"18446744073709551616", b"0x10"] {
+            assert_eq!(pax_number(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]

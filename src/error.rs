@@ -4,7 +4,10 @@
 //! a stable code ([`ExitCode`]), and every message names the file it is about: the package for a
 //! bad package, the path under the root for an I/O error in the root.
 
+use std::ffi::OsStr;
+use std::fmt;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// The exit codes of `unpack`, a stable interface (documented in `--help`, the README and
@@ -47,24 +50,59 @@ pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// An engine error. Every variant carries the path it is about.
+/// Text from a package or a root (a name, a control field, a journal's package list) as a
+/// person is shown it: printable characters as they are, a backslash doubled, and each byte of
+/// a control character (C0, DEL, C1), of a bidirectional override or isolate, or of invalid
+/// UTF-8 as a `\ooo` octal escape, as `ls -b` writes bytes it cannot show. So an escape
+/// sequence in a file name cannot move the cursor, recolour or retitle the terminal or hide part
+/// of a message, and a name that is not UTF-8 is shown byte for byte. Every message and report
+/// line for people passes such text through here; the JSON report needs none of it (serde
+/// escapes control characters, and its strings stay exact).
+pub fn escape(text: &(impl AsRef<OsStr> + ?Sized)) -> Escaped<'_> {
+    Escaped(text.as_ref().as_bytes())
+}
+
+/// What [`escape`] returns: formats as the escaped text.
+pub struct Escaped<'a>(&'a [u8]);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let octal = |f: &mut fmt::Formatter<'_>, bytes: &[u8]| bytes.iter().try_for_each(|b| write!(f, "\\{b:03o}"));
+        for chunk in self.0.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                match c {
+                    '\\' => f.write_str("\\\\")?,
+                    c if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') => {
+                        octal(f, c.encode_utf8(&mut [0; 4]).as_bytes())?
+                    }
+                    c => write!(f, "{c}")?,
+                }
+            }
+            octal(f, chunk.invalid())?;
+        }
+        Ok(())
+    }
+}
+
+/// An engine error. Every variant carries the path it is about, shown through [`escape`]: a
+/// path may hold names from the package or the root. A reason holds such names escaped already.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The package is unreadable, malformed, or tries something the engine refuses
     /// (escaping the root, devices without privileges, ...).
-    #[error("{package}: {reason}")]
+    #[error("{}: {reason}", escape(.package))]
     BadPackage { package: PathBuf, reason: String },
 
     /// A system call on the root failed.
-    #[error("{path}: {action}: {source}")]
+    #[error("{}: {action}: {source}", escape(.path))]
     Root { path: PathBuf, action: &'static str, source: io::Error },
 
     /// The package and the root disagree about what a path is.
-    #[error("{path}: {reason}")]
+    #[error("{}: {reason}", escape(.path))]
     Conflict { path: PathBuf, reason: String },
 
     /// Another process holds the root's lock.
-    #[error("{root}: locked by another unpack ({holder}); use --wait to wait for it")]
+    #[error("{}: locked by another unpack ({holder}); use --wait to wait for it", escape(.root))]
     Locked { root: PathBuf, holder: String },
 
     /// The caller asked for something that cannot be done (unknown strategy, no package).
@@ -72,13 +110,13 @@ pub enum Error {
     Usage(String),
 
     /// A signal stopped the write phase; the transaction was rolled back.
-    #[error("{root}: stopped by signal {signal} before any rename; removed the temporary files, the root is as it was")]
+    #[error("{}: stopped by signal {signal} before any rename; removed the temporary files, the root is as it was", escape(.root))]
     Interrupted { signal: i32, root: PathBuf },
 
     /// Something failed once the journal was on disk (a rename refused, a directory's fsync):
     /// the transaction cannot be rolled back any more, only finished, and the person must be
     /// told how. Its exit code is its cause's.
-    #[error("{cause}; the transaction is committed but not finished: once that is fixed, `unpack --recover {root}` (or any later unpack into it) finishes its renames")]
+    #[error("{cause}; the transaction is committed but not finished: once that is fixed, `unpack --recover {}` (or any later unpack into it) finishes its renames", escape(.root))]
     Unfinished { root: PathBuf, cause: Box<Error> },
 }
 
@@ -128,6 +166,17 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("outer")]
     struct Outer(#[source] io::Error);
+
+    #[test]
+    fn escape_shows_controls_invalid_utf8_and_backslashes_as_octal_and_the_rest_as_is() {
+        let shown = |b: &[u8]| escape(OsStr::from_bytes(b)).to_string();
+        assert_eq!(shown(b"usr/bin/caf\xc3\xa9 ok"), "usr/bin/caf\u{e9} ok");
+        assert_eq!(shown(b"a\x1b]0;title\x07b"), "a\\033]0;title\\007b");
+        assert_eq!(shown(b"two\nlines\ttab\x7f"), "two\\012lines\\011tab\\177");
+        assert_eq!(shown(b"not utf-8 \xff\xfe"), "not utf-8 \\377\\376");
+        assert_eq!(shown("C1 \u{9b}31m, bidi \u{202e}x".as_bytes()), "C1 \\302\\23331m, bidi \\342\\200\\256x");
+        assert_eq!(shown(b"back\\slash \\033"), "back\\\\slash \\\\033", "an escape cannot be forged");
+    }
 
     #[test]
     fn one_line_says_each_cause_once() {

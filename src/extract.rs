@@ -15,7 +15,7 @@
 use crate::durability::{Directory, Strategy, TempFile};
 use crate::early_writeback::EarlyWriteback;
 use crate::entry::{Entry, Kind, NAME_MAX};
-use crate::error::{Error, Result};
+use crate::error::{escape, Error, Result};
 use crate::journal;
 use crate::root::{Create, CreatedDir, Pending, ResolveError, Root, STATE_DIR};
 use crate::StopFn;
@@ -23,7 +23,8 @@ use crate::syscalls::Syscalls;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
 use rustix::io::Errno;
 use std::collections::HashMap;
-use std::ffi::{OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::hash::BuildHasher;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::fs::File;
@@ -33,7 +34,8 @@ use std::path::{Path, PathBuf};
 /// The suffix of temporary names, as dpkg's `.dpkg-new`.
 pub const TEMP_SUFFIX: &str = ".unpack-new";
 
-/// A package directory's metadata, applied in the commit phase.
+/// The archive's metadata for a directory the transaction made, applied in the commit phase
+/// before the barrier. Directories that were already there have none: they keep their own.
 #[derive(Debug)]
 pub struct DirMeta {
     pub dir: Directory,
@@ -156,7 +158,7 @@ impl<'a> Transaction<'a> {
             let ok_again = matches!(slot, Slot::Dir) && entry.kind == Kind::Dir;
             if !ok_again {
                 let whose = if *owner == pkg { "this package".to_string() } else { format!("package #{} of this transaction", owner + 1) };
-                return Err(Error::bad(package, format!("entry '{}': the path is already in {whose}", entry.path.display())));
+                return Err(Error::bad(package, format!("entry '{}': the path is already in {whose}", escape(&entry.path))));
             }
         }
         if entry.kind == Kind::Dir {
@@ -176,7 +178,7 @@ impl<'a> Transaction<'a> {
                 create_temp(&dir, &temp, || rustix::fs::symlinkat(target.as_os_str(), dir.fd(), &temp))
                     .map_err(|e| Error::root(&display, "creating symlink", e))?;
                 self.temps.push((dir.clone(), temp.clone()));
-                self.set_metadata_at(entry, &dir, &temp, &display, false)?;
+                self.set_metadata_at(entry, &dir, &temp, &display, (FileType::Symlink, 0))?;
                 Slot::Symlink { rename, target: target.clone() }
             }
             Kind::Hardlink { target } => {
@@ -228,9 +230,9 @@ impl<'a> Transaction<'a> {
             self.renames.push(TempFile { dir: d.parent.clone(), name, regular: false, in_place: !d.top, replaces_empty_dir: false });
         }
         resolved.map_err(|e| match e {
-            ResolveError::Loop(p) => Error::bad(package, format!("'{}': too many levels of symbolic links", p.display())),
+            ResolveError::Loop(p) => Error::bad(package, format!("'{}': too many levels of symbolic links", escape(&p))),
             ResolveError::NotDir { path, pending: true } => {
-                Error::bad(package, format!("'{}' is not a directory in this package", path.display()))
+                Error::bad(package, format!("'{}' is not a directory in this package", escape(&path)))
             }
             ResolveError::NotDir { path, pending: false } => Error::Conflict {
                 path: self.root.display(&path),
@@ -241,11 +243,15 @@ impl<'a> Transaction<'a> {
         })
     }
 
+    /// A directory entry. Only a directory this transaction made takes the archive's owner,
+    /// mode and mtime (set before the barrier, see [`crate::commit`]): one the root already has
+    /// keeps all of its own, as with dpkg, so that a package shipping `./tmp/` 0755 or `./etc/`
+    /// 0777 owned by a user changes neither. Its mtime is what the renames into it leave.
     fn add_dir(&mut self, pkg: usize, package: &Path, entry: &Entry, canon: &Path) -> Result<()> {
         let (resolved, dir) = self.resolve(&entry.path, true, package)?;
         // Through a symlink already in the root (merged /usr's `bin -> usr/bin`), the directory
-        // belongs to the symlink's target and keeps its metadata, as with dpkg.
-        if resolved == canon {
+        // belongs to the symlink's target: not made here, so it keeps its metadata too.
+        if resolved == canon && dir.staged {
             self.dir_meta.insert(
                 resolved.clone(),
                 DirMeta { dir, canon: resolved, mode: entry.mode, uid: entry.uid, gid: entry.gid, mtime: entry.mtime },
@@ -294,7 +300,7 @@ impl<'a> Transaction<'a> {
                 Ok([]) => break,
                 Ok(chunk) => chunk,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::bad(package, format!("entry '{}': {e}", entry.path.display()))),
+                Err(e) => return Err(Error::bad(package, format!("entry '{}': {e}", escape(&entry.path)))),
             };
             file.write_all(chunk).map_err(|e| Error::root(display, "writing", e))?;
             let n = chunk.len();
@@ -303,7 +309,7 @@ impl<'a> Transaction<'a> {
             self.check_stop()?;
         }
         if written != size {
-            return Err(Error::bad(package, format!("entry '{}': archive ends after {written} of {size} bytes", entry.path.display())));
+            return Err(Error::bad(package, format!("entry '{}': archive ends after {written} of {size} bytes", escape(&entry.path))));
         }
         self.set_metadata_fd(entry, &file, display)?;
         self.strategy.after_file(&file, display, self.calls)
@@ -323,18 +329,36 @@ impl<'a> Transaction<'a> {
         rustix::fs::futimens(file, &timestamps(entry.mtime)).map_err(|e| Error::root(display, "setting mtime", e))
     }
 
-    /// The same for names that cannot be opened for it (symlinks, devices, FIFOs), by name in a
-    /// directory this transaction holds, never following the name.
-    fn set_metadata_at(&self, entry: &Entry, dir: &Directory, temp: &OsStr, display: &Path, chmod: bool) -> Result<()> {
+    /// The same for what cannot be opened for reading or writing (symlinks, devices, FIFOs),
+    /// `made` (its type and device number) a moment ago as `temp` in `dir`. Never by that name:
+    /// a user who can write the directory can put a symlink or a hard link to a root-only file
+    /// there in between, and fchmodat follows symlinks (tar-rs's RUSTSEC-2021-0080; chown and
+    /// utimensat without following still reach a hard link's file). So the name is opened once,
+    /// O_PATH|O_NOFOLLOW (which opens neither a device nor a symlink's target), the descriptor is
+    /// checked to be what was made (type, device number, this process's, one link: no other name
+    /// reaches it), and owner, mode and times are set through it. Making the node in a
+    /// directory no other user can write would instead need a private directory on the same
+    /// filesystem beside every directory a package writes into.
+    fn set_metadata_at(&self, entry: &Entry, dir: &Directory, temp: &OsStr, display: &Path, made: (FileType, u64)) -> Result<()> {
+        let fd = rustix::fs::openat(dir.fd(), temp, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| Error::root(display, "opening what was just made", e))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| Error::root(display, "stat", e))?;
+        let found = (FileType::from_raw_mode(st.st_mode), st.st_rdev);
+        if found != made || st.st_uid != self.identity.euid || st.st_nlink != 1 {
+            return Err(Error::Conflict {
+                path: display.to_path_buf(),
+                reason: "replaced by someone else while it was being made (another user can write this directory)".into(),
+            });
+        }
         if let Some((uid, gid)) = self.owner_change(entry) {
-            rustix::fs::chownat(dir.fd(), temp, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(display, "chown", e))?;
+            rustix::fs::chownat(&fd, c"", Some(uid), Some(gid), AtFlags::EMPTY_PATH).map_err(|e| Error::root(display, "chown", e))?;
         }
-        if chmod {
-            // The name is a device or FIFO this transaction just made in a directory it holds.
+        if made.0 != FileType::Symlink {
             let mode = self.mode_for(entry.mode, entry.uid, entry.gid);
-            rustix::fs::chmodat(dir.fd(), temp, Mode::from_raw_mode(mode), AtFlags::empty()).map_err(|e| Error::root(display, "chmod", e))?;
+            on_inode(fd.as_fd(), |dirfd, path, flags| chmodat(dirfd, path, mode, flags)).map_err(|e| Error::root(display, "chmod", e))?;
         }
-        rustix::fs::utimensat(dir.fd(), temp, &timestamps(entry.mtime), AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(display, "setting mtime", e))
+        let times = timestamps(entry.mtime);
+        on_inode(fd.as_fd(), |dirfd, path, flags| rustix::fs::utimensat(dirfd, path, &times, flags)).map_err(|e| Error::root(display, "setting mtime", e))
     }
 
     /// The owner to set, if the archive's differs from what a new file gets anyway. A process
@@ -367,7 +391,7 @@ impl<'a> Transaction<'a> {
     }
 
     fn link(&mut self, package: &Path, entry: &Entry, target: &Path, dir: &Directory, temp: &OsStr, display: &Path) -> Result<()> {
-        let refuse = |why: &str| Error::bad(package, format!("hard link '{}' -> '{}': {why}", entry.path.display(), target.display()));
+        let refuse = |why: &str| Error::bad(package, format!("hard link '{}' -> '{}': {why}", escape(&entry.path), escape(target)));
         let (Some(tparent), Some(tname)) = (target.parent(), target.file_name()) else {
             return Err(refuse("the target is the root"));
         };
@@ -386,12 +410,12 @@ impl<'a> Transaction<'a> {
 
     fn make_node(&mut self, package: &Path, entry: &Entry, (file_type, dev): (FileType, u64), dir: &Directory, temp: &OsStr, display: &Path) -> Result<()> {
         if file_type != FileType::Fifo && self.identity.euid != 0 {
-            return Err(Error::bad(package, format!("entry '{}': device nodes need root", entry.path.display())));
+            return Err(Error::bad(package, format!("entry '{}': device nodes need root", escape(&entry.path))));
         }
         create_temp(dir, temp, || rustix::fs::mknodat(dir.fd(), temp, file_type, Mode::from_raw_mode(entry.mode & 0o777), dev))
             .map_err(|e| Error::root(display, "creating special file", e))?;
         self.temps.push((dir.clone(), temp.to_os_string()));
-        self.set_metadata_at(entry, dir, temp, display, true)
+        self.set_metadata_at(entry, dir, temp, display, (file_type, dev))
     }
 
     /// Undoes the write phase: removes every temporary name and every directory it created.
@@ -480,6 +504,35 @@ pub fn temp_name(name: &OsStr) -> OsString {
     temp
 }
 
+/// Calls `call` on the inode that `fd` (an O_PATH descriptor) holds, never on a name: as
+/// `call(fd, "", AT_EMPTY_PATH)`, or where the kernel does not take that form (fchmodat2 came in
+/// Linux 6.6, utimensat's AT_EMPTY_PATH in 5.8; a container's seccomp filter may refuse an
+/// unknown call with EPERM) as `call(AT_FDCWD, "/proc/self/fd/N", 0)`, a magic link that leads
+/// to the descriptor's inode whatever name it has now, and that needs /proc.
+fn on_inode(fd: BorrowedFd<'_>, call: impl Fn(BorrowedFd<'_>, &CStr, AtFlags) -> rustix::io::Result<()>) -> rustix::io::Result<()> {
+    match call(fd, c"", AtFlags::EMPTY_PATH) {
+        Err(Errno::NOSYS | Errno::INVAL | Errno::PERM) => {
+            let magic = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(|_| Errno::INVAL)?;
+            call(rustix::fs::CWD, &magic, AtFlags::empty())
+        }
+        done => done,
+    }
+}
+
+/// `fchmodat(dirfd, path, mode, flags)`, by fchmodat2 when there are flags: the older call has
+/// no flags argument, and rustix wraps only that one.
+fn chmodat(dirfd: BorrowedFd<'_>, path: &CStr, mode: u32, flags: AtFlags) -> rustix::io::Result<()> {
+    if flags.is_empty() {
+        return rustix::fs::chmodat(dirfd, path, Mode::from_raw_mode(mode), flags);
+    }
+    // SAFETY: a system call on a borrowed descriptor and a NUL-terminated string.
+    let rc = unsafe { libc::syscall(libc::SYS_fchmodat2, dirfd.as_raw_fd(), path.as_ptr(), mode, flags.bits()) };
+    match rc {
+        0 => Ok(()),
+        _ => Err(Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))),
+    }
+}
+
 pub(crate) fn timestamps((secs, nanos): (i64, u32)) -> Timestamps {
     let t = Timespec { tv_sec: secs, tv_nsec: nanos as _ };
     Timestamps { last_access: t, last_modification: t }
@@ -488,6 +541,32 @@ pub(crate) fn timestamps((secs, nanos): (i64, u32)) -> Timestamps {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The way older kernels take (no fchmodat2, no AT_EMPTY_PATH for utimensat): through
+    /// /proc/self/fd, the FIFO's mode and the symlink's own times change, not its target's.
+    #[test]
+    fn on_inode_without_the_empty_path_form_goes_through_proc_to_the_descriptor_s_inode() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fifo, link, target) = (dir.path().join("fifo"), dir.path().join("link"), dir.path().join("target"));
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        std::fs::write(&target, b"x").unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        fn old_kernel(call: impl Fn(BorrowedFd<'_>, &CStr, AtFlags) -> rustix::io::Result<()>) -> impl Fn(BorrowedFd<'_>, &CStr, AtFlags) -> rustix::io::Result<()> {
+            move |fd, path, flags| if flags.is_empty() { call(fd, path, flags) } else { Err(Errno::NOSYS) }
+        }
+        let path_fd = |p: &Path| rustix::fs::open(p, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).unwrap();
+        let fd = path_fd(&fifo);
+        on_inode(fd.as_fd(), old_kernel(|d, p, f| chmodat(d, p, 0o4751, f))).unwrap();
+        assert_eq!(rustix::fs::lstat(&fifo).unwrap().st_mode & 0o7777, 0o4751);
+        let fd = path_fd(&link);
+        let times = timestamps((1_234_567_890, 5));
+        on_inode(fd.as_fd(), old_kernel(|d, p, f| rustix::fs::utimensat(d, p, &times, f))).unwrap();
+        assert_eq!(rustix::fs::lstat(&link).unwrap().st_mtime, 1_234_567_890);
+        assert_ne!(rustix::fs::lstat(&target).unwrap().st_mtime, 1_234_567_890);
+        // And the form this kernel has, for comparison.
+        on_inode(fd.as_fd(), |d, p, f| rustix::fs::utimensat(d, p, &timestamps((1_111_111_111, 0)), f)).unwrap();
+        assert_eq!(rustix::fs::lstat(&link).unwrap().st_mtime, 1_111_111_111);
+    }
 
     #[test]
     fn temporary_names_fit_and_keep_long_names_apart() {

@@ -11,7 +11,7 @@
 use crate::control::Control;
 use crate::deb::Deb;
 use crate::entry::{self, Entry, Kind};
-use crate::error::{Error, Result};
+use crate::error::{escape, Error, Result};
 use crate::ProgressFn;
 use std::io::{self, BufRead, Read};
 use std::path::PathBuf;
@@ -110,11 +110,11 @@ fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressF
                 // Straight into the message's own buffer: no zeroing, no second copy.
                 let want = left.min(CHUNK as u64);
                 let mut chunk = Vec::with_capacity(want as usize);
-                let n = (&mut item).take(want).read_to_end(&mut chunk).map_err(|e| Error::bad(package, format!("entry '{}': {e}", shown.display())))?;
+                let n = (&mut item).take(want).read_to_end(&mut chunk).map_err(|e| Error::bad(package, format!("entry '{}': {e}", escape(&shown))))?;
                 if n == 0 {
                     return Err(Error::bad(
                         package,
-                        format!("entry '{}': archive ends after {} of {size} bytes", shown.display(), size - left),
+                        format!("entry '{}': archive ends after {} of {size} bytes", escape(&shown), size - left),
                     ));
                 }
                 left -= n as u64;

@@ -3,6 +3,7 @@
 //! for scripts and for `unpack-bench`; the JSON field names are an interface and stay stable.
 
 use crate::control::Control;
+use crate::error::escape;
 use crate::mountinfo::MountInfo;
 use crate::syscalls::SyscallCounts;
 use serde::{Deserialize, Serialize};
@@ -55,11 +56,13 @@ pub struct Report {
 }
 
 impl Report {
-    /// The human report: a line per package and a total line.
+    /// The human report: a line per package and a total line, the control fields and the root
+    /// escaped ([`escape`]): a package's Version can hold a terminal's escape sequences.
     pub fn human(&self) -> String {
         let mut out = String::new();
         for p in &self.packages {
-            let _ = writeln!(out, "{} {} ({}): {} entries, {} files, {} bytes", p.name, p.version, p.architecture, p.entries, p.files, p.bytes);
+            let (name, version, arch) = (escape(&p.name), escape(&p.version), escape(&p.architecture));
+            let _ = writeln!(out, "{name} {version} ({arch}): {} entries, {} files, {} bytes", p.entries, p.files, p.bytes);
         }
         let fs = match &self.filesystem {
             Some(fs) => format!("{} on {} ({})", fs.fstype, fs.source, fs.options),
@@ -70,7 +73,7 @@ impl Report {
             "unpacked {} package{} into {} with strategy {} in {:.3} s; {}",
             self.packages.len(),
             if self.packages.len() == 1 { "" } else { "s" },
-            self.root.display(),
+            escape(&self.root),
             self.strategy,
             self.phases.total_s,
             fs

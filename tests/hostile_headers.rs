@@ -190,7 +190,7 @@ fn times_out_of_range_are_refused_or_kept_and_never_overflow() {
     assert_eq!(mtime(&root.join("old")), (-2, 500_000_000));
     // The most negative PAX time with a fraction has no second to borrow: refused, not a panic.
     let min = tar(vec![pax(&[("mtime", b"-9223372036854775808.5")]), file("./old", b"x")]);
-    assert_refused(&fs, "pax-min-mtime", "data.tar", &min, "bad PAX mtime");
+    assert_refused(&fs, "pax-min-mtime", "data.tar", &min, "bad PAX record mtime=-9223372036854775808.5");
     // A time past what the filesystem can hold is clamped by the kernel to its last second
     // (ext4: 2446-05-10), as with GNU tar and dpkg.
     let huge = with(file("./future", b"x"), |h| h.as_old_mut().mtime = [0x80, 0, 0, 0, 0, 0, 0x01, 0, 0, 0, 0, 0]);
@@ -213,6 +213,63 @@ fn ids_beyond_32_bits_are_refused_and_large_ones_kept() {
     let root = assert_unpacked(&fs, "largest-ids", "data.tar", &largest);
     let m = std::fs::metadata(root.join("big-ids")).unwrap();
     assert_eq!((m.uid(), m.gid()), (4_294_967_294, 4_000_000_000));
+}
+
+/// Whether GNU tar lists `data` without an error: the reference verdict on a tar stream.
+fn gnu_tar_accepts(data: &[u8]) -> bool {
+    use std::io::Write;
+    let mut child = std::process::Command::new("tar")
+        .args(["-tf", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(data).unwrap();
+    child.wait().unwrap().success()
+}
+
+#[test]
+fn malformed_pax_numbers_are_refused_naming_the_entry_and_the_record_as_gnu_tar_does() {
+    let fs = scratch("ext4", "defaults");
+    // The tar crate parses size, uid and gid itself and, when a value is no number, silently
+    // keeps the header's: each of these used to unpack with exit 0.
+    let cases = [("uid", "-5"), ("uid", "abc"), ("uid", "+5"), ("gid", "-5"), ("gid", "abc"), ("size", "-1"), ("size", "abc"), ("size", ""), ("mtime", "abc")];
+    for (i, (key, value)) in cases.into_iter().enumerate() {
+        let data = tar(vec![pax(&[(key, value.as_bytes())]), file("./usr/share/x", b"abc")]);
+        assert!(!gnu_tar_accepts(&data), "GNU tar refuses {key}={value}");
+        let why = format!("entry './usr/share/x': bad PAX record {key}={value}");
+        assert_refused(&fs, &format!("pax-{i}-{key}"), "data.tar", &data, &why);
+    }
+    // The tar crate takes the first of two records, GNU tar the last: the same archive would be
+    // two different packages.
+    let twice = tar(vec![pax(&[("size", b"3"), ("size", b"1000")]), file("./usr/share/x", b"abc")]);
+    assert_refused(&fs, "pax-size-twice", "data.tar", &twice, "PAX record size given twice");
+    let root = assert_unpacked(&fs, "pax-valid", "data.tar", &tar(vec![pax(&[("uid", b"42"), ("gid", b"43"), ("size", b"3")]), file("./x", b"abc")]));
+    let m = std::fs::metadata(root.join("x")).unwrap();
+    assert_eq!((m.uid(), m.gid(), m.len()), (42, 43, 3));
+}
+
+#[test]
+fn old_style_directory_entries_are_directories_as_with_dpkg_deb() {
+    let fs = scratch("ext4", "defaults");
+    // A regular file's type with a trailing `/`: `0`, and the pre-POSIX `\0`.
+    let zero = with(rec(b"./d0/", EntryType::Regular, b""), |h| h.set_mode(0o750));
+    let nul = with(rec(b"./dnul/", EntryType::Regular, b""), |h| {
+        h.set_mode(0o700);
+        h.as_old_mut().linkflag = [0];
+    });
+    let data = tar(vec![dir("./"), zero, nul, file("./d0/x", b"in d0"), file("./dnul/y", b"in dnul")]);
+    let root = assert_unpacked(&fs, "old-style-dirs", "data.tar", &data);
+    let deb = write_deb(fs.dir.path(), "old-style-dirs-ref.deb", "data.tar", &data);
+    let mut expected = reference_tree(&deb, &fs.path().join("old-style-dirs-ref"));
+    // GNU tar restores the mtime of type-5 directories only and leaves these at the time of
+    // extraction; the engine gives them the archive's, as every directory it makes.
+    for d in ["d0", "dnul"] {
+        expected.get_mut(Path::new(d)).unwrap().mtime = (1_700_000_000, 0);
+    }
+    assert_same_tree(&snapshot(&root), &expected, "old-style directories");
+    assert_eq!(std::fs::metadata(root.join("dnul")).unwrap().mode(), 0o040700);
 }
 
 #[test]
@@ -250,9 +307,11 @@ fn names_with_newlines_are_kept_255_byte_names_unpacked_and_longer_ones_refused(
     // 255 bytes is a valid name, but not with the temporary suffix: such a temporary name keeps
     // the first bytes and a hash of the whole name, so two names that differ only at the end
     // stay apart. In a new tree nothing needs a temporary name but the tree's top.
+    // 244 bytes is the longest name whose temporary name is the name and the suffix, 245 the
+    // shortest that needs the hash: every length from there to 255 is unpacked.
     let (a, b) = ("f".repeat(255), "f".repeat(254) + "g");
     let in_tree = format!("{}/{a}", "d".repeat(255));
-    let entries = vec![
+    let mut entries = vec![
         gnu_long_name(a.as_bytes()),
         file("./p", b"a"),
         gnu_long_name(b.as_bytes()),
@@ -260,9 +319,15 @@ fn names_with_newlines_are_kept_255_byte_names_unpacked_and_longer_ones_refused(
         gnu_long_name(in_tree.as_bytes()),
         file("./p", b"in a new tree"),
     ];
+    for len in 244..255 {
+        entries.extend([gnu_long_name("e".repeat(len).as_bytes()), file("./p", len.to_string().as_bytes())]);
+    }
     let root = assert_unpacked(&fs, "255-byte-names", "data.tar", &tar(entries));
     assert_eq!(std::fs::read(root.join(&a)).unwrap(), b"a");
     assert_eq!(std::fs::read(root.join(&b)).unwrap(), b"b");
+    for len in 244..255 {
+        assert_eq!(std::fs::read(root.join("e".repeat(len))).unwrap(), len.to_string().as_bytes());
+    }
     assert_eq!(std::fs::read(root.join(&in_tree)).unwrap(), b"in a new tree");
     // A NUL cannot be in a ustar name, but can be in a PAX path.
     assert_refused(&fs, "nul-in-pax-path", "data.tar", &tar(vec![pax(&[("path", b"usr/a\0b")]), file("./p", b"x")]), "NUL");

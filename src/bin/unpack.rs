@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use unpack::cli::Invocation;
 use unpack::durability;
+use unpack::error::escape;
 
 const AFTER_HELP: &str = "\
 Exit codes:
@@ -106,7 +107,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         };
         let recovery = unpack::recover_root(root, &options)?;
         if !cli.quiet {
-            print_or_warn(&format!("{}\n", recovery.describe(root)));
+            print_or_warn(&format!("{}\n", escape(&recovery.describe(root))));
         }
         return Ok(());
     }
@@ -133,7 +134,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let report = report?;
     if let Some(recovered) = &report.recovered {
-        unpack::stderr!("unpack: recovered first: {recovered}");
+        unpack::stderr!("unpack: recovered first: {}", escape(recovered));
     }
     if let Some(signal) = unpack::interrupt::pending() {
         unpack::stderr!("unpack: signal {signal} came during the rename phase; finished the transaction first");
