@@ -147,15 +147,21 @@ fn a_journal_directory_that_is_a_symlink_now_is_refused_and_nothing_is_renamed()
 fn an_older_journal_with_a_directory_metadata_record_is_damaged_and_changes_nothing() {
     let fs = scratch("ext4", "defaults");
     let (root, host) = trapped(&fs, "m");
-    std::fs::set_permissions(root.join("etc"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for dir in [root.join("etc"), root.clone()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     for magic in ["unpack-journal 1", MAGIC] {
-        plant(&root, &journal(magic, &["M etc 4777 1000 1000 0 0".to_string(), "M link 777 1000 1000 0 0".to_string()]));
+        // The root's own directory, one of the root's, one through a symlink to the host.
+        let records = ["M . 777 1000 1000 0 0", "M etc 4777 1000 1000 0 0", "M link 777 1000 1000 0 0"];
+        plant(&root, &journal(magic, &records.map(String::from)));
         let (root_before, host_before) = (snapshot(&root), snapshot(&host));
         let r = recover(&root);
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert!(r.stdout.contains("damaged ("), "{magic}: {}", r.stdout);
         let etc = std::fs::metadata(root.join("etc")).unwrap();
         assert_eq!((etc.mode() & 0o7777, etc.uid()), (0o755, 0), "{magic}: etc keeps its mode and owner");
+        let top = std::fs::metadata(&root).unwrap();
+        assert_eq!((top.mode() & 0o7777, top.uid()), (0o755, 0), "{magic}: the root keeps its mode and owner");
         assert_same_tree(&snapshot(&host), &host_before, magic);
         // The rollback removed the root's temporary names and nothing else.
         let mut expected = root_before;
