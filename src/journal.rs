@@ -94,7 +94,7 @@ impl Journal {
         let mut j = Journal::default();
         for l in lines {
             let f: Vec<Vec<u8>> = l.split(|&b| b == b' ').map(unescape).collect::<Result<_, _>>()?;
-            let bad = |why: &str| format!("record '{}': {why}", String::from_utf8_lossy(l).escape_debug());
+            let bad = |why: &str| format!("record '{}': {why}", shown(l));
             match (f[0].as_slice(), f.len()) {
                 (b"P", 2) => j.packages.push(String::from_utf8_lossy(&f[1]).into_owned()),
                 (b"R", 5) => j.renames.push(rename_record(&f).map_err(|why| bad(&why))?),
@@ -143,7 +143,7 @@ fn check_dir(dir: &[u8]) -> Result<(), String> {
     }
     let mut depth = 0;
     for part in dir.split(|&b| b == b'/') {
-        check_name(part).map_err(|why| format!("directory '{}': a component {why}", String::from_utf8_lossy(dir).escape_debug()))?;
+        check_name(part).map_err(|why| format!("directory '{}': a component {why}", shown(dir)))?;
         depth += 1;
     }
     if depth >= MAX_DEPTH {
@@ -153,6 +153,14 @@ fn check_dir(dir: &[u8]) -> Result<(), String> {
         return Err(format!("directory in the engine's state directory {STATE_DIR}"));
     }
     Ok(())
+}
+
+/// `bytes` for a message: escaped (a journal may hold terminal escapes) and cut after 100
+/// bytes (a line may be megabytes).
+fn shown(bytes: &[u8]) -> String {
+    let cut = &bytes[..bytes.len().min(100)];
+    let more = if cut.len() < bytes.len() { "..." } else { "" };
+    format!("{}{more}", String::from_utf8_lossy(cut).escape_debug())
 }
 
 /// A journal of `records` (lines as the encoder writes them, magic line and trailer left out)
@@ -356,6 +364,8 @@ mod tests {
         assert!(Journal::decode(&with_record(&too_deep[..too_deep.len() - 1], b"f.unpack-new", b"f")).unwrap_err().contains("at most"));
         let long = vec![b'n'; NAME_MAX + 1];
         assert!(Journal::decode(&with_record(b"", b"a.unpack-new", &long)).unwrap_err().contains("longer than 255"));
+        let e = Journal::decode(&with_lines(&[&[b"R \x1b[2J ".as_slice(), &[b'x'; 1000]].concat()])).unwrap_err();
+        assert!(e.starts_with("record 'R \\u{1b}[2J xxx") && e.contains("xxx...': unknown") && e.len() < 200, "escaped and cut: {e}");
     }
 
     #[test]
