@@ -58,17 +58,15 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
         by_dir.entry(&r.dir.path).or_default().push(r);
         touched.entry(r.dir.path.clone()).or_insert_with(|| r.dir.clone());
     }
-    let unfinished = |cause| Error::Unfinished { root: tx.root.path().to_path_buf(), cause: Box::new(cause) };
+    let root_path = tx.root.path().to_path_buf();
+    let unfinished = |cause| Error::Unfinished { root: root_path.clone(), cause: Box::new(cause) };
     rename_all(by_dir.into_values().collect(), tx.calls).map_err(unfinished)?;
     times.rename_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
     let dirs: Vec<Directory> = touched.into_values().collect();
     tx.strategy.after_commit(&dirs, &root_dir, tx.calls).map_err(unfinished)?;
-    // The renames are durable: the journal has nothing left to say. Its removal need not be
-    // durable; replaying a journal whose renames are done does nothing.
-    let _ = rustix::fs::unlinkat(tx.state.fd(), JOURNAL, AtFlags::empty());
-    tx.finish();
+    remove_journal(tx).map_err(unfinished)?;
     times.dirsync_s = t.elapsed().as_secs_f64();
     Ok(times)
 }
@@ -113,9 +111,6 @@ fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
             let canon_dir = r.dir.path.strip_prefix(tx.root.path()).unwrap_or(Path::new(""));
             e.rename(canon_dir, &r.temp_name(), &r.name, r.replaces_empty_dir);
         }
-        for m in tx.dir_meta.values() {
-            e.dir_meta(&journal::DirMetaRecord { dir: m.canon.clone(), mode: m.mode, uid: m.uid, gid: m.gid, mtime: m.mtime });
-        }
         e.finish()?;
         file.flush()
     })();
@@ -128,6 +123,23 @@ fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
     tx.calls.rename(state.fd(), JOURNAL_NEW.as_ref(), JOURNAL.as_ref()).map_err(|e| Error::root(&path, "renaming the journal into place", e))?;
     if durable {
         state.fsync(tx.calls)?;
+    }
+    Ok(())
+}
+
+/// Removes the journal and the intent once the renames are durable: the transaction is over.
+/// For durable strategies the removal is made durable too (one fsync of the state directory
+/// for both names), so that a power cut after exit 0 finds nothing to replay: what it would
+/// find otherwise is a journal whose renames are done, harmless only as long as nothing has
+/// changed those names since.
+fn remove_journal(tx: &mut Transaction<'_>) -> Result<()> {
+    match rustix::fs::unlinkat(tx.state.fd(), JOURNAL, AtFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+        Err(e) => return Err(Error::root(tx.state.path().join(JOURNAL), "removing the journal", e)),
+    }
+    tx.finish();
+    if tx.strategy.is_durable() {
+        tx.state.fsync(tx.calls)?;
     }
     Ok(())
 }

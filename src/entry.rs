@@ -19,6 +19,14 @@ use std::rc::Rc;
 /// The longest name of one path component Linux accepts.
 pub(crate) const NAME_MAX: usize = 255;
 
+/// The most components an entry's path may have. PATH_MAX (4096 bytes with its NUL) holds at
+/// most 2048 names (`a/` each), so no tool that takes a path, dpkg included, can name anything
+/// deeper, and no real package comes close (Debian's deepest paths are a few dozen names); a
+/// 4,000-byte path of one-byte names (2,000 components) still unpacks. The bound is what lets
+/// recovery stop looking: the engine never writes deeper, so its walk of the root
+/// ([`crate::recover`]) holds at most this many directories open, whatever a hostile root holds.
+pub const MAX_DEPTH: usize = 2048;
+
 /// The longest symlink target symlink(2) accepts (PATH_MAX less its NUL).
 const SYMLINK_MAX: usize = 4095;
 
@@ -243,12 +251,14 @@ fn pax_number(value: &[u8]) -> Option<u64> {
 
 /// Splits an archive path into plain components: `./usr//bin/` is `usr/bin`, `/etc/x` is
 /// `etc/x` (the root is `/`), and `..` anywhere is refused: no real package needs it and it is
-/// how archives escape.
+/// how archives escape. More than [`MAX_DEPTH`] components are refused too.
 pub fn clean_path(raw: &[u8]) -> Result<PathBuf, String> {
     let mut path = PathBuf::new();
+    let mut depth = 0;
     for part in raw.split(|&b| b == b'/') {
         match part {
-            b"" | b"." => {}
+            b"" | b"." => continue,
+            _ if depth == MAX_DEPTH => return Err(format!("a path of more than {MAX_DEPTH} components")),
             b".." => return Err("path contains '..'".into()),
             _ if part.len() > NAME_MAX => return Err(format!("a name of {} bytes is longer than {NAME_MAX}", part.len())),
             _ if part.contains(&0) => return Err("path contains a NUL byte".into()),
@@ -257,6 +267,7 @@ pub fn clean_path(raw: &[u8]) -> Result<PathBuf, String> {
             _ if part.ends_with(TEMP_SUFFIX.as_bytes()) => return Err(format!("a name ending in '{TEMP_SUFFIX}' (the engine's temporary names)")),
             _ => path.push(OsStr::from_bytes(part)),
         }
+        depth += 1;
     }
     Ok(path)
 }
@@ -299,6 +310,11 @@ mod tests {
         assert!(clean_path(b"usr/bin/tool.unpack-new").is_err());
         assert!(clean_path(b"usr/x.unpack-new/tool").is_err());
         assert!(clean_path(b"usr/x.unpack-newer").is_ok());
+        let deepest = "d/".repeat(MAX_DEPTH);
+        assert_eq!(clean_path(deepest.as_bytes()).unwrap().components().count(), MAX_DEPTH);
+        assert!(clean_path(format!("./{deepest}/.//").as_bytes()).is_ok(), "'.' and empty names are not components");
+        let e = clean_path(format!("{deepest}f").as_bytes()).unwrap_err();
+        assert!(e.contains("more than 2048 components"), "{e}");
     }
 
     #[test]

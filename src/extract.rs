@@ -418,19 +418,21 @@ impl<'a> Transaction<'a> {
         self.set_metadata_at(entry, dir, temp, display, (file_type, dev))
     }
 
-    /// Undoes the write phase: removes every temporary name and every directory it created.
+    /// Undoes the write phase: removes every temporary name and every new tree it created.
     /// Best effort; it must not fail, it runs on the way out of an error already reported.
     pub(crate) fn rollback(&mut self) {
         // Nothing is left to write back; the helper must not outlive the transaction.
         drop(self.early.take());
         let mut parents: HashMap<PathBuf, Directory> = HashMap::new();
-        for (dir, temp) in self.temps.drain(..).rev() {
+        // Names inside a new tree go with the tree.
+        for (dir, temp) in self.temps.drain(..).rev().filter(|(dir, _)| !dir.staged) {
             let _ = rustix::fs::unlinkat(dir.fd(), &temp, AtFlags::empty());
             parents.entry(dir.path.to_path_buf()).or_insert(dir);
         }
-        for d in self.created.drain(..).rev() {
-            let _ = rustix::fs::unlinkat(d.parent.fd(), &d.name, AtFlags::REMOVEDIR);
-            parents.remove(&d.parent.path.join(&d.name));
+        // The same removal as recovery's: it also empties a directory the archive made 0500,
+        // which a process that is not root could not otherwise.
+        for d in self.created.drain(..).rev().filter(|d| d.top) {
+            let _ = crate::recover::remove_tree(d.parent.fd(), &d.name, &mut (0, 0));
             parents.entry(d.parent.path.to_path_buf()).or_insert(d.parent);
         }
         for name in [journal::JOURNAL, journal::JOURNAL_NEW] {

@@ -14,18 +14,39 @@
 //! and `%`) written as `%XX`, since package names may hold any byte but `/` and NUL. The last
 //! line carries the record count and an FNV-1a checksum, so a torn journal is recognised and
 //! never half-replayed. This module only encodes and decodes; it never touches the root.
+//!
+//! A journal is untrusted input, like a package: a hostile root, or anyone who could write the
+//! state directory, can plant one, and no token in the root could tell it from the engine's.
+//! So decoding accepts only what the engine writes: every name and temporary name is one path
+//! component, every temporary name carries the engine's suffix, every directory is a relative
+//! path of plain components no deeper than an entry may be, outside the state directory; and
+//! no more than [`MAX_BYTES`]. What passes is still resolved by recovery without following
+//! anything ([`crate::recover`]): these checks keep each name to one directory, the resolution
+//! keeps the directory inside the root.
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use crate::entry::{MAX_DEPTH, NAME_MAX};
+use crate::extract::TEMP_SUFFIX;
+use crate::root::STATE_DIR;
 
 /// File names inside the state directory.
 pub const JOURNAL: &str = "txn";
 pub const JOURNAL_NEW: &str = "txn.new";
 pub const INTENT: &str = "intent";
 
-const MAGIC: &str = "unpack-journal 1";
+/// Version 2: directory-metadata records are gone (existing directories keep their own, new
+/// ones get the archive's before the barrier), so a version 1 journal is damaged.
+const MAGIC: &str = "unpack-journal 2";
+
+/// The largest journal the engine writes or reads: 256 MiB. A record is about 100 to 200 bytes
+/// (a 100,000-file upgrade writes 15 to 20 MB; an install of new trees one record per tree), and
+/// 256 MiB leaves room for long escaped paths; what recovery reads is held in memory, so a
+/// planted journal of gigabytes must not be. The encoder refuses to write more, so the engine
+/// never writes a journal its recovery would call damaged.
+pub const MAX_BYTES: u64 = 256 << 20;
 
 /// One rename to do: `dir/temp` over `dir/name`, `dir` canonical inside the root.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,23 +57,12 @@ pub struct RenameRecord {
     pub replaces_empty_dir: bool,
 }
 
-/// A package directory's metadata, applied after the renames.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirMetaRecord {
-    pub dir: PathBuf,
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub mtime: (i64, u32),
-}
-
 /// What a journal holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Journal {
     /// `name version` of each package, for the recovery message.
     pub packages: Vec<String>,
     pub renames: Vec<RenameRecord>,
-    pub dir_meta: Vec<DirMetaRecord>,
 }
 
 impl Journal {
@@ -60,12 +70,15 @@ impl Journal {
         let mut e = Encoder::new(Vec::new()).expect("writing to a Vec cannot fail");
         self.packages.iter().for_each(|p| e.package(p));
         self.renames.iter().for_each(|r| e.rename(&r.dir, &r.temp, &r.name, r.replaces_empty_dir));
-        self.dir_meta.iter().for_each(|m| e.dir_meta(m));
         e.finish().expect("writing to a Vec cannot fail")
     }
 
-    /// Decodes a journal; an error for anything torn, truncated or foreign.
+    /// Decodes a journal; an error for anything torn, truncated, foreign or not as the engine
+    /// writes it (see the module doc).
     pub fn decode(bytes: &[u8]) -> Result<Journal, String> {
+        if bytes.len() as u64 > MAX_BYTES {
+            return Err(format!("{} bytes, more than the {MAX_BYTES} the engine writes", bytes.len()));
+        }
         let body_end = bytes.iter().rposition(|&b| b == b'E').filter(|&i| i == 0 || bytes[i - 1] == b'\n').ok_or("no trailer")?;
         let (body, trailer) = bytes.split_at(body_end);
         let trailer = std::str::from_utf8(trailer).map_err(|_| "bad trailer")?;
@@ -76,50 +89,106 @@ impl Journal {
         }
         let mut lines = body.split(|&b| b == b'\n').filter(|l| !l.is_empty());
         if lines.next() != Some(MAGIC.as_bytes()) {
-            return Err("not an unpack journal".into());
+            return Err("not an unpack journal of this version".into());
         }
         let mut j = Journal::default();
         for l in lines {
             let f: Vec<Vec<u8>> = l.split(|&b| b == b' ').map(unescape).collect::<Result<_, _>>()?;
-            let text = |i: usize| std::str::from_utf8(&f[i]).map_err(|_| "bad number".to_string());
-            let num = |i: usize| text(i)?.parse::<i64>().map_err(|_| "bad number".to_string());
+            let bad = |why: &str| format!("record '{}': {why}", shown(l));
             match (f[0].as_slice(), f.len()) {
                 (b"P", 2) => j.packages.push(String::from_utf8_lossy(&f[1]).into_owned()),
-                (b"R", 5) => j.renames.push(RenameRecord {
-                    dir: PathBuf::from(OsString::from_vec(f[1].clone())),
-                    temp: OsString::from_vec(f[2].clone()),
-                    name: OsString::from_vec(f[3].clone()),
-                    replaces_empty_dir: f[4] == b"1",
-                }),
-                (b"M", 7) => j.dir_meta.push(DirMetaRecord {
-                    dir: PathBuf::from(OsString::from_vec(f[1].clone())),
-                    mode: u32::from_str_radix(text(2)?, 8).map_err(|_| "bad mode")?,
-                    uid: u32::try_from(num(3)?).map_err(|_| "bad uid")?,
-                    gid: u32::try_from(num(4)?).map_err(|_| "bad gid")?,
-                    mtime: (num(5)?, u32::try_from(num(6)?).map_err(|_| "bad mtime")?),
-                }),
-                _ => return Err(format!("bad record '{}'", String::from_utf8_lossy(l))),
+                (b"R", 5) => j.renames.push(rename_record(&f).map_err(|why| bad(&why))?),
+                _ => return Err(bad("unknown")),
             }
         }
-        if count.parse::<usize>().ok() != Some(j.packages.len() + j.renames.len() + j.dir_meta.len()) {
+        if count.parse::<usize>().ok() != Some(j.packages.len() + j.renames.len()) {
             return Err("record count mismatch".into());
         }
         Ok(j)
     }
 }
 
+/// A rename record's fields (`R dir temp name flag`), each checked as the engine writes it.
+fn rename_record(f: &[Vec<u8>]) -> Result<RenameRecord, String> {
+    let (dir, temp, name) = (&f[1], &f[2], &f[3]);
+    check_dir(dir)?;
+    check_name(name).map_err(|why| format!("name {why}"))?;
+    check_name(temp).map_err(|why| format!("temporary name {why}"))?;
+    if !temp.ends_with(TEMP_SUFFIX.as_bytes()) || temp == name {
+        return Err(format!("a temporary name must end in '{TEMP_SUFFIX}' and differ from its name"));
+    }
+    let replaces_empty_dir = match f[4].as_slice() {
+        b"0" => false,
+        b"1" => true,
+        _ => return Err("bad flag".into()),
+    };
+    Ok(RenameRecord { dir: PathBuf::from(OsString::from_vec(dir.clone())), temp: OsString::from_vec(temp.clone()), name: OsString::from_vec(name.clone()), replaces_empty_dir })
+}
+
+/// One name in a directory: what renameat, unlinkat and statat may be given.
+fn check_name(name: &[u8]) -> Result<(), String> {
+    match name {
+        b"" | b"." | b".." => Err(format!("'{}' is not a name", String::from_utf8_lossy(name))),
+        _ if name.contains(&b'/') || name.contains(&0) => Err("holds '/' or NUL".into()),
+        _ if name.len() > NAME_MAX => Err(format!("of {} bytes is longer than {NAME_MAX}", name.len())),
+        _ => Ok(()),
+    }
+}
+
+/// A directory relative to the root (empty for the root itself): plain names only, as deep as
+/// a package's entries may be (`entry::MAX_DEPTH`), not the engine's state directory.
+fn check_dir(dir: &[u8]) -> Result<(), String> {
+    if dir.is_empty() {
+        return Ok(());
+    }
+    let mut depth = 0;
+    for part in dir.split(|&b| b == b'/') {
+        check_name(part).map_err(|why| format!("directory '{}': a component {why}", shown(dir)))?;
+        depth += 1;
+    }
+    if depth >= MAX_DEPTH {
+        return Err(format!("directory of {depth} components: entries are at most {MAX_DEPTH} deep"));
+    }
+    if Path::new(OsStr::from_bytes(dir)).starts_with(STATE_DIR) {
+        return Err(format!("directory in the engine's state directory {STATE_DIR}"));
+    }
+    Ok(())
+}
+
+/// `bytes` for a message: escaped (a journal may hold terminal escapes) and cut after 100
+/// bytes (a line may be megabytes).
+fn shown(bytes: &[u8]) -> String {
+    let cut = &bytes[..bytes.len().min(100)];
+    let more = if cut.len() < bytes.len() { "..." } else { "" };
+    format!("{}{more}", String::from_utf8_lossy(cut).escape_debug())
+}
+
+/// A journal of `records` (lines as the encoder writes them, magic line and trailer left out)
+/// with a valid magic line, count and checksum, whatever the lines hold: how tests and the
+/// fuzzer reach recovery with records the encoder never writes. An error only past
+/// [`MAX_BYTES`].
+pub fn seal(records: &[u8]) -> io::Result<Vec<u8>> {
+    let mut e = Encoder::new(Vec::new())?;
+    for line in records.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        e.put(&[line, b"\n"].concat());
+    }
+    e.finish()
+}
+
 /// Writes a journal record by record, so that a transaction of 100,000 files never holds its
-/// encoded journal in memory. The first write error is kept and returned by `finish`.
+/// encoded journal in memory. The first write error is kept and returned by `finish`, and so
+/// is a journal that would grow beyond [`MAX_BYTES`] (the trailer has room to spare).
 pub struct Encoder<W: Write> {
     w: W,
     hash: u64,
     count: usize,
+    bytes: u64,
     error: Option<io::Error>,
 }
 
 impl<W: Write> Encoder<W> {
     pub fn new(w: W) -> io::Result<Encoder<W>> {
-        let mut e = Encoder { w, hash: FNV_OFFSET, count: 0, error: None };
+        let mut e = Encoder { w, hash: FNV_OFFSET, count: 0, bytes: 0, error: None };
         e.put(format!("{MAGIC}\n").as_bytes());
         e.count = 0;
         e.error.take().map_or(Ok(e), Err)
@@ -132,11 +201,6 @@ impl<W: Write> Encoder<W> {
     pub fn rename(&mut self, dir: &Path, temp: &OsStr, name: &OsStr, replaces_empty_dir: bool) {
         let flag: &[u8] = if replaces_empty_dir { b"1" } else { b"0" };
         self.record(&[b"R", &escape_path(dir), &escape(temp.as_bytes()), &escape(name.as_bytes()), flag]);
-    }
-
-    pub fn dir_meta(&mut self, m: &DirMetaRecord) {
-        let fields = format!("{:o} {} {} {} {}", m.mode, m.uid, m.gid, m.mtime.0, m.mtime.1);
-        self.record(&[b"M", &escape_path(&m.dir), fields.as_bytes()]);
     }
 
     /// Writes the trailer (count and checksum) and returns the writer.
@@ -157,6 +221,11 @@ impl<W: Write> Encoder<W> {
     fn put(&mut self, bytes: &[u8]) {
         self.count += 1;
         self.hash = fnv1a_extend(self.hash, bytes);
+        self.bytes += bytes.len() as u64;
+        if self.bytes > MAX_BYTES - 64 && self.error.is_none() {
+            let why = format!("the transaction's journal would exceed {MAX_BYTES} bytes: unpack fewer packages at once");
+            self.error = Some(io::Error::new(io::ErrorKind::FileTooLarge, why));
+        }
         if self.error.is_none() {
             self.error = self.w.write_all(bytes).err();
         }
@@ -192,8 +261,9 @@ fn unescape(field: &[u8]) -> Result<Vec<u8>, String> {
     let mut i = 0;
     while i < field.len() {
         if field[i] == b'%' {
-            let hex = field.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).ok_or("bad escape")?;
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| "bad escape")?);
+            let hex = field.get(i + 1..i + 3).filter(|h| h.iter().all(u8::is_ascii_hexdigit)).ok_or("bad escape")?;
+            // Two hex digits: ASCII, and at most 0xff.
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).map_err(|_| "bad escape")?, 16).map_err(|_| "bad escape")?);
             i += 3;
         } else {
             out.push(field[i]);
@@ -231,8 +301,19 @@ mod tests {
                     replaces_empty_dir: true,
                 },
             ],
-            dir_meta: vec![DirMetaRecord { dir: PathBuf::from("usr"), mode: 0o1755, uid: 0, gid: 5, mtime: (-2, 500) }],
         }
+    }
+
+    /// A journal as the engine would write it, holding one rename record of these raw fields.
+    fn with_record(dir: &[u8], temp: &[u8], name: &[u8]) -> Vec<u8> {
+        let mut e = Encoder::new(Vec::new()).unwrap();
+        e.rename(Path::new(OsStr::from_bytes(dir)), OsStr::from_bytes(temp), OsStr::from_bytes(name), false);
+        e.finish().unwrap()
+    }
+
+    /// A journal whose body is `lines` as they are, with a valid trailer.
+    fn with_lines(lines: &[&[u8]]) -> Vec<u8> {
+        seal(&lines.join(&b'\n')).unwrap()
     }
 
     #[test]
@@ -250,5 +331,65 @@ mod tests {
         let mut flipped = bytes.clone();
         flipped[20] ^= 1;
         assert!(Journal::decode(&flipped).is_err());
+    }
+
+    #[test]
+    fn names_that_leave_their_directory_are_damage() {
+        assert!(Journal::decode(&with_record(b"usr/bin", b"tool.unpack-new", b"tool")).is_ok());
+        let deep = b"d/".repeat(MAX_DEPTH - 2);
+        assert!(Journal::decode(&with_record(&deep[..deep.len() - 1], b"f.unpack-new", b"f")).is_ok(), "as deep as an entry's directory");
+        // (directory, temporary name, name, why)
+        type Case<'a> = (&'a [u8], &'a [u8], &'a [u8], &'a str);
+        let cases: &[Case] = &[
+            (b"", b"/etc/shadow.unpack-new", b"a", "holds '/'"),
+            (b"", b"/tmp/x", b"/etc/shadow", "holds '/'"),
+            (b"", b"a.unpack-new", b"../a", "holds '/'"),
+            (b"", b"..", b"a", "is not a name"),
+            (b"", b"a.unpack-new", b"..", "is not a name"),
+            (b"", b"a.unpack-new", b"x\0y", "holds '/' or NUL"),
+            (b"", b"a", b"b", "must end in '.unpack-new'"),
+            (b"", b"a.unpack-new", b"a.unpack-new", "differ from its name"),
+            (b"/etc", b"a.unpack-new", b"a", "is not a name"),
+            (b"usr/../..", b"a.unpack-new", b"a", "is not a name"),
+            (b"usr//bin", b"a.unpack-new", b"a", "is not a name"),
+            (b"usr/./bin", b"a.unpack-new", b"a", "is not a name"),
+            (b"usr/", b"a.unpack-new", b"a", "is not a name"),
+            (b"var/lib/unpack", b"txn.unpack-new", b"txn", "state directory"),
+        ];
+        for (dir, temp, name, why) in cases {
+            let e = Journal::decode(&with_record(dir, temp, name)).unwrap_err();
+            assert!(e.contains(why), "{dir:?} {temp:?} {name:?}: {e}");
+        }
+        let too_deep = b"d/".repeat(MAX_DEPTH);
+        assert!(Journal::decode(&with_record(&too_deep[..too_deep.len() - 1], b"f.unpack-new", b"f")).unwrap_err().contains("at most"));
+        let long = vec![b'n'; NAME_MAX + 1];
+        assert!(Journal::decode(&with_record(b"", b"a.unpack-new", &long)).unwrap_err().contains("longer than 255"));
+        let e = Journal::decode(&with_lines(&[&[b"R \x1b[2J ".as_slice(), &[b'x'; 1000]].concat()])).unwrap_err();
+        assert!(e.starts_with("record 'R \\u{1b}[2J xxx") && e.contains("xxx...': unknown") && e.len() < 200, "escaped and cut: {e}");
+    }
+
+    #[test]
+    fn unknown_records_old_versions_and_oversized_journals_are_damage() {
+        // The directory-metadata record of version 1.
+        let e = Journal::decode(&with_lines(&[b"M usr 755 0 0 0 0"])).unwrap_err();
+        assert!(e.contains("unknown"), "{e}");
+        assert!(Journal::decode(&with_lines(&[b"R . a.unpack-new a 2"])).unwrap_err().contains("bad flag"));
+        assert!(Journal::decode(&with_lines(&[b"R . a%2Funpack-new a 0"])).unwrap_err().contains("'/'"));
+        assert!(Journal::decode(&with_lines(&[b"R . a.unpack-new %+f 0"])).unwrap_err().contains("bad escape"));
+        let v1 = String::from_utf8(sample().encode()).unwrap().replace(MAGIC, "unpack-journal 1");
+        assert!(Journal::decode(v1.as_bytes()).is_err(), "an older version's journal");
+        let huge = vec![b'E'; MAX_BYTES as usize + 1];
+        assert!(Journal::decode(&huge).unwrap_err().contains("more than"));
+    }
+
+    #[test]
+    fn the_encoder_refuses_to_write_more_than_recovery_reads() {
+        let mut e = Encoder::new(std::io::sink()).unwrap();
+        let name = OsString::from("n".repeat(200));
+        let temp = crate::extract::temp_name(&name);
+        for _ in 0..(MAX_BYTES / 400) {
+            e.rename(Path::new("usr/share"), &temp, &name, false);
+        }
+        assert_eq!(e.finish().unwrap_err().kind(), io::ErrorKind::FileTooLarge);
     }
 }

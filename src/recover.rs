@@ -11,18 +11,27 @@
 //! Either way recovery is idempotent: running it again, or crashing during it and running it
 //! again, ends in the same state. It never touches a name that is not the engine's: only names
 //! a journal lists, and names ending in the engine's temporary suffix.
+//!
+//! What it reads back is attacker input (a hostile root plants a journal as easily as a
+//! package ships a file), so it must never follow a path someone else can change: a journal's
+//! names are single components ([`Journal::decode`]), its directories are opened one name at a
+//! time from the root's descriptor without following any symlink, and every system call on a
+//! name gets one component in a descriptor so obtained. The walks are iterative, with a bounded
+//! number of descriptors at any depth, never go through `..`, and never cross a mount point
+//! (mount ids, so a bind mount of the root's own filesystem is not walked into either).
 
 use crate::durability::{Directory, Strategy};
 use crate::error::{Error, Result};
-use crate::extract::{timestamps, TEMP_SUFFIX};
+use crate::entry::MAX_DEPTH;
+use crate::extract::TEMP_SUFFIX;
 use crate::journal::{Journal, INTENT, JOURNAL, JOURNAL_NEW};
-use crate::root::{Create, Pending, Root, STATE_DIR};
+use crate::root::{Root, STATE_DIR};
 use crate::syscalls::Syscalls;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags};
 use rustix::io::Errno;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -38,8 +47,10 @@ pub enum Recovery {
     RolledBack { temporary_files: usize, directories: usize },
     /// The journal was there but damaged, so it was discarded and recovery went on as if it
     /// were not (`then`). Durable strategies make the journal durable before it is used, so
-    /// this is a crash under `none`, which promises nothing, or a corrupted disk; either way the
-    /// renames it listed may have been done in part, and the person must be told.
+    /// this is a crash under `none`, which promises nothing, a corrupted disk, or a journal the
+    /// engine did not write (one naming anything but single names in plain directories, or
+    /// of an older format); either way the renames it listed may have been done in part, and
+    /// the person must be told.
     DamagedJournal { reason: String, then: Box<Recovery> },
 }
 
@@ -54,13 +65,14 @@ impl Recovery {
             Recovery::Clean => "nothing to recover".to_string(),
             Recovery::RolledForward { packages, renames } => format!(
                 "an interrupted transaction ({}) was in its rename phase: finished its {renames} remaining renames; its packages are now entirely new",
-                if packages.is_empty() { "unknown packages".to_string() } else { packages.join(", ") }
+                // Escaped: a journal is read back from disk, and may hold terminal escapes.
+                if packages.is_empty() { "unknown packages".to_string() } else { packages.iter().map(|p| p.escape_debug().to_string()).collect::<Vec<_>>().join(", ") }
             ),
             Recovery::RolledBack { temporary_files, directories } => format!(
                 "an interrupted transaction was in its write phase: removed {temporary_files} temporary files and {directories} new directories; its packages are entirely old"
             ),
             Recovery::DamagedJournal { reason, then } => format!(
-                "the journal of an interrupted transaction was damaged ({reason}) and was discarded, so some of its renames may have been done and others not (possible only after a crash under --strategy none, or on a corrupted disk); then: {}",
+                "the journal of an interrupted transaction was damaged ({reason}) and was discarded, so some of its renames may have been done and others not (possible only after a crash under --strategy none, on a corrupted disk, or when something other than the engine wrote it); then: {}",
                 then.what_was_done()
             ),
         }
@@ -96,19 +108,28 @@ pub fn recover(root: &mut Root, strategy: &dyn Strategy, calls: &Syscalls) -> Re
 
 /// The bytes of a state file, once checked (see [`crate::root::open_state_file`]).
 fn read_state_file(state: &Directory, name: &str) -> Result<Option<Vec<u8>>> {
-    let Some(mut file) = crate::root::open_state_file(state, name)? else {
+    let Some(file) = crate::root::open_state_file(state, name)? else {
         return Ok(None);
     };
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(|e| Error::root(state.path().join(name), "reading", e))?;
+    // Bounded: a planted file of gigabytes must not be read into memory.
+    file.take(crate::journal::MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| Error::root(state.path().join(name), "reading", e))?;
     Ok(Some(bytes))
 }
 
-fn roll_forward(root: &mut Root, j: &Journal, strategy: &dyn Strategy, calls: &Syscalls) -> Result<Recovery> {
-    let mut touched: BTreeMap<PathBuf, Directory> = BTreeMap::new();
+fn roll_forward(root: &Root, j: &Journal, strategy: &dyn Strategy, calls: &Syscalls) -> Result<Recovery> {
+    // Every directory first: a journal one of whose directories does not resolve now is refused
+    // before any rename.
+    let mut dirs: BTreeMap<&Path, Directory> = BTreeMap::new();
+    for r in &j.renames {
+        if !dirs.contains_key(r.dir.as_path()) {
+            dirs.insert(&r.dir, open_beneath(root, &r.dir)?);
+        }
+    }
+    let mut touched: BTreeMap<&Path, Directory> = BTreeMap::new();
     let mut renames = 0;
     for r in &j.renames {
-        let dir = lookup(root, &r.dir)?;
+        let dir = &dirs[r.dir.as_path()];
         let path = dir.path().join(&r.name);
         match rustix::fs::statat(dir.fd(), &r.temp, AtFlags::SYMLINK_NOFOLLOW) {
             // Renamed before the crash.
@@ -124,77 +145,199 @@ fn roll_forward(root: &mut Root, j: &Journal, strategy: &dyn Strategy, calls: &S
         }
         calls.rename(dir.fd(), &r.temp, &r.name).map_err(|e| Error::root(&path, "rename into place", e))?;
         renames += 1;
-        touched.entry(r.dir.clone()).or_insert(dir);
-    }
-    for m in &j.dir_meta {
-        let dir = lookup(root, &m.dir)?;
-        let path = dir.path().to_path_buf();
-        rustix::fs::fchown(dir.fd(), Some(rustix::fs::Uid::from_raw(m.uid)), Some(rustix::fs::Gid::from_raw(m.gid)))
-            .or_else(|e| if e == Errno::PERM && !rustix::process::geteuid().is_root() { Ok(()) } else { Err(e) })
-            .map_err(|e| Error::root(&path, "chown of directory", e))?;
-        rustix::fs::fchmod(dir.fd(), Mode::from_raw_mode(m.mode)).map_err(|e| Error::root(&path, "chmod of directory", e))?;
-        rustix::fs::futimens(dir.fd(), &timestamps(m.mtime)).map_err(|e| Error::root(&path, "setting directory mtime", e))?;
-        touched.entry(m.dir.clone()).or_insert(dir);
+        touched.entry(&r.dir).or_insert_with(|| dir.clone());
     }
     let dirs: Vec<Directory> = touched.into_values().collect();
-    let root_dir = root.dir().clone();
-    strategy.after_commit(&dirs, &root_dir, calls)?;
+    strategy.after_commit(&dirs, root.dir(), calls)?;
     Ok(Recovery::RolledForward { packages: j.packages.clone(), renames })
 }
 
-fn lookup(root: &mut Root, dir: &Path) -> Result<Directory> {
-    root.resolve_dir(dir, Create::Never, &|_| Pending::Nothing).map(|(_, d)| d).map_err(|e| root.resolve_error(e))
+/// Opens `rel` (plain names, checked by the decoder) below the root one name at a time, never
+/// following a symlink: the journal's directories are canonical, so a symlink on the way means
+/// the tree changed since the journal was written, and recovery refuses it.
+fn open_beneath(root: &Root, rel: &Path) -> Result<Directory> {
+    let mut dir = root.dir().clone();
+    for name in rel.iter() {
+        let path = dir.path().join(name);
+        let fd = rustix::fs::openat(dir.fd(), name, DIR_FLAGS, Mode::empty()).map_err(|e| {
+            let why = match e {
+                Errno::LOOP | Errno::NOTDIR => {
+                    let st = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW);
+                    let symlink = st.is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+                    std::io::Error::other(format!("{} now, where the journal names a directory; nothing was renamed", if symlink { "a symlink" } else { "not a directory" }))
+                }
+                e => e.into(),
+            };
+            Error::root(&path, "opening a directory the journal names", why)
+        })?;
+        dir = Directory::new(fd, path.clone()).map_err(|e| Error::root(&path, "stat", e))?;
+    }
+    Ok(dir)
 }
 
+/// How every directory is opened here: never through a symlink.
+const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+
 /// Removes the temporary names and the new trees the interrupted transaction made.
-fn roll_back(root: &mut Root) -> Result<Recovery> {
+fn roll_back(root: &Root) -> Result<Recovery> {
     let mut counts = (0, 0);
-    let root_dir = root.dir().clone();
-    clean(&root_dir, Path::new(""), Path::new(STATE_DIR), &mut counts)?;
+    clean(root.dir(), &mut counts)?;
     let (temporary_files, directories) = counts;
     Ok(Recovery::RolledBack { temporary_files, directories })
 }
 
-/// Removes every `*.unpack-new` below `dir` (a directory with everything in it), staying on its
-/// filesystem and out of the state directory. `counts` are (temporary files, directories)
+/// A directory being removed by [`remove_tree`]: its descriptor, its name in its parent, the
+/// subdirectories still to remove.
+struct Frame {
+    fd: OwnedFd,
+    name: OsString,
+    subdirs: Vec<OsString>,
+}
+
+/// A directory [`clean`] walks: its name in its parent, its device and inode, the
+/// subdirectories still to visit, and its descriptor while it is among the deepest
+/// [`OPEN_LEVELS`] (the root keeps its own).
+struct Level {
+    fd: Option<OwnedFd>,
+    name: OsString,
+    id: (u64, u64),
+    subdirs: Vec<OsString>,
+}
+
+/// How many levels of the walk [`clean`] holds open, besides the root.
+const OPEN_LEVELS: usize = 64;
+
+/// Removes every `*.unpack-new` in the root (a directory with everything in it), staying on the
+/// root's mount and out of the state directory. Depth first with an explicit stack, no deeper
+/// than an entry can be ([`MAX_DEPTH`]): the engine never wrote below that. Only the deepest
+/// [`OPEN_LEVELS`] levels keep a descriptor; a level above them is opened again by name on the
+/// way back, from the nearest one that kept its descriptor, and must be the directory it was
+/// (device and inode), else its subtree is left. So no tree costs more than a bounded number of
+/// descriptors or any stack, whatever its depth. `counts` are (temporary files, directories)
 /// removed.
-fn clean(dir: &Directory, rel: &Path, state: &Path, counts: &mut (usize, usize)) -> Result<()> {
-    let entries = rustix::fs::Dir::read_from(dir.fd()).map_err(|e| Error::root(dir.path(), "reading directory", e))?;
-    let mut subdirs = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::root(dir.path(), "reading directory", e))?;
-        let name = OsStr::from_bytes(entry.file_name().to_bytes());
-        if name == "." || name == ".." {
+fn clean(root: &Directory, counts: &mut (usize, usize)) -> Result<()> {
+    let fd = rustix::fs::openat(root.fd(), ".", DIR_FLAGS, Mode::empty()).map_err(|e| Error::root(root.path(), "opening", e))?;
+    let mount = mount_of(fd.as_fd()).map_err(|e| Error::root(root.path(), "statx", e))?;
+    let subdirs = clean_dir(fd.as_fd(), 0, root.path(), counts)?;
+    let id = id_of(&fd).map_err(|e| Error::root(root.path(), "stat", e))?;
+    let mut stack = vec![Level { fd: Some(fd), name: OsString::new(), id, subdirs }];
+    while let Some(level) = stack.last_mut() {
+        let Some(name) = level.subdirs.pop() else {
+            stack.pop();
             continue;
-        }
-        if name.as_bytes().ends_with(TEMP_SUFFIX.as_bytes()) {
-            remove_tree(dir.fd(), name, counts).map_err(|e| Error::root(dir.path().join(name), "removing a temporary name", e))?;
-            continue;
-        }
-        // Some filesystems do not fill in the type (DT_UNKNOWN): ask.
-        let is_dir = match entry.file_type() {
-            FileType::Unknown => rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW)
-                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory),
-            t => t == FileType::Directory,
         };
-        if is_dir && rel.join(name) != state {
-            subdirs.push(name.to_os_string());
+        let Some(parent) = reopen(&mut stack) else {
+            stack.pop();
+            continue;
+        };
+        // Gone, or not a directory any more: nothing of the engine's below it.
+        let Ok(fd) = rustix::fs::openat(parent, &name, DIR_FLAGS, Mode::empty()) else { continue };
+        if mount_of(fd.as_fd()).ok() != Some(mount) || is_state_dir(&stack, &name) {
+            continue;
         }
-    }
-    for name in subdirs {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let Ok(fd) = rustix::fs::openat(dir.fd(), &name, flags, Mode::empty()) else { continue };
-        let child = Directory::new(fd, dir.path().join(&name)).map_err(|e| Error::root(dir.path().join(&name), "stat", e))?;
-        if child.dev() == dir.dev() {
-            clean(&child, &rel.join(&name), state, counts)?;
+        let path = path_of(root.path(), &stack, &name);
+        let subdirs = clean_dir(fd.as_fd(), stack.len(), &path, counts)?;
+        let id = id_of(&fd).map_err(|e| Error::root(&path, "stat", e))?;
+        stack.push(Level { fd: Some(fd), name, id, subdirs });
+        if stack.len() > OPEN_LEVELS + 1 {
+            let above = stack.len() - OPEN_LEVELS - 1;
+            stack[above].fd = None;
         }
     }
     Ok(())
 }
 
-/// Removes `name` from `dir`: a file, or a directory with everything in it. It never crosses
-/// into another filesystem (removing a mount point fails) and never follows a symlink. The
-/// engine calls it only for its own temporary names. `counts` gain the (files, directories)
+/// The deepest level's descriptor, opened again if it was closed: name by name (never through
+/// a symlink) from the nearest level that kept one, each the directory it was. Only the
+/// deepest [`OPEN_LEVELS`] keep what is opened. `None` when a directory on the way changed.
+fn reopen(stack: &mut [Level]) -> Option<BorrowedFd<'_>> {
+    let last = stack.len() - 1;
+    let from = stack.iter().rposition(|l| l.fd.is_some())?;
+    for i in from + 1..=last {
+        let parent = stack[i - 1].fd.as_ref()?;
+        let fd = rustix::fs::openat(parent, &stack[i].name, DIR_FLAGS, Mode::empty()).ok().filter(|fd| id_of(fd).ok() == Some(stack[i].id))?;
+        stack[i].fd = Some(fd);
+        if i - 1 > 0 && i - 1 + OPEN_LEVELS <= last {
+            stack[i - 1].fd = None;
+        }
+    }
+    stack[last].fd.as_ref().map(|fd| fd.as_fd())
+}
+
+/// Device and inode.
+fn id_of(fd: &OwnedFd) -> rustix::io::Result<(u64, u64)> {
+    rustix::fs::fstat(fd).map(|st| (st.st_dev, st.st_ino))
+}
+
+/// Removes the temporary names in `dir` (at `depth` below the root, for messages at `path`)
+/// and returns the subdirectories to walk.
+fn clean_dir(dir: BorrowedFd<'_>, depth: usize, path: &Path, counts: &mut (usize, usize)) -> Result<Vec<OsString>> {
+    let (others, subdirs) = entries(dir).map_err(|e| Error::root(path, "reading directory", e))?;
+    let mut walk = Vec::new();
+    for (name, is_dir) in others.into_iter().map(|n| (n, false)).chain(subdirs.into_iter().map(|n| (n, true))) {
+        if name.as_bytes().ends_with(TEMP_SUFFIX.as_bytes()) {
+            remove_tree(dir, &name, counts).map_err(|e| Error::root(path.join(&name), "removing a temporary name", e))?;
+        } else if is_dir && depth + 2 <= MAX_DEPTH {
+            // Its entries are `depth + 2` names deep: no deeper than an entry can be.
+            walk.push(name);
+        }
+    }
+    Ok(walk)
+}
+
+/// `ROOT/a/b/.../name` for the levels of the walk, for messages only.
+fn path_of(root: &Path, stack: &[Level], name: &OsStr) -> PathBuf {
+    let mut path = root.to_path_buf();
+    stack.iter().skip(1).for_each(|l| path.push(&l.name));
+    path.join(name)
+}
+
+/// True when `name` below the levels of the walk is the engine's state directory.
+fn is_state_dir(stack: &[Level], name: &OsStr) -> bool {
+    let state = Path::new(STATE_DIR);
+    stack.len() == state.components().count() && stack.iter().skip(1).map(|l| l.name.as_os_str()).chain([name]).eq(state.iter())
+}
+
+/// The names in `dir` but `.` and `..`: (not directories, directories). Some filesystems do
+/// not fill in the type (DT_UNKNOWN): those are asked.
+fn entries(dir: BorrowedFd<'_>) -> rustix::io::Result<(Vec<OsString>, Vec<OsString>)> {
+    let (mut others, mut dirs) = (Vec::new(), Vec::new());
+    for entry in rustix::fs::Dir::read_from(dir)? {
+        let entry = entry?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        let is_dir = match entry.file_type() {
+            FileType::Unknown => rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory),
+            t => t == FileType::Directory,
+        };
+        if is_dir { &mut dirs } else { &mut others }.push(name.to_os_string());
+    }
+    Ok((others, dirs))
+}
+
+/// The mount a descriptor is on: its device and, where the kernel says (statx STATX_MNT_ID,
+/// Linux 5.8), its mount id, which tells a bind mount of the same filesystem apart.
+fn mount_of(fd: BorrowedFd<'_>) -> rustix::io::Result<(u64, u64)> {
+    let st = rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID)?;
+    let id = if StatxFlags::from_bits_retain(st.stx_mask).contains(StatxFlags::MNT_ID) { st.stx_mnt_id } else { 0 };
+    Ok((rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor), id))
+}
+
+/// How many directories [`remove_tree`] holds open at most: a tree deeper than this is made
+/// shallower as it goes (see there).
+const MAX_OPEN: usize = 64;
+
+/// Removes `name` from `dir`: a file, or a directory with everything in it, and returns it when
+/// gone. The engine calls it only for its own temporary names, so it may make its directories
+/// writable first (a package's 0500 directory in a new tree, set before the barrier, would
+/// otherwise keep its files; a user who is not root needs that). It never follows a symlink,
+/// never goes through `..`, and never crosses into another mount: a mount point inside fails
+/// it (EBUSY), with what the mount holds untouched. Depth first with an explicit stack; below
+/// [`MAX_OPEN`] levels a directory is renamed up to the top of the tree being removed, so that
+/// any depth costs a bounded number of descriptors. `counts` gain the (files, directories)
 /// removed.
 pub(crate) fn remove_tree(dir: BorrowedFd<'_>, name: &OsStr, counts: &mut (usize, usize)) -> rustix::io::Result<()> {
     let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -206,21 +349,82 @@ pub(crate) fn remove_tree(dir: BorrowedFd<'_>, name: &OsStr, counts: &mut (usize
         counts.0 += 1;
         return Ok(());
     }
-    if st.st_dev == rustix::fs::fstat(dir)?.st_dev {
-        let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
-        let mut names: Vec<OsString> = Vec::new();
-        for entry in rustix::fs::Dir::read_from(&fd)? {
-            let entry = entry?;
-            let inner = entry.file_name().to_bytes();
-            if inner != b"." && inner != b".." {
-                names.push(OsStr::from_bytes(inner).to_os_string());
-            }
-        }
-        for inner in names {
-            remove_tree(fd.as_fd(), &inner, counts)?;
+    let mount = mount_of(dir)?;
+    let fd = open_for_removal(dir, name, mount)?;
+    let subdirs = remove_files(fd.as_fd(), counts)?;
+    let mut stack = vec![Frame { fd, name: name.to_os_string(), subdirs }];
+    let mut flattened = 0u64;
+    while let Some(frame) = stack.last_mut() {
+        let Some(child) = frame.subdirs.pop() else {
+            let name = std::mem::take(&mut frame.name);
+            stack.pop();
+            let parent = stack.last().map_or(dir, |f| f.fd.as_fd());
+            rustix::fs::unlinkat(parent, &name, AtFlags::REMOVEDIR)?;
+            counts.1 += 1;
+            continue;
+        };
+        let here = stack.len() - 1;
+        if here + 1 < MAX_OPEN {
+            let fd = open_for_removal(stack[here].fd.as_fd(), &child, mount)?;
+            let subdirs = remove_files(fd.as_fd(), counts)?;
+            stack.push(Frame { fd, name: child, subdirs });
+        } else {
+            let moved = move_up(stack[here].fd.as_fd(), &child, stack[0].fd.as_fd(), &mut flattened)?;
+            stack[0].subdirs.push(moved);
         }
     }
-    rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
-    counts.1 += 1;
     Ok(())
+}
+
+/// Renames the directory `name` in `from` to a new name in `top` (a tree being removed), and
+/// returns that name.
+fn move_up(from: BorrowedFd<'_>, name: &OsStr, top: BorrowedFd<'_>, n: &mut u64) -> rustix::io::Result<OsString> {
+    loop {
+        *n += 1;
+        let fresh = OsString::from(format!("flattened-{n}"));
+        match rustix::fs::renameat_with(from, name, top, &fresh, rustix::fs::RenameFlags::NOREPLACE) {
+            Err(Errno::EXIST) => continue,
+            other => return other.map(|()| fresh),
+        }
+    }
+}
+
+/// Removes what is not a directory in `dir` and returns its subdirectories.
+fn remove_files(dir: BorrowedFd<'_>, counts: &mut (usize, usize)) -> rustix::io::Result<Vec<OsString>> {
+    let (others, subdirs) = entries(dir)?;
+    for name in others {
+        rustix::fs::unlinkat(dir, &name, AtFlags::empty())?;
+        counts.0 += 1;
+    }
+    Ok(subdirs)
+}
+
+/// Opens the directory `name` in `parent` to empty it: not through a symlink, not on another
+/// mount than `mount` (EBUSY), and, for a process that is not root, with read, write and search
+/// permission for its owner added if it is the owner.
+fn open_for_removal(parent: BorrowedFd<'_>, name: &OsStr, mount: (u64, u64)) -> rustix::io::Result<OwnedFd> {
+    let fd = match rustix::fs::openat(parent, name, DIR_FLAGS, Mode::empty()) {
+        // No read permission: only the owner can give it back, through a descriptor that
+        // needs none (O_PATH), by the /proc link that names exactly that inode.
+        Err(Errno::ACCESS) => {
+            let path_fd = rustix::fs::openat(parent, name, OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+            let proc = format!("/proc/self/fd/{}", path_fd.as_raw_fd());
+            let st = rustix::fs::fstat(&path_fd)?;
+            if st.st_uid != rustix::process::geteuid().as_raw() {
+                return Err(Errno::ACCESS);
+            }
+            rustix::fs::chmod(&proc, Mode::from_raw_mode(st.st_mode & 0o7777 | 0o700))?;
+            rustix::fs::open(&proc, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?
+        }
+        other => other?,
+    };
+    if mount_of(fd.as_fd())? != mount {
+        return Err(Errno::BUSY);
+    }
+    let st = rustix::fs::fstat(&fd)?;
+    let euid = rustix::process::geteuid();
+    if !euid.is_root() && st.st_uid == euid.as_raw() && st.st_mode & 0o700 != 0o700 {
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(st.st_mode & 0o7777 | 0o700))?;
+    }
+    Ok(fd)
 }
