@@ -3,16 +3,23 @@
 # installs the Debian packages the tests need (only those missing), then runs `cargo test` and
 # the self-unpack check (build the Debian package, unpack it with the packaged unpack, compare
 # with dpkg-deb -x). This is the README's test command, and .ci/run calls it, so the two cannot
-# drift. Run as root: the tests make filesystems on loop devices, FUSE disks and device nodes.
+# drift. The tests need root (filesystems on loop devices, FUSE disks, device nodes): run by
+# another user, it runs itself again through sudo, with the same PATH and Rust toolchain.
 #
 # Arguments are passed to `cargo test` (e.g. `scripts/test.sh --test crashtest`); with any, the
 # self-unpack check is skipped. UNPACK_TEST_NO_INSTALL=1 installs nothing (a machine that has
 # the tools but no network): a missing tool is then listed and the tests that need it fail.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
 
 if [ "$(id -u)" != 0 ]; then
-    echo "test.sh: run as root (the tests make loop devices and mounts): sudo env \"PATH=\$PATH\" $0" >&2
+    if command -v sudo >/dev/null; then
+        # rustup's cargo finds its toolchain through these, which root's HOME would change.
+        exec sudo env "PATH=$PATH" "RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}" \
+            "CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}" "$repo/scripts/test.sh" "$@"
+    fi
+    echo "test.sh: the tests need root (loop devices, mounts), and sudo is not installed: run it as root" >&2
     exit 2
 fi
 command -v cargo >/dev/null || { echo "test.sh: cargo not found in PATH: install the Rust toolchain (rustup)" >&2; exit 2; }
