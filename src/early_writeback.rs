@@ -9,7 +9,8 @@
 //! helper thread here calls syncfs(2) on the root's filesystem every [`INTERVAL`] from the
 //! first file to the barrier, so the flusher works alongside the unpack and the barrier finds
 //! little left to write. Per-file sync_file_range(WRITE) does the same work file by file in the
-//! caller's thread, without the flusher's batching; measured, it was slower (see the README).
+//! caller's thread, without the flusher's batching; measured, it was slower (see
+//! docs/performance.md).
 //!
 //! It only moves work earlier: durability is still the strategy's barrier, and nothing here
 //! ever creates, renames or removes a name. It syncs through a descriptor of its own, so an

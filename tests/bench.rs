@@ -260,14 +260,41 @@ fn failed_runs_show_as_failed_never_as_times() {
     let tmp = BenchTmp::new();
     let deb = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/corrupt-data.deb");
     let r = bench(tmp.path(), &[deb.to_str().unwrap(), "-o", "defaults", "-s", "none", "--peers", "tar", "--runs", "1"]);
-    assert_eq!(r.code, 0, "a matrix with failed runs is still a matrix: {}", r.stderr);
-    assert!(r.stderr.contains("2 counted run(s) failed"), "{}", r.stderr);
+    assert_eq!(r.code, 3, "a matrix with failed runs is a matrix, but an incomplete one: {}", r.stderr);
+    assert!(r.stderr.contains("2 counted run(s) failed, the matrix is incomplete"), "{}", r.stderr);
+    for tool in ["none", "tar"] {
+        assert!(r.stderr.contains(&format!("on ext4, install, -o defaults warm: {tool}")), "names {tool}: {}", r.stderr);
+    }
     let lines = table_lines(&r.stdout, "defaults", "warm");
     assert_eq!(lines.len(), 3, "{}", r.stdout);
     for line in &lines {
         assert_eq!(line, &["failed 1/1", "failed 1/1"], "{}", r.stdout);
     }
     assert!(r.stdout.contains("- `defaults` warm, none: exit status 3"), "the engine's reason: {}", r.stdout);
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}
+
+/// A row whose filesystem cannot be mounted (an option ext4 refuses) is a row of failed cells:
+/// the matrix is printed, with the reason, and the exit status says it is incomplete.
+#[test]
+fn a_row_that_cannot_mount_prints_its_cells_as_failed_and_exits_3() {
+    let _serial = serial();
+    assert!(is_root(), "the integration tests run as root (loop devices)");
+    let tmp = BenchTmp::new();
+    let r = bench(
+        tmp.path(),
+        &["--synthetic", "10:1k", "-o", "defaults", "-o", "no_such_option", "-s", "none", "--peers", "", "--runs", "1"],
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("1 counted run(s) failed, the matrix is incomplete")
+            && r.stderr.ends_with("reasons: synthetic 10:1k on ext4, install, -o no_such_option warm: none\n"),
+        "only the cell that could not mount: {}",
+        r.stderr
+    );
+    assert!(seconds(table_lines(&r.stdout, "defaults", "warm")[0][0]) > 0.0, "{}", r.stdout);
+    assert_eq!(table_lines(&r.stdout, "no_such_option", "warm")[0], ["failed 1/1"], "{}", r.stdout);
+    assert!(r.stdout.contains("- `no_such_option` warm, none: "), "the reason: {}", r.stdout);
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
 

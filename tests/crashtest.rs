@@ -247,3 +247,71 @@ fn bad_arguments_and_non_root_exit_2_and_say_why() {
     let r = run(crashtest().args(["--replay", "x:1"]));
     assert_eq!(r.code, 2, "--replay needs --out: {}", r.stderr);
 }
+
+/// A cell that cannot be run (here: a mount option ext4 refuses) leaves the matrix incomplete:
+/// exit 3, the cell named on stderr and under the tables, and never a clean verdict over zero
+/// states.
+#[test]
+fn cells_that_could_not_be_run_exit_3_and_are_named_and_zero_states_give_no_verdict() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let package = fixture("pkg-v2_2.0_all.deb");
+    let base = ["-s", "none", "--scenario", "install", "--states", "5", "--settle", "0", "--seed", "1"];
+    let crashtest_in = |tmp: &Path, sets: &[&str]| {
+        let mut cmd = crashtest();
+        cmd.env("TMPDIR", tmp).args(base);
+        for set in sets {
+            cmd.args(["-o", set]);
+        }
+        run(cmd.arg(&package))
+    };
+    let bad = "ext4/no_such_option/install/none";
+
+    // Every cell fails: no state was checked, and the matrix says so instead of "found nothing".
+    let tmp = tempfile::tempdir().unwrap();
+    let r = crashtest_in(tmp.path(), &["no_such_option"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains(&format!("1 of 1 cells could not be run, the matrix is incomplete: {bad}")), "{}", r.stderr);
+    assert!(r.stdout.contains("No crash state was checked: this matrix has no verdict."), "{}", r.stdout);
+    assert!(!r.stdout.contains("fsck found nothing"), "a clean verdict over zero states: {}", r.stdout);
+    assert!(r.stdout.contains("## Cells that could not be run\n\n1 of 1 cells"), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("- {bad}: ")), "{}", r.stdout);
+    assert_no_leftovers(tmp.path());
+
+    // One cell runs, one does not: the matrix is made, still incomplete.
+    let tmp = tempfile::tempdir().unwrap();
+    let r = crashtest_in(tmp.path(), &["defaults", "no_such_option"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains(&format!("1 of 2 cells could not be run, the matrix is incomplete: {bad}")), "{}", r.stderr);
+    let verdict = r.stdout.lines().find(|l| l.starts_with("Filesystem: each of the ")).unwrap_or_else(|| panic!("{}", r.stdout));
+    let states: u64 = verdict.split(' ').nth(4).unwrap().parse().unwrap();
+    assert!((1..=5).contains(&states), "the states of the cell that ran: {verdict}");
+    assert!(r.stdout.contains("| defaults | ") && r.stdout.contains("| no_such_option | error |"), "{}", r.stdout);
+    assert_no_leftovers(tmp.path());
+}
+
+/// A filesystem whose mkfs is not in PATH fails before any cell (a matrix runs for hours),
+/// naming the package to install, as unpack-bench does.
+#[test]
+fn a_missing_mkfs_fails_before_any_cell_and_names_the_package_to_install() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    for (fs, package) in [("ext4", "e2fsprogs"), ("xfs", "xfsprogs"), ("btrfs", "btrfs-progs")] {
+        let r = run(crashtest()
+            .env("PATH", empty.path())
+            .env("TMPDIR", tmp.path())
+            .args(["-s", "none", "--fs", fs])
+            .arg(fixture("pkg-v2_2.0_all.deb")));
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        let says = format!("unpack-crashtest: mkfs.{fs}: not found in PATH: install the Debian package {package}\n");
+        assert_eq!(r.stderr.split_once('\n').map_or("", |(_, rest)| rest), says, "after the seed line: {}", r.stderr);
+        assert!(r.stdout.is_empty(), "no matrix: {}", r.stdout);
+    }
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "nothing was made");
+}

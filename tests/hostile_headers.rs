@@ -1,7 +1,7 @@
 //! tar headers that lie, built byte by byte in each test and run through the real `unpack`:
 //! every one is either refused as a bad package (exit 3, the root exactly as it was) or
 //! unpacked faithfully, and none writes outside the root. Each test pins one row of the
-//! README's table "What the engine does with input that lies".
+//! table "What the engine does with input that lies" in docs/security.md.
 
 mod common;
 

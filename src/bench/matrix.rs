@@ -124,10 +124,27 @@ pub struct Matrix {
 }
 
 impl Matrix {
-    /// Counted runs that failed, over the whole matrix.
+    /// Counted runs that failed, over the whole matrix: a matrix with any is incomplete
+    /// (`unpack-bench` exits 3).
     pub fn failed_runs(&self) -> usize {
         self.rows.iter().flat_map(|r| &r.cells).map(|c| c.failed).sum()
     }
+
+    /// The cells with a failed run, each as `WORKLOAD on FS, SCENARIO, -o OPTIONS CACHE: TOOL`
+    /// (see `cell_label`).
+    pub fn failed_cells(&self) -> Vec<String> {
+        self.rows
+            .iter()
+            .flat_map(|r| r.cells.iter().filter(|c| c.failed > 0).map(move |c| (r, c)))
+            .map(|(r, c)| cell_label(&r.workload, &r.row, &c.tool))
+            .collect()
+    }
+}
+
+/// A cell in words, as the progress bar and the list of failed cells name it.
+fn cell_label(workload: &str, row: &Row, tool: &str) -> String {
+    let (fs, scenario, options, cache) = (&row.filesystem, row.scenario.name(), &row.mount_options, row.cache.name());
+    format!("{workload} on {fs}, {scenario}, -o {options} {cache}: {tool}")
 }
 
 /// Runs the whole matrix.
@@ -277,15 +294,7 @@ fn run_plan(ctx: &Context, plan: &Plan) -> Result<Vec<RowResult>> {
         for step in plan.schedule() {
             let tool = &plan.tools[step.tool];
             let round = if step.is_warm_up() { "warm-up".to_string() } else { format!("run {}/{}", step.round, plan.runs) };
-            bar.set_message(format!(
-                "{} | {} {} -o {} {} | {} {round}",
-                workload.label,
-                row.filesystem,
-                row.scenario.name(),
-                row.mount_options,
-                row.cache.name(),
-                tool.name()
-            ));
+            bar.set_message(format!("{} {round}", cell_label(&workload.label, row, tool.name())));
             if let Some(signal) = crate::interrupt::pending() {
                 bar.abandon();
                 return Err(Error::Interrupted { signal });

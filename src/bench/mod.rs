@@ -40,6 +40,12 @@ use std::path::PathBuf;
 
 pub use matrix::{run_matrix, Config, Matrix};
 
+/// The lab's exit status for a matrix that was made but is incomplete: runs of `unpack-bench`
+/// that failed, cells of `unpack-crashtest` that could not be run. Distinct from 0 (every cell
+/// ran), 1 (the tool itself failed) and 2 (usage), so that a script never reads a matrix with
+/// holes as a result.
+pub const EXIT_INCOMPLETE: u8 = 3;
+
 /// Everything that can stop the bench as a whole. A single run failing is not an error: it is a
 /// failed run in the matrix.
 #[derive(Debug, thiserror::Error)]

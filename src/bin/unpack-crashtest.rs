@@ -1,6 +1,8 @@
 //! `unpack-crashtest [OPTIONS] PACKAGE`: parse, call [`unpack::crash`], print or write the
-//! matrix. Exit status: 0 the matrix was made (violations are results, not failures), 1 the
-//! test itself failed, 2 usage (including not being root), 128 + signal when stopped by one.
+//! matrix. Exit status (the lab's table, the same in `unpack-bench`): 0 every cell ran and
+//! checked crash states (violations are results, not failures), 3 the matrix was made but some
+//! cells could not be run, 1 the test itself failed, 2 usage (including not being root),
+//! 128 + signal when stopped by one. It must never exit 0 over a cell that checked nothing.
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -84,7 +86,7 @@ fn seconds(s: &str) -> Result<Duration, String> {
 fn main() -> ExitCode {
     let Invocation::Run(args) = unpack::cli::parse::<Args>() else { return ExitCode::SUCCESS };
     match run(args) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             unpack::stderr!("unpack-crashtest: {}", unpack::error::one_line(e.as_ref()));
             ExitCode::from(e.downcast_ref::<crash::CrashError>().map_or(1, crash::CrashError::exit_code))
@@ -92,7 +94,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
+/// Runs what `args` ask for; returns the exit status.
+fn run(args: Args) -> anyhow::Result<u8> {
     if let Some(spec) = &args.replay {
         let out = args.out.as_deref().context("--replay needs --out")?;
         let (cell, state) = spec
@@ -103,7 +106,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         let mount = if fs == "xfs" { " -o nouuid" } else { "" };
         let text = format!("{}\nlook at it with: mount{mount} -o loop {} /mnt\n", image.display(), image.display());
         unpack::cli::print(&text).context("printing the image's path on stdout")?;
-        return Ok(());
+        return Ok(0);
     }
     if !rustix::process::geteuid().is_root() {
         return Err(crash::CrashError::Usage(
@@ -166,7 +169,18 @@ fn run(args: Args) -> anyhow::Result<()> {
         }
         None => unpack::cli::print(&report::markdown(&matrix)).context("printing the matrix on stdout")?,
     }
-    Ok(())
+    let unfinished = matrix.unfinished();
+    if unfinished.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<&str> = unfinished.iter().map(|c| c.id.as_str()).collect();
+    unpack::stderr!(
+        "unpack-crashtest: {} of {} cells could not be run, the matrix is incomplete: {}",
+        ids.len(),
+        matrix.cells.len(),
+        ids.join(", ")
+    );
+    Ok(unpack::bench::EXIT_INCOMPLETE)
 }
 
 fn random_seed() -> u64 {

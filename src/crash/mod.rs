@@ -173,9 +173,23 @@ pub struct Matrix {
     pub cells: Vec<CellResult>,
 }
 
+impl Matrix {
+    /// The cells that could not be run (a mount option the filesystem refuses, a tool missing, a
+    /// recording that left no crash state): the matrix says nothing about them, so a run with
+    /// any is incomplete (`unpack-crashtest` exits 3).
+    pub fn unfinished(&self) -> Vec<&CellResult> {
+        self.cells.iter().filter(|c| c.error.is_some()).collect()
+    }
+
+    /// Crash states checked over the whole matrix.
+    pub fn states_checked(&self) -> usize {
+        self.cells.iter().map(|c| c.states).sum()
+    }
+}
+
 /// Runs every cell of `config`; `on_cell` sees each result as it is made. A cell that cannot
 /// be run (a mount option the filesystem refuses, an unpack that fails) is reported as such and
-/// the matrix goes on.
+/// the matrix goes on ([`Matrix::unfinished`]).
 pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matrix, CrashError> {
     validate(config)?;
     let work = new_workdir()?;
@@ -319,6 +333,13 @@ fn run_cell(
     }
     let timeline = Timeline::read(&recording.log, setup.disk_bytes)?;
     let selection = timeline.select(config.states, config.seed);
+    if selection.states.is_empty() {
+        // A cell that checked nothing has no verdict: it is a cell that could not be run.
+        return Err(CrashError::BadLog {
+            path: recording.log.clone(),
+            reason: "no crash state to check between the start and the end of the settle time".into(),
+        });
+    }
     cell.log_entries = timeline.entries;
     cell.flushes = timeline.flushes;
     cell.foreign_flushes = timeline.idle_flushes_after_returned;
@@ -358,12 +379,15 @@ fn run_cell(
     Ok(recording.io_flusher)
 }
 
+/// What can be known to fail fails before the first cell (a matrix runs for hours): unknown
+/// names are usage errors, a missing mkfs is the test's own failure, with the package to install.
 fn validate(config: &Config) -> Result<(), CrashError> {
     for fs in &config.filesystems {
         if !crate::scratchfs::FILESYSTEMS.contains(&fs.as_str()) {
             let known = crate::scratchfs::FILESYSTEMS.join(", ");
             return Err(CrashError::Usage(format!("unknown filesystem '{fs}' (known: {known})")));
         }
+        require_mkfs(fs)?;
     }
     for s in &config.strategies {
         crate::durability::by_name(s, 1).map_err(|e| CrashError::Usage(e.to_string()))?;
@@ -379,6 +403,18 @@ fn validate(config: &Config) -> Result<(), CrashError> {
         return empty("scenarios");
     }
     Ok(())
+}
+
+/// Fails unless `mkfs.FS` is in `PATH`, where the cells will look for it (and for the fsck of
+/// the same package).
+fn require_mkfs(fs: &str) -> Result<(), CrashError> {
+    let tool = format!("mkfs.{fs}");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if std::env::split_paths(&path).any(|dir| dir.join(&tool).is_file()) {
+        return Ok(());
+    }
+    let package = crate::scratchfs::mkfs_package(fs);
+    Err(CrashError::Tool { path: tool.into(), reason: format!("not found in PATH: install the Debian package {package}") })
 }
 
 /// An error with all its causes, for one line of a report.

@@ -4,8 +4,10 @@
 //! and `violations.txt` (one line per violation).
 //!
 //! A cell reads `V / S (kind N, ...)`: V states with at least one violation out of S states
-//! checked, and for each kind seen the number of states that show it. Mount and fsck failures point at the filesystem, not at the unpacker,
-//! so they are listed apart, under the tables. This module only formats and writes.
+//! checked, and for each kind seen the number of states that show it. Mount and fsck failures
+//! point at the filesystem, not at the unpacker, so they are listed apart, under the tables;
+//! so are the cells that could not be run. It never prints a clean verdict over zero states.
+//! This module only formats and writes.
 
 use super::check::Kind;
 use super::{CellResult, CrashError, Matrix, Scenario};
@@ -81,8 +83,11 @@ pub fn markdown(m: &Matrix) -> String {
         );
     }
     let failing: Vec<&CellResult> = m.cells.iter().filter(|c| !c.fs_failures.is_empty()).collect();
-    if failing.is_empty() {
-        let _ = writeln!(out, "Filesystem: every state checked mounted and fsck found nothing.");
+    let checked = m.states_checked();
+    if checked == 0 {
+        let _ = writeln!(out, "No crash state was checked: this matrix has no verdict.");
+    } else if failing.is_empty() {
+        let _ = writeln!(out, "Filesystem: each of the {checked} states checked mounted and fsck found nothing.");
     } else {
         let _ = writeln!(out, "## Filesystem failures (mount or fsck)\n\n| cell | state | stage | what the tool said |\n| --- | --- | --- | --- |");
         for c in failing {
@@ -91,9 +96,15 @@ pub fn markdown(m: &Matrix) -> String {
             }
         }
     }
-    let errors: Vec<&CellResult> = m.cells.iter().filter(|c| c.error.is_some()).collect();
+    let errors = m.unfinished();
     if !errors.is_empty() {
-        let _ = writeln!(out, "\n## Cells that could not be run\n");
+        let _ = writeln!(
+            out,
+            "\n## Cells that could not be run\n\n{} of {} cells could not be run: the matrix is incomplete and says \
+             nothing about them.\n",
+            errors.len(),
+            m.cells.len()
+        );
         for c in errors {
             let _ = writeln!(out, "- {}: {}", c.id, c.error.as_deref().unwrap_or_default());
         }

@@ -143,7 +143,7 @@ pub const ALL: &[Info] = &[none::INFO, fsync::INFO, batch::INFO, syncfs::INFO, w
 /// otherwise, and they do: `syncfs` promises the same, the crash test finds no violation for it
 /// on ext4 (every default mount option set), ext3, XFS and btrfs, and it costs one flush per
 /// transaction instead of one per file (emacs-common on the `hdd` device: 1.3 s against 27 s;
-/// README, "The matrix on an emulated hard disk").
+/// docs/performance.md, "The matrix on an emulated hard disk").
 pub const DEFAULT: &str = "syncfs";
 
 /// The built-in strategy called `name` (or one of its aliases). `jobs` sizes `parallel`'s pool.

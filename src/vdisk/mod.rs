@@ -22,8 +22,8 @@
 //! to accept `O_DIRECT`, and submits requests asynchronously, so the order in which in-flight
 //! writes reach the server depends on timing; buffered, the loop worker performs one request at
 //! a time. (Measured: 10 fsyncs on ext4 give the server the same bytes and the same 20 flushes
-//! either way, in 47 write requests buffered against 31 direct; see `README-section.md`.) It is
-//! also what `ScratchFs` attaches by default.
+//! either way, in 47 write requests buffered against 31 direct; see docs/devices.md,
+//! "Measured".) It is also what `ScratchFs` attaches by default.
 //!
 //! Teardown order is the one thing that can go badly wrong: a filesystem must be unmounted and
 //! its loop device detached before the FUSE server stops, or the loop device is left pointing at

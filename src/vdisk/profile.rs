@@ -24,8 +24,8 @@ pub enum Profile {
 }
 
 /// The named profiles: name, flush latency, write bandwidth in bytes per second, and what the
-/// pair stands for. The README's profile table states the same numbers and their sources; keep
-/// the two in step.
+/// pair stands for. The profile table of docs/devices.md states the same numbers and their
+/// sources; keep the two in step.
 pub const NAMED: &[(&str, Duration, u64, &str)] = &[
     ("nvme", Duration::from_micros(50), 2_000_000_000, "server NVMe drive with power-loss protection"),
     ("ssd", Duration::from_millis(4), 500_000_000, "consumer SATA SSD, volatile write cache"),

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Every test of the project, on a fresh Debian 12 machine with nothing but the Rust toolchain:
+# installs the Debian packages the tests need (only those missing), then runs `cargo test` and
+# the self-unpack check (build the Debian package, unpack it with the packaged unpack, compare
+# with dpkg-deb -x). This is the README's test command, and .ci/run calls it, so the two cannot
+# drift. The tests need root (filesystems on loop devices, FUSE disks, device nodes): run by
+# another user, it runs itself again through sudo, with the same PATH and Rust toolchain.
+#
+# Arguments are passed to `cargo test` (e.g. `scripts/test.sh --test crashtest`); with any, the
+# self-unpack check is skipped. UNPACK_TEST_NO_INSTALL=1 installs nothing (a machine that has
+# the tools but no network): a missing tool is then listed and the tests that need it fail.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+
+if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null; then
+        # rustup's cargo finds its toolchain through these, which root's HOME would change.
+        exec sudo env "PATH=$PATH" "RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}" \
+            "CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}" "$repo/scripts/test.sh" "$@"
+    fi
+    echo "test.sh: the tests need root (loop devices, mounts), and sudo is not installed: run it as root" >&2
+    exit 2
+fi
+command -v cargo >/dev/null || { echo "test.sh: cargo not found in PATH: install the Rust toolchain (rustup)" >&2; exit 2; }
+
+# What the tests run, by Debian package: strace (syscall counts), xfsprogs and btrfs-progs (the
+# lab's filesystems, fsck of crash states), e2fsprogs (ext4, chattr), util-linux and mount
+# (losetup, setpriv, flock, prlimit, fallocate), zstd and xz-utils (compressed members),
+# dpkg-dev (dpkg-buildpackage), man-db and groff-base (the man page tests), debhelper (the
+# Debian package), time (/usr/bin/time: peak memory).
+packages=(strace xfsprogs btrfs-progs e2fsprogs util-linux mount zstd xz-utils dpkg-dev man-db groff-base debhelper time)
+need=()
+for pkg in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    if [ "${UNPACK_TEST_NO_INSTALL:-}" = 1 ]; then
+        echo "test.sh: not installed (UNPACK_TEST_NO_INSTALL=1): ${need[*]}" >&2
+    else
+        echo "test.sh: installing ${need[*]}" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq "${need[@]}" >/dev/null
+    fi
+fi
+modprobe loop 2>/dev/null || true
+modprobe fuse 2>/dev/null || true
+
+cargo test --locked "$@" 2>&1
+if [ $# -eq 0 ]; then
+    scripts/self-unpack.sh 2>&1
+fi
