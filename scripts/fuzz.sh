@@ -7,6 +7,9 @@
 #                  validation, path resolution in a root full of hostile symlinks
 #   xz_blocks      any bytes as an xz stream: the multi-block reader against the
 #                  one-thread decoder, byte for byte and failure for failure
+#   journal_recover  any bytes as the recovery journal of a trapped root (with an intent),
+#                  recovered; the tree beside the root must not change. An odd first byte
+#                  seals the rest with a valid checksum, `@H` stands for that tree's path
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]        as root (it mounts a tmpfs)
 #
@@ -25,7 +28,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(deb_container control tar_entries xz_blocks)
+[ ${#targets[@]} -gt 0 ] || targets=(deb_container control tar_entries xz_blocks journal_recover)
 
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 command -v dpkg-deb >/dev/null || { echo "fuzz.sh: dpkg-deb is needed to make the seed corpus" >&2; exit 2; }
@@ -61,6 +64,21 @@ for deb in fixtures/*.deb; do
         dpkg-deb -I "$deb" control > "fuzz/corpus/control/seed-$name" 2>/dev/null || true
     fi
 done
+# Journals: records as the engine writes them, and as an attacker would, aimed at the tree
+# beside the root (`host`, `@H`) by absolute and relative names and through the root's symlinks.
+if [ -d fuzz/corpus/journal_recover ]; then
+    seed() { printf '1%b' "$2" > "fuzz/corpus/journal_recover/seed-$1"; }
+    seed forward 'P pkg%201.0\nR usr/bin tool.unpack-new tool 0\nR . new.unpack-new new 0\n'
+    seed empty-dir 'R . new.unpack-new empty 1\n'
+    seed absolute-temp 'R . @H/secret.unpack-new stolen 0\n'
+    seed absolute-name 'R usr/bin tool.unpack-new @H/secret 0\n'
+    seed dotdot 'R usr/bin ../../../host/secret.unpack-new x 0\nR . ../host/sub/x.unpack-new ../host/sub/x 0\n'
+    seed symlink-dir 'R host secret.unpack-new secret 0\nR hostabs/sub x.unpack-new x 1\nR up/host/sub empty.unpack-new empty 1\n'
+    seed absolute-dir 'R @H/sub x.unpack-new x 0\n'
+    seed meta-v1 'M @H 4777 1000 1000 0 0\nM host 777 0 0 0 0\n'
+    seed rollback 'E garbage\n'
+    printf '0unpack-journal 1\nM host 777 0 0 0 0\nE 1 0000000000000000\n' > fuzz/corpus/journal_recover/seed-raw-v1
+fi
 find fuzz/corpus -name 'seed-*' -empty -delete
 
 # -a: debug assertions, so that an integer overflow is a crash and not a silent wrap.

@@ -186,3 +186,52 @@ fn assert_same(now: &BTreeMap<PathBuf, Node>, before: &BTreeMap<PathBuf, Node>, 
     diffs.extend(before.keys().filter(|p| !now.contains_key(*p)).map(|p| format!("gone: {}", p.display())));
     assert!(diffs.is_empty(), "{after_what} changed what it must not:\n{}", diffs.join("\n"));
 }
+
+/// Recovers a trapped root whose journal is `data` (see the `journal_recover` target), with an
+/// intent file beside it, and checks that `host` beside the root did not change in any byte,
+/// mode or time, whatever recovery did or refused. `@H` in `data` is the absolute path of
+/// `host`, so that inputs can aim at it wherever the sandbox is. When the first byte is odd the
+/// rest is taken as journal records and sealed with a valid count and checksum, so that
+/// mutations reach recovery and not only the checksum.
+pub fn recover_in_sandbox(data: &[u8]) {
+    let Some((&mode, records)) = data.split_first() else { return };
+    let sandbox = work().join("jbox");
+    let _ = std::fs::remove_dir_all(&sandbox);
+    lay_traps(&sandbox);
+    let (root, host) = (sandbox.join("root"), sandbox.join("host"));
+    let host_bytes = host.to_str().expect("a UTF-8 sandbox path").as_bytes();
+    let records = replace(records, b"@H", host_bytes);
+    let journal = if mode % 2 == 1 { unpack::journal::seal(&records).expect("fuzz inputs are small") } else { records };
+    let state = root.join("var/lib/unpack");
+    // What a journal could aim at: temporary names and an empty directory in the root and in
+    // the host, a new tree of the engine's in both.
+    for file in [root.join("usr/bin/tool"), root.join("usr/bin/tool.unpack-new"), host.join("secret.unpack-new"), host.join("sub/x.unpack-new"), host.join("sub/x")] {
+        std::fs::write(&file, "x").unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    }
+    for dir in [root.join("new.unpack-new/inner"), host.join("tree.unpack-new/inner"), host.join("sub/empty")] {
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    }
+    std::fs::write(state.join(unpack::journal::JOURNAL), &journal).expect("the state directory");
+    std::fs::write(state.join(unpack::journal::INTENT), "").expect("the state directory");
+    let before = snapshot(&host, true);
+    let options = unpack::Options::new(unpack::durability::by_name("none", 1).expect("the none strategy exists"));
+    // Refusing (an error) is as fine as recovering: only a change outside the root is not.
+    let outcome = unpack::recover_root(&root, &options);
+    assert_same(&snapshot(&host, true), &before, &format!("recovery ({outcome:?})"));
+}
+
+/// `data` with every `from` replaced by `to`.
+fn replace(data: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len());
+    let mut rest = data;
+    while !rest.is_empty() {
+        if rest.starts_with(from) {
+            out.extend_from_slice(to);
+            rest = &rest[from.len()..];
+        } else {
+            out.push(rest[0]);
+            rest = &rest[1..];
+        }
+    }
+    out
+}
