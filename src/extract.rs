@@ -467,10 +467,8 @@ impl Drop for Transaction<'_> {
 /// that wrote them could break every later unpack, or have a later recovery rename what it
 /// likes.
 fn in_state_dir(package: &Path, path: &Path, canon: &Path) -> Error {
-    Error::bad(
-        package,
-        format!("'{}' leads to '{}', in the engine's state directory {STATE_DIR}/, which no package may write", path.display(), canon.display()),
-    )
+    let what = if path == canon { format!("'{}'", path.display()) } else { format!("'{}' leads to '{}'", path.display(), canon.display()) };
+    Error::bad(package, format!("{what}: the engine's state directory {STATE_DIR}/ and what it holds are no package's to write"))
 }
 
 /// Creates a temporary name with `create`. The suffix is the engine's own, so a name already
