@@ -25,10 +25,12 @@ struct Rec {
     owner: (u64, u64),
     data: &'static [u8],
     link: &'static str,
+    /// Major and minor, for a device.
+    dev: (u32, u32),
 }
 
 fn rec(path: &'static [u8], kind: EntryType, mode: u32, owner: (u64, u64)) -> Rec {
-    Rec { path, kind, mode, owner, data: b"", link: "" }
+    Rec { path, kind, mode, owner, data: b"", link: "", dev: (0, 0) }
 }
 
 fn file(path: &'static [u8], data: &'static [u8]) -> Rec {
@@ -48,6 +50,8 @@ fn data_tar(recs: &[Rec]) -> Vec<u8> {
         h.set_uid(r.owner.0);
         h.set_gid(r.owner.1);
         h.set_mtime(MTIME as u64);
+        h.set_device_major(r.dev.0).unwrap();
+        h.set_device_minor(r.dev.1).unwrap();
         h.set_cksum();
         out.extend_from_slice(h.as_bytes());
         out.extend_from_slice(r.data);
@@ -160,12 +164,19 @@ fn unpack_stopped_after(syscall: &str, deb: &Path, root: &Path, log: &Path, swap
         if let Some(status) = child.try_wait().unwrap() {
             panic!("unpack ended ({status}) before it was stopped: {text}");
         }
-        assert!(started.elapsed() < Duration::from_secs(120), "never stopped: {text}");
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("never stopped: {text}");
+        }
         std::thread::sleep(Duration::from_millis(5));
     };
-    swap();
+    // Resumed whatever the swap does: a stopped unpack would keep the scratch filesystem busy.
+    let swapped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(swap));
     rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), rustix::process::Signal::CONT).unwrap();
     let out = child.wait_with_output().unwrap();
+    if let Err(panic) = swapped {
+        std::panic::resume_unwind(panic);
+    }
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -194,6 +205,22 @@ fn a_symlink_swapped_in_after_mknodat_does_not_lend_a_fifo_s_mode_to_a_file_outs
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("srv/fifo: replaced by someone else while it was being made"), "{}", r.stderr);
     assert!(!root.join("srv/fifo").exists() && std::fs::symlink_metadata(&temp).is_err(), "rolled back");
+
+    // A device node is checked for its number too: one another device swapped in is not it.
+    let null = data_tar(&[Rec { dev: (1, 3), ..rec(b"./srv/null", EntryType::Char, 0o666, (0, 0)) }]);
+    let deb_null = common::deb_builder::write_deb(fs.dir.path(), "null.deb", "data.tar", &null);
+    let root = fs.subdir("device");
+    std::fs::create_dir(root.join("srv")).unwrap();
+    chmod(&root.join("srv"), 0o777);
+    let temp = root.join("srv/null.unpack-new");
+    let r = unpack_stopped_after("mknodat", &deb_null, &root, &fs.dir.path().join("strace-null.log"), || {
+        std::fs::remove_file(&temp).unwrap();
+        let zero = rustix::fs::makedev(1, 5);
+        rustix::fs::mknodat(rustix::fs::CWD, &temp, rustix::fs::FileType::CharacterDevice, rustix::fs::Mode::from_raw_mode(0o600), zero).unwrap();
+    });
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("srv/null: replaced by someone else while it was being made"), "{}", r.stderr);
+    assert!(!root.join("srv/null").exists(), "rolled back");
 
     // Without the race the FIFO gets every bit of its mode, and its mtime, through the descriptor.
     let root = fs.subdir("calm");
