@@ -351,15 +351,28 @@ impl Root {
 fn open_real_dir(dir: &Directory, name: &OsStr, path: &Path, create: bool) -> Result<Option<Directory>> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let open = || rustix::fs::openat(dir.fd(), name, flags, Mode::empty());
+    let mut made = false;
     let opened = match open() {
         Err(Errno::NOENT) if create => match rustix::fs::mkdirat(dir.fd(), name, Mode::from_raw_mode(0o755)) {
-            Ok(()) | Err(Errno::EXIST) => open(),
+            Ok(()) => {
+                made = true;
+                open()
+            }
+            Err(Errno::EXIST) => open(),
             Err(e) => return Err(Error::root(path, "creating directory", e)),
         },
         other => other,
     };
     match opened {
-        Ok(fd) => Directory::new(fd, path.to_path_buf()).map(Some).map_err(|e| Error::root(path, "stat", e)),
+        Ok(fd) => {
+            // 0755 whatever the umask: `var` and `var/lib` made here are the root's from now on,
+            // and a package's `./var/` no longer sets their mode (a directory the root has keeps
+            // its own), so under umask 077 they would stay 0700 for good.
+            if made {
+                rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o755)).map_err(|e| Error::root(path, "chmod of directory", e))?;
+            }
+            Directory::new(fd, path.to_path_buf()).map(Some).map_err(|e| Error::root(path, "stat", e))
+        }
         Err(Errno::NOENT) => Ok(None),
         Err(Errno::LOOP) | Err(Errno::NOTDIR) => {
             let st = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(path, "stat", e))?;

@@ -295,3 +295,20 @@ fn recover_raises_the_open_file_limit() {
     drop(held);
     assert!(recover.wait().unwrap().success());
 }
+
+/// `var` and `var/lib`, made by the engine for its state directory, are directories the root
+/// has from then on, so a package's `./var/` no longer sets their mode: they are made 0755
+/// whatever the umask, or under umask 077 they would stay 0700 and hide /var from every user.
+#[test]
+fn the_directories_made_for_the_state_directory_are_0755_whatever_the_umask() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let script = format!("umask 077; exec '{}' -q -s none '{}' '{}'", unpack_bin(), fixture("other_1.0_all.deb").display(), root.display());
+    let r = run(Command::new("sh").args(["-c", &script]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for made in ["var", "var/lib", "var/lib/unpack"] {
+        let mode = std::fs::metadata(root.join(made)).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o755, "{made}");
+    }
+}
