@@ -232,6 +232,14 @@ fn entry_depth_is_capped_and_recovery_survives_a_hostile_root_of_any_depth() {
     mkdir_chain(&root.join("plain"), 12_000, "beyond.unpack-new");
     mkdir_chain(&root.join("tree.unpack-new"), 12_000, "file");
     std::fs::write(root.join("plain/d/near.unpack-new"), b"x").unwrap();
+    // Two deep branches below a deep directory: whichever is walked first, the walk comes back
+    // to a level whose descriptor it had closed, and opens it again for the other.
+    let fork = root.join("wide").join("d/".repeat(100));
+    for branch in ["a", "b"] {
+        let bottom = fork.join(branch).join("d/".repeat(100));
+        std::fs::create_dir_all(&bottom).unwrap();
+        std::fs::write(bottom.join("t.unpack-new"), b"x").unwrap();
+    }
     plant_intent(&root);
     // A low soft limit on descriptors: recovery must not need one per level.
     let r = run(Command::new("prlimit").arg("--nofile=256").arg(unpack_bin()).arg("--recover").arg(&root));
@@ -240,6 +248,10 @@ fn entry_depth_is_capped_and_recovery_survives_a_hostile_root_of_any_depth() {
     assert!(!root.join("tree.unpack-new").exists(), "the temporary tree is removed at any depth");
     assert!(!root.join("plain/d/near.unpack-new").exists());
     assert!(root.join("plain/d").is_dir(), "what is not the engine's stays");
+    for branch in ["a", "b"] {
+        let bottom = fork.join(branch).join("d/".repeat(100));
+        assert!(bottom.is_dir() && !bottom.join("t.unpack-new").exists(), "{branch}: removed below a level opened again");
+    }
     // Again, now with nothing to remove: still no overflow.
     plant_intent(&root);
     let r = recover(&root);
