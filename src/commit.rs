@@ -16,8 +16,7 @@ use crate::extract::{timestamps, Transaction};
 use crate::journal::{self, JOURNAL, JOURNAL_NEW};
 use crate::syscalls::Syscalls;
 use rayon::prelude::*;
-use rustix::fs::{AtFlags, Mode, OFlags};
-use std::fs::File;
+use rustix::fs::{AtFlags, Mode};
 use std::io::Write;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -96,14 +95,11 @@ fn set_dir_meta(tx: &Transaction<'_>) -> Result<()> {
 fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
     let state = &tx.state;
     let path = state.path().join(JOURNAL);
-    let fd = rustix::fs::openat(
-        state.fd(),
-        JOURNAL_NEW,
-        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o644),
-    )
-    .map_err(|e| Error::root(&path, "creating the journal", e))?;
-    let mut file = std::io::BufWriter::new(File::from(fd));
+    // Through the state directory's checks, like every state file: nothing is truncated that
+    // is not the engine's own regular file with one name.
+    let file = crate::root::create_state_file(state, JOURNAL_NEW)?;
+    file.set_len(0).map_err(|e| Error::root(&path, "creating the journal", e))?;
+    let mut file = std::io::BufWriter::new(file);
     let written = (|| {
         let mut e = journal::Encoder::new(&mut file)?;
         packages.iter().for_each(|p| e.package(p));

@@ -160,7 +160,7 @@ fn check_dir(dir: &[u8]) -> Result<(), String> {
 fn shown(bytes: &[u8]) -> String {
     let cut = &bytes[..bytes.len().min(100)];
     let more = if cut.len() < bytes.len() { "..." } else { "" };
-    format!("{}{more}", String::from_utf8_lossy(cut).escape_debug())
+    format!("{}{more}", crate::error::escape(std::ffi::OsStr::from_bytes(cut)))
 }
 
 /// A journal of `records` (lines as the encoder writes them, magic line and trailer left out)

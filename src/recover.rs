@@ -66,7 +66,7 @@ impl Recovery {
             Recovery::RolledForward { packages, renames } => format!(
                 "an interrupted transaction ({}) was in its rename phase: finished its {renames} remaining renames; its packages are now entirely new",
                 // Escaped: a journal is read back from disk, and may hold terminal escapes.
-                if packages.is_empty() { "unknown packages".to_string() } else { packages.iter().map(|p| p.escape_debug().to_string()).collect::<Vec<_>>().join(", ") }
+                if packages.is_empty() { "unknown packages".to_string() } else { packages.iter().map(|p| crate::error::escape(p).to_string()).collect::<Vec<_>>().join(", ") }
             ),
             Recovery::RolledBack { temporary_files, directories } => format!(
                 "an interrupted transaction was in its write phase: removed {temporary_files} temporary files and {directories} new directories; its packages are entirely old"
