@@ -13,7 +13,8 @@
 use crate::durability::{Directory, TempFile};
 use crate::error::{Error, Result};
 use crate::extract::{timestamps, Transaction};
-use crate::journal::{self, JOURNAL, JOURNAL_NEW};
+use crate::journal;
+use crate::names::{JOURNAL, JOURNAL_NEW};
 use crate::syscalls::Syscalls;
 use rayon::prelude::*;
 use rustix::fs::{AtFlags, Mode};

@@ -7,17 +7,14 @@
 //! ([`metered`]). What leaves this module is safe to hand to `root.rs`, which still confines
 //! every lookup by itself. This module never touches the filesystem.
 
+use crate::names::{NAME_MAX, TEMP_SUFFIX};
 use crate::error::escape;
-use crate::extract::TEMP_SUFFIX;
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::rc::Rc;
-
-/// The longest name of one path component Linux accepts.
-pub(crate) const NAME_MAX: usize = 255;
 
 /// The most components an entry's path may have. PATH_MAX (4096 bytes with its NUL) holds at
 /// most 2048 names (`a/` each), so no tool that takes a path, dpkg included, can name anything

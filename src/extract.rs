@@ -14,10 +14,10 @@
 
 use crate::durability::{Directory, Strategy, TempFile};
 use crate::early_writeback::EarlyWriteback;
-use crate::entry::{Entry, Kind, NAME_MAX};
+use crate::entry::{Entry, Kind};
 use crate::error::{escape, Error, Result};
-use crate::journal;
-use crate::root::{Create, CreatedDir, Pending, ResolveError, Root, STATE_DIR};
+use crate::root::{Create, CreatedDir, Pending, ResolveError, Root};
+use crate::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, STATE_DIR};
 use crate::StopFn;
 use crate::syscalls::Syscalls;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
@@ -25,14 +25,9 @@ use rustix::io::Errno;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-use std::hash::BuildHasher;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::fs::File;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-
-/// The suffix of temporary names, as dpkg's `.dpkg-new`.
-pub const TEMP_SUFFIX: &str = ".unpack-new";
 
 /// The archive's metadata for a directory the transaction made, applied in the commit phase
 /// before the barrier. Directories that were already there have none: they keep their own.
@@ -94,8 +89,8 @@ impl<'a> Transaction<'a> {
     /// Starts a transaction: marks it in progress with the intent file in `state` (a checked
     /// state directory, from [`Root::state_dir`]).
     pub fn new(root: &'a mut Root, state: Directory, strategy: &'a dyn Strategy, calls: &'a Syscalls, stop: Option<&'a StopFn>) -> Result<Transaction<'a>> {
-        let intent_path = state.path().join(journal::INTENT);
-        let intent = crate::root::create_state_file(&state, journal::INTENT)?;
+        let intent_path = state.path().join(INTENT);
+        let intent = crate::root::create_state_file(&state, INTENT)?;
         intent.set_len(0).map_err(|e| Error::root(&intent_path, "truncating the intent file", e))?;
         // Durable before anything of the transaction can be: recovery rolls back only what an
         // intent on disk says was in progress. On ext4 a later fsync would carry it along (one
@@ -432,10 +427,10 @@ impl<'a> Transaction<'a> {
         // The same removal as recovery's: it also empties a directory the archive made 0500,
         // which a process that is not root could not otherwise.
         for d in self.created.drain(..).rev().filter(|d| d.top) {
-            let _ = crate::recover::remove_tree(d.parent.fd(), &d.name, &mut (0, 0));
+            let _ = crate::tree::remove_tree(d.parent.fd(), &d.name, &mut (0, 0));
             parents.entry(d.parent.path.to_path_buf()).or_insert(d.parent);
         }
-        for name in [journal::JOURNAL, journal::JOURNAL_NEW] {
+        for name in [JOURNAL, JOURNAL_NEW] {
             let _ = rustix::fs::unlinkat(self.state.fd(), name, AtFlags::empty());
         }
         self.finish();
@@ -450,7 +445,7 @@ impl<'a> Transaction<'a> {
 
     /// Removes the intent file: the transaction is over, committed or rolled back.
     pub(crate) fn finish(&mut self) {
-        let _ = rustix::fs::unlinkat(self.state.fd(), journal::INTENT, AtFlags::empty());
+        let _ = rustix::fs::unlinkat(self.state.fd(), INTENT, AtFlags::empty());
     }
 }
 
@@ -482,26 +477,6 @@ fn create_temp<T>(dir: &Directory, temp: &OsStr, create: impl Fn() -> rustix::io
         }
         other => other,
     }
-}
-
-/// `NAME.unpack-new`. A name of up to 255 bytes is valid, but with the suffix it may not be:
-/// then the temporary name keeps the name's first bytes and adds a hash of the whole name,
-/// keyed per process (std's SipHash with a random key), so a package cannot pick two names
-/// whose temporary names collide. Recovery needs only the suffix, and the journal records
-/// temporary names as they are.
-pub fn temp_name(name: &OsStr) -> OsString {
-    let bytes = name.as_bytes();
-    let mut temp = if bytes.len() + TEMP_SUFFIX.len() <= NAME_MAX {
-        name.to_os_string()
-    } else {
-        static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> = std::sync::OnceLock::new();
-        let hash = KEY.get_or_init(Default::default).hash_one(bytes);
-        let mut short = bytes[..NAME_MAX - TEMP_SUFFIX.len() - 17].to_vec();
-        short.extend_from_slice(format!("~{hash:016x}").as_bytes());
-        OsString::from_vec(short)
-    };
-    temp.push(TEMP_SUFFIX);
-    temp
 }
 
 /// Calls `call` on the inode that `fd` (an O_PATH descriptor) holds, never on a name: as
@@ -566,19 +541,5 @@ mod tests {
         // And the form this kernel has, for comparison.
         on_inode(fd.as_fd(), |d, p, f| rustix::fs::utimensat(d, p, &timestamps((1_111_111_111, 0)), f)).unwrap();
         assert_eq!(rustix::fs::lstat(&link).unwrap().st_mtime, 1_111_111_111);
-    }
-
-    #[test]
-    fn temporary_names_fit_and_keep_long_names_apart() {
-        assert_eq!(temp_name(OsStr::new("a")), "a.unpack-new");
-        let fits = "f".repeat(NAME_MAX - TEMP_SUFFIX.len());
-        assert_eq!(temp_name(OsStr::new(&fits)), format!("{fits}{TEMP_SUFFIX}").as_str());
-        let (a, b) = ("f".repeat(NAME_MAX), "f".repeat(NAME_MAX - 1) + "g");
-        let (ta, tb) = (temp_name(OsStr::new(&a)), temp_name(OsStr::new(&b)));
-        for t in [&ta, &tb] {
-            assert!(t.len() <= NAME_MAX && t.as_bytes().ends_with(TEMP_SUFFIX.as_bytes()), "{t:?}");
-        }
-        assert_ne!(ta, tb);
-        assert_eq!(temp_name(OsStr::new(&a)), ta, "the same name, the same temporary name");
     }
 }

@@ -28,14 +28,8 @@ use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use crate::entry::{MAX_DEPTH, NAME_MAX};
-use crate::extract::TEMP_SUFFIX;
-use crate::root::STATE_DIR;
-
-/// File names inside the state directory.
-pub const JOURNAL: &str = "txn";
-pub const JOURNAL_NEW: &str = "txn.new";
-pub const INTENT: &str = "intent";
+use crate::entry::MAX_DEPTH;
+use crate::names::{NAME_MAX, STATE_DIR, TEMP_SUFFIX};
 
 /// Version 2: directory-metadata records are gone (existing directories keep their own, new
 /// ones get the archive's before the barrier), so a version 1 journal is damaged.
@@ -365,7 +359,7 @@ mod tests {
         let long = vec![b'n'; NAME_MAX + 1];
         assert!(Journal::decode(&with_record(b"", b"a.unpack-new", &long)).unwrap_err().contains("longer than 255"));
         let e = Journal::decode(&with_lines(&[&[b"R \x1b[2J ".as_slice(), &[b'x'; 1000]].concat()])).unwrap_err();
-        assert!(e.starts_with("record 'R \\u{1b}[2J xxx") && e.contains("xxx...': unknown") && e.len() < 200, "escaped and cut: {e}");
+        assert!(e.starts_with("record 'R \\033[2J xxx") && e.contains("xxx...': unknown") && e.len() < 200, "escaped and cut: {e}");
     }
 
     #[test]
@@ -386,7 +380,7 @@ mod tests {
     fn the_encoder_refuses_to_write_more_than_recovery_reads() {
         let mut e = Encoder::new(std::io::sink()).unwrap();
         let name = OsString::from("n".repeat(200));
-        let temp = crate::extract::temp_name(&name);
+        let temp = crate::names::temp_name(&name);
         for _ in 0..(MAX_BYTES / 400) {
             e.rename(Path::new("usr/share"), &temp, &name, false);
         }

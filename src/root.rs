@@ -26,6 +26,7 @@
 //! repaired, followed or opened before it passed them.
 
 use crate::durability::Directory;
+use crate::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, LOCK_FILE, STATE_DIR};
 use crate::error::{Error, Result};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -38,10 +39,6 @@ use std::path::{Path, PathBuf};
 
 /// Linux's own limit on symlinks followed in one lookup.
 const MAX_SYMLINKS: u32 = 40;
-
-/// The engine's state directory inside the root, and its lock file.
-pub const STATE_DIR: &str = "var/lib/unpack";
-pub const LOCK_FILE: &str = "lock";
 
 /// What the running transaction has already put at a path, under a temporary name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,14 +206,14 @@ impl Root {
         let (disk_name, top) = match create {
             Create::Never => return Err(io(&display, "lookup", Errno::NOENT)),
             Create::Staged(_) if parent.staged => (name.to_os_string(), false),
-            Create::Staged(_) => (crate::extract::temp_name(name), true),
+            Create::Staged(_) => (temp_name(name), true),
         };
         let mkdir = || rustix::fs::mkdirat(parent.fd(), &disk_name, Mode::from_raw_mode(0o755));
         match mkdir() {
             Ok(()) => {}
             // A temporary name is the engine's own: this one is left from a run that crashed
             // without a durable intent file (strategy `none`), and goes.
-            Err(Errno::EXIST) if top => crate::recover::remove_tree(parent.fd(), &disk_name, &mut (0, 0))
+            Err(Errno::EXIST) if top => crate::tree::remove_tree(parent.fd(), &disk_name, &mut (0, 0))
                 .and_then(|()| mkdir())
                 .map_err(|e| io(&display, "creating directory (after removing a leftover temporary one)", e))?,
             Err(Errno::EXIST) => return Ok(false),
@@ -383,7 +380,7 @@ fn open_real_dir(dir: &Directory, name: &OsStr, path: &Path, create: bool) -> Re
 }
 
 /// The state files, each checked whenever the state directory is opened.
-const STATE_FILES: [&str; 4] = [LOCK_FILE, crate::journal::INTENT, crate::journal::JOURNAL, crate::journal::JOURNAL_NEW];
+const STATE_FILES: [&str; 4] = [LOCK_FILE, INTENT, JOURNAL, JOURNAL_NEW];
 
 /// Opens the state file `name` for reading; `None` if there is none. Checked as [`trusted`]
 /// says, before it is opened (opening a device can do something of its own, a FIFO can block)

@@ -23,8 +23,8 @@
 
 use super::expect::{content_hash, Content, Tree};
 use super::CrashError;
-use crate::journal::{INTENT, JOURNAL};
-use crate::root::{Create, Pending, ResolveError, Root, STATE_DIR};
+use crate::names::{INTENT, JOURNAL, STATE_DIR};
+use crate::root::{Create, Pending, ResolveError, Root};
 use crate::scratchfs::{LoopDevice, Mounted};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde::Serialize;

@@ -262,7 +262,7 @@ impl TempFile {
 
     /// The temporary name, `NAME.unpack-new`.
     pub fn temp_name(&self) -> OsString {
-        crate::extract::temp_name(&self.name)
+        crate::names::temp_name(&self.name)
     }
 
     /// The name it has in `dir` until the commit: the temporary one, or the final one.

@@ -1,0 +1,65 @@
+//! The names the engine owns in a root: the temporary names it writes under (and their
+//! suffix), and its state directory with the files in it. One home for them, at the bottom of
+//! the engine's layers: the entry checks refuse them in packages, the resolver and the write
+//! phase make them, the journal records them, recovery recognises them.
+//!
+//! This module only makes and names; it never touches the filesystem.
+
+use std::ffi::{OsStr, OsString};
+use std::hash::BuildHasher;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+/// The longest name of one path component Linux accepts.
+pub const NAME_MAX: usize = 255;
+
+/// The suffix of temporary names, as dpkg's `.dpkg-new`.
+pub const TEMP_SUFFIX: &str = ".unpack-new";
+
+/// The engine's state directory inside the root.
+pub const STATE_DIR: &str = "var/lib/unpack";
+
+/// The files of the state directory: the root's lock, the journal and the journal being
+/// written, and the intent that marks a transaction in its write phase.
+pub const LOCK_FILE: &str = "lock";
+pub const JOURNAL: &str = "txn";
+pub const JOURNAL_NEW: &str = "txn.new";
+pub const INTENT: &str = "intent";
+
+/// `NAME.unpack-new`. A name of up to 255 bytes is valid, but with the suffix it may not be:
+/// then the temporary name keeps the name's first bytes and adds a hash of the whole name,
+/// keyed per process (std's SipHash with a random key), so a package cannot pick two names
+/// whose temporary names collide. Recovery needs only the suffix, and the journal records
+/// temporary names as they are.
+pub fn temp_name(name: &OsStr) -> OsString {
+    let bytes = name.as_bytes();
+    let mut temp = if bytes.len() + TEMP_SUFFIX.len() <= NAME_MAX {
+        name.to_os_string()
+    } else {
+        static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> = std::sync::OnceLock::new();
+        let hash = KEY.get_or_init(Default::default).hash_one(bytes);
+        let mut short = bytes[..NAME_MAX - TEMP_SUFFIX.len() - 17].to_vec();
+        short.extend_from_slice(format!("~{hash:016x}").as_bytes());
+        OsString::from_vec(short)
+    };
+    temp.push(TEMP_SUFFIX);
+    temp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temporary_names_fit_and_keep_long_names_apart() {
+        assert_eq!(temp_name(OsStr::new("a")), "a.unpack-new");
+        let fits = "f".repeat(NAME_MAX - TEMP_SUFFIX.len());
+        assert_eq!(temp_name(OsStr::new(&fits)), format!("{fits}{TEMP_SUFFIX}").as_str());
+        let (a, b) = ("f".repeat(NAME_MAX), "f".repeat(NAME_MAX - 1) + "g");
+        let (ta, tb) = (temp_name(OsStr::new(&a)), temp_name(OsStr::new(&b)));
+        for t in [&ta, &tb] {
+            assert!(t.len() <= NAME_MAX && t.as_bytes().ends_with(TEMP_SUFFIX.as_bytes()), "{t:?}");
+        }
+        assert_ne!(ta, tb);
+        assert_eq!(temp_name(OsStr::new(&a)), ta, "the same name, the same temporary name");
+    }
+}
