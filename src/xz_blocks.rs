@@ -197,6 +197,9 @@ impl Shared {
 }
 
 /// The decoded tar stream of a multi-block xz member. Dropping it stops and joins its workers.
+/// The stream's header, index and footer are verified when it opens, each block's check when
+/// its last byte has been read, so the stream has verified only once a read returned 0: a tar
+/// reader stops before (`MemberStream::finish` in deb.rs reads the rest).
 pub struct ParallelXz {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
@@ -754,7 +757,7 @@ impl Drop for BlockDecoder {
 /// What a liblzma return code means, in the words of the one-thread decoder's errors.
 fn lzma_error(ret: sys::lzma_ret) -> io::Error {
     let (kind, text) = match ret {
-        sys::LZMA_DATA_ERROR => (io::ErrorKind::InvalidData, "xz data is corrupt"),
+        sys::LZMA_DATA_ERROR => (io::ErrorKind::InvalidData, "its data or its check does not verify"),
         sys::LZMA_FORMAT_ERROR => (io::ErrorKind::InvalidData, "not xz data"),
         sys::LZMA_OPTIONS_ERROR => (io::ErrorKind::InvalidData, "unsupported xz options"),
         sys::LZMA_BUF_ERROR => (io::ErrorKind::UnexpectedEof, "xz data is truncated"),
