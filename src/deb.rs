@@ -205,6 +205,10 @@ impl MemberStream<'_> {
     /// decode a second stream there, so a package holding one would be two different trees to
     /// two tools. gzip's further members are decoded, as by gzip, zlib and dpkg-deb alike.
     pub fn finish(&mut self) -> Result<()> {
+        if let Decoder::Plain(_) = self.decoder {
+            // No checks to reach: what follows the archive is ignored unread, as by GNU tar.
+            return Ok(());
+        }
         let tail = io::copy(&mut self.take(MAX_TRAILING + 1), &mut io::sink());
         let bad = |reason: String| Error::bad(self.package, format!("{}: {reason}", self.name));
         if tail.map_err(|e| bad(e.to_string()))? > MAX_TRAILING {

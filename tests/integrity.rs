@@ -306,7 +306,8 @@ fn what_follows_the_tar_archive_is_ignored_as_dpkg_deb_does_but_read_to_the_chec
 
 /// Reading to the checks is bounded: up to `MAX_TRAILING` bytes after the tar archive are read
 /// and ignored; a longer tail (here zeros, 17 MiB in a few hundred bytes of zstd) is refused
-/// rather than decoded, in bounded memory, where dpkg-deb would decode it all.
+/// rather than decoded, in bounded memory, where dpkg-deb would decode it all (or stop reading,
+/// when its tar exits and the decompressor dies of SIGPIPE).
 #[test]
 fn a_tail_longer_than_the_bound_is_refused_in_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
@@ -333,6 +334,12 @@ fn a_tail_longer_than_the_bound_is_refused_in_bounded_memory() {
     // GNU time says "Command exited with non-zero status 3" on a line of its own first.
     let kib: u64 = std::fs::read_to_string(&peak).unwrap().lines().last().unwrap().parse().unwrap();
     assert!(kib < 64 << 10, "peak RSS {kib} KiB");
+
+    // An uncompressed member has no checks to reach: its tail is not read at all.
+    let mut tar = data_tar(2);
+    tar.resize(tar.len() + bound + (1 << 20), 0);
+    let deb = package(dir.path(), "plain-tail", ("control.tar", &control_tar(2)), ("data.tar", &tar));
+    assert_same_tree(&unpacked(dir.path(), "plain-tail", &deb), &unpacked(dir.path(), "plain-zst", &plain), "an uncompressed member's tail");
 }
 
 /// Inside the member, after the compressed stream: dpkg-deb ignores anything there (it reads
