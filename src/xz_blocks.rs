@@ -236,16 +236,21 @@ impl Load {
 
 /// This thread's CPU time.
 fn thread_cpu() -> Duration {
-    cpu_time(rustix::time::ClockId::ThreadCPUTime)
+    cpu_time(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// The CPU time of all of this process's threads.
 fn process_cpu() -> Duration {
-    cpu_time(rustix::time::ClockId::ProcessCPUTime)
+    cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
-fn cpu_time(clock: rustix::time::ClockId) -> Duration {
-    let t = rustix::time::clock_gettime(clock);
+/// Through libc, not rustix: rustix finds the vDSO by parsing it itself, which valgrind's
+/// address space does not allow (rustix issue 1559), and an xz package must unpack under
+/// callgrind, the engine's deterministic instruction count. glibc uses the same vDSO.
+fn cpu_time(clock: libc::clockid_t) -> Duration {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock id and a timespec to write; on failure `t` stays zero.
+    unsafe { libc::clock_gettime(clock, &mut t) };
     Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
 }
 
