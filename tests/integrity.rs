@@ -12,6 +12,7 @@ mod common;
 
 use common::deb_builder::{ar, sample, xz_threaded};
 use common::*;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -178,15 +179,20 @@ fn package_with(dir: &Path, name: &str, which: Member, format: Format, stream: &
     (deb, member)
 }
 
-/// A root with version 1 installed, and its snapshot.
-fn installed_root(dir: &Path) -> (PathBuf, std::collections::BTreeMap<PathBuf, Node>) {
-    let v1 = package(dir, "integrity_1", ("control.tar", &control_tar(1)), ("data.tar", &data_tar(1)));
-    let root = dir.join("root");
+/// What `deb` unpacks to in a new root `name` in `dir` (exit 0).
+fn unpacked(dir: &Path, name: &str, deb: &Path) -> BTreeMap<PathBuf, Node> {
+    let root = dir.join(name);
     std::fs::create_dir(&root).unwrap();
-    let r = unpack(["-q", "-s", "none", v1.to_str().unwrap(), root.to_str().unwrap()]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let before = snapshot(&root);
-    (root, before)
+    let r = unpack(["-q", "-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{name}: {}", r.stderr);
+    snapshot(&root)
+}
+
+/// A root with version 1 installed, and its snapshot.
+fn installed_root(dir: &Path) -> (PathBuf, BTreeMap<PathBuf, Node>) {
+    let v1 = package(dir, "integrity_1", ("control.tar", &control_tar(1)), ("data.tar", &data_tar(1)));
+    let before = unpacked(dir, "root", &v1);
+    (dir.join("root"), before)
 }
 
 fn has_dpkg_deb() -> bool {
@@ -203,7 +209,7 @@ fn dpkg_deb_accepts(deb: &Path, which: Member, out: &Path) -> bool {
 
 /// `deb` into `root`: exit 3, naming the package and `member` and saying `says`, and the
 /// root as `before`.
-fn assert_refused(deb: &Path, member: &str, root: &Path, before: &std::collections::BTreeMap<PathBuf, Node>, says: &str) {
+fn assert_refused(deb: &Path, member: &str, root: &Path, before: &BTreeMap<PathBuf, Node>, says: &str) {
     let r = unpack(["-q", "-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
     let what = deb.file_name().unwrap().to_string_lossy();
     assert_eq!(r.code, 3, "{what}: {}", r.stderr);
@@ -235,10 +241,7 @@ fn flipped_checks_are_refused(which: Member, formats: &[Format]) {
         let stream = format.compress(&member_tar(which));
         assert_eq!(Format::is_parallel(&stream), format == XzBlocks, "{format:?}: which xz reader takes it");
         let (good, _) = package_with(dir.path(), &format!("good-{format:?}"), which, format, &stream);
-        let fresh = dir.path().join(format!("fresh-{format:?}"));
-        std::fs::create_dir(&fresh).unwrap();
-        let r = unpack(["-q", "-s", "none", good.to_str().unwrap(), fresh.to_str().unwrap()]);
-        assert_eq!(r.code, 0, "{format:?} unflipped: {}", r.stderr);
+        unpacked(dir.path(), &format!("fresh-{format:?}"), &good);
         for (region, bytes) in format.checks(&stream) {
             for at in bytes {
                 let name = format!("{which:?}-{format:?}-{}-{at}", region.replace(' ', "_"));
@@ -266,15 +269,6 @@ fn a_flipped_byte_in_the_data_members_checks_is_exit_3_as_dpkg_deb_refuses_it() 
 #[test]
 fn a_flipped_byte_in_the_control_members_checks_is_exit_3_as_dpkg_deb_refuses_it() {
     flipped_checks_are_refused(Member::Control, &[Gzip, Xz, XzBlocks, Zstd, Bzip2]);
-}
-
-/// What `deb` unpacks to in a new root `name` in `dir` (exit 0).
-fn unpacked(dir: &Path, name: &str, deb: &Path) -> std::collections::BTreeMap<PathBuf, Node> {
-    let root = dir.join(name);
-    std::fs::create_dir(&root).unwrap();
-    let r = unpack(["-q", "-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
-    assert_eq!(r.code, 0, "{name}: {}", r.stderr);
-    snapshot(&root)
 }
 
 /// Inside the stream, after the tar archive's end blocks: dpkg-deb pads with zeros, and GNU tar
