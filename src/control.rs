@@ -20,16 +20,19 @@ pub struct Control {
 }
 
 impl Control {
-    /// Finds `./control` in a control.tar stream and parses it.
+    /// Finds `./control` in a control.tar stream and parses it. Reads the archive to its end
+    /// (the first `./control` counts), for the caller to verify the member's checksums after
+    /// it ([`crate::deb::MemberStream::finish`]).
     pub fn from_tar(package: &Path, member: &str, stream: impl Read) -> Result<Control> {
         let bad = |reason: String| Error::bad(package, format!("{member}: {reason}"));
         let (stream, meter) = crate::entry::metered(stream);
         let mut archive = tar::Archive::new(stream);
+        let mut control = None;
         for entry in archive.entries().map_err(|e| bad(e.to_string()))? {
             let mut entry = entry.map_err(|e| bad(e.to_string()))?;
             let _held = meter.entry();
             let name = entry.path_bytes();
-            if name.as_ref() != b"./control" && name.as_ref() != b"control" {
+            if control.is_some() || (name.as_ref() != b"./control" && name.as_ref() != b"control") {
                 // Skipped here, while unbounded: other members (md5sums) may be large.
                 std::io::copy(&mut entry, &mut std::io::sink()).map_err(|e| bad(e.to_string()))?;
                 continue;
@@ -39,9 +42,9 @@ impl Control {
             }
             let mut text = String::new();
             entry.take(MAX_CONTROL).read_to_string(&mut text).map_err(|e| bad(format!("control: {e}")))?;
-            return Control::parse(&text).map_err(bad);
+            control = Some(Control::parse(&text).map_err(bad)?);
         }
-        Err(bad("no control file".into()))
+        control.ok_or_else(|| bad("no control file".into()))
     }
 
     /// Parses the deb822 fields of the first paragraph.

@@ -6,13 +6,21 @@
 //! on several threads by `xz_blocks`, within a fixed budget). It never interprets the tar
 //! streams: that is `entry.rs`'s job.
 //!
+//! A member's compressed stream carries its own checks (gzip's CRC32 and length, xz's block
+//! checks, index and footer, zstd's content checksum, bzip2's CRCs), at its end, past the tar
+//! archive's end blocks where a tar reader stops. So a member is read through a
+//! [`MemberStream`], whose [`MemberStream::finish`] reads it to its end (what the tar archive
+//! left is ignored, as GNU tar and dpkg-deb ignore it, within [`MAX_TRAILING`]) and requires the
+//! member to end where the stream does. Nothing read from a member may be trusted, nor the
+//! transaction committed, before `finish` returned `Ok`.
+//!
 //! The ar reader is hand-written: a .deb uses only the plain common ar format (no symbol table,
 //! no GNU/BSD long-name tables, which dpkg rejects too), it is forty lines, and owning it lets
 //! every error name the member and say what was expected, which a generic ar crate cannot.
 
 use crate::error::{Error, Result};
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufReader, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -53,27 +61,172 @@ impl Compression {
         }
     }
 
-    /// A streaming decoder over `inner`.
-    fn decoder<'a>(self, inner: impl BufRead + Send + 'a) -> io::Result<Box<dyn Read + Send + 'a>> {
+    /// A decoder over `input` that stops at the end of the first compressed stream (for gzip,
+    /// of the last of its members), so that what follows it in the member can be seen.
+    fn decoder(self, input: Input<'_>) -> io::Result<Decoder<'_>> {
         Ok(match self {
-            Compression::None => Box::new(inner),
-            Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(inner)),
+            Compression::None => Decoder::Plain(input),
+            Compression::Gzip => Decoder::Gzip(GzipMembers { member: Some(flate2::bufread::GzDecoder::new(input)), trailing: 0 }),
             Compression::Xz => {
-                let stream = liblzma::stream::Stream::new_stream_decoder(DECODER_MEMORY_LIMIT, liblzma::stream::CONCATENATED)
-                    .map_err(io::Error::other)?;
-                Box::new(liblzma::bufread::XzDecoder::new_stream(inner, stream))
+                let stream = liblzma::stream::Stream::new_stream_decoder(DECODER_MEMORY_LIMIT, 0).map_err(io::Error::other)?;
+                Decoder::Xz(liblzma::bufread::XzDecoder::new_stream(input, stream))
             }
             Compression::Zstd => {
-                let mut decoder = zstd::stream::read::Decoder::with_buffer(inner)?;
+                let mut decoder = zstd::stream::read::Decoder::with_buffer(input)?.single_frame();
                 decoder.window_log_max(DECODER_MEMORY_LIMIT.ilog2())?;
-                Box::new(decoder)
+                Decoder::Zstd(decoder)
             }
-            Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(inner)),
+            Compression::Bzip2 => Decoder::Bzip2(bzip2::bufread::BzDecoder::new(input)),
             Compression::Lzma => {
                 let stream = liblzma::stream::Stream::new_lzma_decoder(DECODER_MEMORY_LIMIT).map_err(io::Error::other)?;
-                Box::new(liblzma::bufread::XzDecoder::new_stream(inner, stream))
+                Decoder::Lzma(liblzma::bufread::XzDecoder::new_stream(input, stream))
             }
         })
+    }
+}
+
+/// A member's bytes, read from the package file.
+type Input<'a> = io::Take<&'a mut BufReader<CountingReader<File>>>;
+
+/// A member's decoder. An enum rather than a `dyn Read`: what the decoder left of its input
+/// is what follows the compressed stream, which [`MemberStream::finish`] must see.
+enum Decoder<'a> {
+    Plain(Input<'a>),
+    Gzip(GzipMembers<'a>),
+    /// One xz stream.
+    Xz(liblzma::bufread::XzDecoder<Input<'a>>),
+    /// The LZMA alone format.
+    Lzma(liblzma::bufread::XzDecoder<Input<'a>>),
+    Zstd(zstd::stream::read::Decoder<'static, Input<'a>>),
+    Bzip2(bzip2::bufread::BzDecoder<Input<'a>>),
+    /// A multi-block xz stream, which exactly fills the member (`xz_blocks` checks that).
+    ParallelXz(crate::xz_blocks::ParallelXz),
+}
+
+impl Decoder<'_> {
+    /// Bytes of the member the decoder has not consumed: once it has reached its end, what
+    /// follows the compressed stream.
+    fn unread(&self) -> u64 {
+        match self {
+            Decoder::Plain(input) => input.limit(),
+            Decoder::Gzip(d) => d.member.as_ref().map_or(0, |m| m.get_ref().limit()),
+            Decoder::Xz(d) | Decoder::Lzma(d) => d.get_ref().limit(),
+            Decoder::Zstd(d) => d.get_ref().limit(),
+            Decoder::Bzip2(d) => d.get_ref().limit(),
+            Decoder::ParallelXz(_) => 0,
+        }
+    }
+
+    /// `e` in words that say what failed, where the library's do not: liblzma and bzip2 say
+    /// "data error" alike for damaged data and for a check that does not verify.
+    fn explain(&self, e: io::Error) -> io::Error {
+        let lzma_data = matches!(e.get_ref().and_then(|i| i.downcast_ref()), Some(liblzma::stream::Error::Data));
+        let bzip2_data = matches!(e.get_ref().and_then(|i| i.downcast_ref()), Some(bzip2::Error::Data));
+        let what = match self {
+            Decoder::Xz(_) if lzma_data => "the xz stream is corrupt: its data, a block's check, its index or its footer does not verify",
+            Decoder::Lzma(_) if lzma_data => "the lzma stream is corrupt",
+            Decoder::Bzip2(_) if bzip2_data => "the bzip2 stream is corrupt: its data or a CRC does not verify",
+            _ => return e,
+        };
+        io::Error::new(io::ErrorKind::InvalidData, what)
+    }
+}
+
+/// gzip's members one after another, as gzip, zlib and dpkg-deb read them: a member that ends
+/// with bytes left in the ar member is followed by another, which those bytes must start.
+struct GzipMembers<'a> {
+    /// `None` only while one member gives its input to the next.
+    member: Option<flate2::bufread::GzDecoder<Input<'a>>>,
+    /// The bytes that were left when the current member started, if it is not the first.
+    trailing: u64,
+}
+
+impl Read for GzipMembers<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let Some(member) = &mut self.member else { return Ok(0) };
+            let n = match member.read(buf) {
+                Err(e) if self.trailing > 0 && member.header().is_none() => {
+                    let n = self.trailing;
+                    return Err(io::Error::new(e.kind(), format!("{n} bytes follow the end of the compressed stream, not a gzip member ({e})")));
+                }
+                n => n?,
+            };
+            let left = member.get_ref().limit();
+            if n > 0 || buf.is_empty() || left == 0 {
+                return Ok(n);
+            }
+            let input = self.member.take().map(flate2::bufread::GzDecoder::into_inner);
+            self.member = input.map(flate2::bufread::GzDecoder::new);
+            self.trailing = left;
+        }
+    }
+}
+
+impl Read for Decoder<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Decoder::Plain(r) => r.read(buf),
+            Decoder::Gzip(r) => r.read(buf),
+            Decoder::Xz(r) | Decoder::Lzma(r) => r.read(buf),
+            Decoder::Zstd(r) => r.read(buf),
+            Decoder::Bzip2(r) => r.read(buf),
+            Decoder::ParallelXz(r) => r.read(buf),
+        }
+    }
+}
+
+/// The most bytes read and ignored after the end of a member's tar archive. dpkg-deb pads its
+/// tar streams with zeros to a 10 KiB record, other tools write 1 KiB of end blocks; GNU tar
+/// (and so `dpkg-deb -x`) ignores whatever follows the end, zeros or not, and so does the
+/// engine. But the stream's checksums are at its very end: reaching them through more than
+/// this would let a few KiB of package keep the engine decoding a decompression bomb, with no
+/// file being written and no signal looked at, so a longer tail is refused instead.
+pub const MAX_TRAILING: u64 = 16 << 20;
+
+/// A member's decompressed stream. Its compressed stream's own checks (gzip's CRC32 and
+/// length, xz's block checks, index and footer, zstd's content checksum, bzip2's CRCs) are
+/// verified only when it is read to its end: a tar reader stops at the archive's end blocks,
+/// so whoever reads the member must call [`MemberStream::finish`] after it, and trust nothing
+/// read from it before that returned `Ok`.
+pub struct MemberStream<'a> {
+    package: &'a Path,
+    name: String,
+    decoder: Decoder<'a>,
+}
+
+impl MemberStream<'_> {
+    /// Reads the rest of the stream (at most [`MAX_TRAILING`] bytes, ignored) to its end,
+    /// which verifies its checks, then requires that the member ends with the stream.
+    ///
+    /// Bytes after the compressed stream are refused, although `dpkg-deb` ignores them (after
+    /// the first stream of xz, zstd, bzip2 and lzma, after the last member of gzip): nothing
+    /// writes them and nothing checks them, and `xz -d`, `zstd -d` and `bzip2 -d` would
+    /// decode a second stream there, so a package holding one would be two different trees to
+    /// two tools. gzip's further members are decoded, as by gzip, zlib and dpkg-deb alike.
+    pub fn finish(&mut self) -> Result<()> {
+        if let Decoder::Plain(_) = self.decoder {
+            // No checks to reach: what follows the archive is ignored unread, as by GNU tar.
+            return Ok(());
+        }
+        let tail = io::copy(&mut self.take(MAX_TRAILING + 1), &mut io::sink());
+        let bad = |reason: String| Error::bad(self.package, format!("{}: {reason}", self.name));
+        if tail.map_err(|e| bad(e.to_string()))? > MAX_TRAILING {
+            return Err(bad(format!(
+                "more than {} MiB follow the end of the tar archive (tar pads it to 10 KiB); refused rather than decoded to reach the stream's checksums",
+                MAX_TRAILING >> 20
+            )));
+        }
+        match self.decoder.unread() {
+            0 => Ok(()),
+            n => Err(bad(format!("{n} bytes follow the end of the compressed stream"))),
+        }
+    }
+}
+
+impl Read for MemberStream<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.decoder.read(buf).map_err(|e| self.decoder.explain(e))
     }
 }
 
@@ -227,8 +380,8 @@ impl Deb {
         Ok(())
     }
 
-    /// The next member, which must be `{prefix}` with a known compression; a decoder over it.
-    fn member(&mut self, prefix: &str, allow_lzma: bool) -> Result<(String, Box<dyn Read + Send + '_>)> {
+    /// The next member, which must be `{prefix}` with a known compression; its stream.
+    fn member(&mut self, prefix: &str, allow_lzma: bool) -> Result<(String, MemberStream<'_>)> {
         let member = self
             .next_member()?
             .ok_or_else(|| Error::bad(&self.path, format!("missing member {prefix}.*")))?;
@@ -239,26 +392,26 @@ impl Deb {
                 Error::bad(&self.path, format!("member '{}' where {prefix}.* was expected", member.name))
             });
         };
-        if compression == Compression::Xz {
-            let file = &self.reader.get_ref().inner;
-            if let Some(parallel) = crate::xz_blocks::open(file, member.offset, member.size, self.consumed.clone()) {
-                return Ok((member.name, Box::new(parallel)));
-            }
-        }
-        let taken = (&mut self.reader).take(member.size);
-        let decoder = compression
-            .decoder(taken)
-            .map_err(|e| Error::bad(&self.path, format!("{}: cannot start decompressing: {e}", member.name)))?;
-        Ok((member.name, decoder))
+        let parallel = match compression {
+            Compression::Xz => crate::xz_blocks::open(&self.reader.get_ref().inner, member.offset, member.size, self.consumed.clone()),
+            _ => None,
+        };
+        let decoder = match parallel {
+            Some(parallel) => Decoder::ParallelXz(parallel),
+            None => compression
+                .decoder((&mut self.reader).take(member.size))
+                .map_err(|e| Error::bad(&self.path, format!("{}: cannot start decompressing: {e}", member.name)))?,
+        };
+        Ok((member.name.clone(), MemberStream { package: &self.path, name: member.name, decoder }))
     }
 
     /// The `control.tar*` member, decompressed. Read it (as far as needed) before [`Deb::data`].
-    pub fn control(&mut self) -> Result<(String, Box<dyn Read + Send + '_>)> {
+    pub fn control(&mut self) -> Result<(String, MemberStream<'_>)> {
         self.member("control.tar", false)
     }
 
     /// The `data.tar*` member, decompressed.
-    pub fn data(&mut self) -> Result<(String, Box<dyn Read + Send + '_>)> {
+    pub fn data(&mut self) -> Result<(String, MemberStream<'_>)> {
         self.member("data.tar", true)
     }
 

@@ -7,6 +7,11 @@
 //! batch rather than per file), and the queue holds at most [`QUEUE`] batches, so memory stays
 //! bounded whatever the package. The reader never touches the root: everything it learns goes through the queue,
 //! and it stops as soon as the writer hangs up (an error or a signal on the writing side).
+//!
+//! The end of the queue is a promise: the reader ends it without a [`Message::Failed`] only
+//! once every member has been read to its end and its checksums verified
+//! ([`crate::deb::MemberStream::finish`]), so a writer that commits only after the queue ended
+//! cleanly, as `unpack()` does, never commits a package whose checksums failed.
 
 use crate::control::Control;
 use crate::deb::Deb;
@@ -14,7 +19,7 @@ use crate::entry::{self, Entry, Kind};
 use crate::error::{escape, Error, Result};
 use crate::ProgressFn;
 use std::io::{self, BufRead, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, SyncSender};
 
@@ -80,55 +85,75 @@ fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressF
         let mut deb = Deb::open(package)?;
         let consumed = deb.consumed();
         let control = {
-            let (member, stream) = deb.control()?;
-            Control::from_tar(package, &member, stream)?
+            let (member, mut stream) = deb.control()?;
+            let control = Control::from_tar(package, &member, &mut stream)?;
+            stream.finish()?;
+            control
         };
         if !out.send(Message::Package { index, path: package.clone(), control }) {
             return Ok(());
         }
         let size = deb.len();
-        let (member, stream) = deb.data()?;
-        let bad = |e: io::Error| Error::bad(package, format!("{member}: {e}"));
-        let (stream, meter) = entry::metered(stream);
-        let mut archive = tar::Archive::new(stream);
-        for item in archive.entries_with_seek().map_err(bad)? {
-            let mut item = item.map_err(bad)?;
-            let _held = meter.entry();
-            let Some(entry) = entry::validate(&mut item).map_err(|e| Error::bad(package, format!("{member}: {e}")))? else {
-                continue;
-            };
-            let size = match entry.kind {
-                Kind::File { size } => size,
-                _ => 0,
-            };
-            let shown = entry.path.clone();
-            if !out.send(Message::Entry(entry)) {
-                return Ok(());
-            }
-            let mut left = size;
-            while left > 0 {
-                // Straight into the message's own buffer: no zeroing, no second copy.
-                let want = left.min(CHUNK as u64);
-                let mut chunk = Vec::with_capacity(want as usize);
-                let n = (&mut item).take(want).read_to_end(&mut chunk).map_err(|e| Error::bad(package, format!("entry '{}': {e}", escape(&shown))))?;
-                if n == 0 {
-                    return Err(Error::bad(
-                        package,
-                        format!("entry '{}': archive ends after {} of {size} bytes", escape(&shown), size - left),
-                    ));
-                }
-                left -= n as u64;
-                if !out.send(Message::Data(chunk)) {
-                    return Ok(());
-                }
-            }
+        let (member, mut stream) = deb.data()?;
+        let tick = || {
             if let Some(p) = progress {
                 p(done_before + consumed.load(Relaxed), total);
             }
+        };
+        if !send_entries(package, &member, &mut stream, out, &tick)? {
+            return Ok(());
         }
+        // Before the writer can see the end of the queue, and so before the barrier: the
+        // entries sent count only once the stream they came from has verified.
+        stream.finish()?;
         done_before += size;
     }
     Ok(())
+}
+
+/// Sends the entries of the tar archive in `stream` (member `member` of `package`) and their
+/// bytes, up to the archive's end, calling `tick` after each; false when the writer hung up.
+fn send_entries(package: &Path, member: &str, stream: impl Read, out: &mut Batcher, tick: &dyn Fn()) -> Result<bool> {
+    let bad = |e: io::Error| Error::bad(package, format!("{member}: {e}"));
+    let (stream, meter) = entry::metered(stream);
+    let mut archive = tar::Archive::new(stream);
+    for item in archive.entries_with_seek().map_err(bad)? {
+        let mut item = item.map_err(bad)?;
+        let _held = meter.entry();
+        let Some(entry) = entry::validate(&mut item).map_err(|e| Error::bad(package, format!("{member}: {e}")))? else {
+            continue;
+        };
+        let size = match entry.kind {
+            Kind::File { size } => size,
+            _ => 0,
+        };
+        let shown = entry.path.clone();
+        if !out.send(Message::Entry(entry)) {
+            return Ok(false);
+        }
+        let mut left = size;
+        while left > 0 {
+            // Straight into the message's own buffer: no zeroing, no second copy.
+            let want = left.min(CHUNK as u64);
+            let mut chunk = Vec::with_capacity(want as usize);
+            let n = (&mut item)
+                .take(want)
+                .read_to_end(&mut chunk)
+                .map_err(|e| Error::bad(package, format!("{member}: entry '{}': {e}", escape(&shown))))?;
+            if n == 0 {
+                return Err(Error::bad(
+                    package,
+                    format!("{member}: entry '{}': archive ends after {} of {size} bytes", escape(&shown), size - left),
+                ));
+            }
+            left -= n as u64;
+            if !out.send(Message::Data(chunk)) {
+                return Ok(false);
+            }
+        }
+        tick();
+    }
+    Ok(true)
 }
 
 /// The writer's end of the queue: messages one by one out of the batches.

@@ -197,6 +197,9 @@ impl Shared {
 }
 
 /// The decoded tar stream of a multi-block xz member. Dropping it stops and joins its workers.
+/// The stream's header, index and footer are verified when it opens, each block's check when
+/// its last byte has been read, so the stream has verified only once a read returned 0: a tar
+/// reader stops before (`MemberStream::finish` in deb.rs reads the rest).
 pub struct ParallelXz {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
@@ -233,16 +236,21 @@ impl Load {
 
 /// This thread's CPU time.
 fn thread_cpu() -> Duration {
-    cpu_time(rustix::time::ClockId::ThreadCPUTime)
+    cpu_time(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// The CPU time of all of this process's threads.
 fn process_cpu() -> Duration {
-    cpu_time(rustix::time::ClockId::ProcessCPUTime)
+    cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
-fn cpu_time(clock: rustix::time::ClockId) -> Duration {
-    let t = rustix::time::clock_gettime(clock);
+/// Through libc, not rustix: rustix finds the vDSO by parsing it itself, which valgrind's
+/// address space does not allow (rustix issue 1559), and an xz package must unpack under
+/// callgrind, the engine's deterministic instruction count. glibc uses the same vDSO.
+fn cpu_time(clock: libc::clockid_t) -> Duration {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock id and a timespec to write; on failure `t` stays zero.
+    unsafe { libc::clock_gettime(clock, &mut t) };
     Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
 }
 
@@ -754,7 +762,7 @@ impl Drop for BlockDecoder {
 /// What a liblzma return code means, in the words of the one-thread decoder's errors.
 fn lzma_error(ret: sys::lzma_ret) -> io::Error {
     let (kind, text) = match ret {
-        sys::LZMA_DATA_ERROR => (io::ErrorKind::InvalidData, "xz data is corrupt"),
+        sys::LZMA_DATA_ERROR => (io::ErrorKind::InvalidData, "its data or its check does not verify"),
         sys::LZMA_FORMAT_ERROR => (io::ErrorKind::InvalidData, "not xz data"),
         sys::LZMA_OPTIONS_ERROR => (io::ErrorKind::InvalidData, "unsupported xz options"),
         sys::LZMA_BUF_ERROR => (io::ErrorKind::UnexpectedEof, "xz data is truncated"),

@@ -460,15 +460,17 @@ fn decompressors_refuse_headers_that_demand_more_than_128_mib() {
 }
 
 /// A data.tar.zst of a few KiB: a header of type `kind` claiming `mib` MiB, then that many
-/// MiB of zeros, as one zstd frame per MiB (the decoder reads frame after frame).
+/// MiB of zeros, in one zstd frame.
 fn header_bomb(kind: EntryType, mib: u64) -> Vec<u8> {
     let bomb = with(rec(b"././@LongLink", kind, b""), |h| h.set_size(mib << 20));
-    let mut zst = zstd::stream::encode_all(&bomb.header.as_bytes()[..], 1).unwrap();
-    let one_mib = zstd::stream::encode_all(&vec![0u8; 1 << 20][..], 1).unwrap();
+    // One zstd frame: the engine, as dpkg-deb, reads no further frame.
+    let mut zst = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+    std::io::Write::write_all(&mut zst, bomb.header.as_bytes()).unwrap();
+    let one_mib = vec![0u8; 1 << 20];
     for _ in 0..mib {
-        zst.extend_from_slice(&one_mib);
+        std::io::Write::write_all(&mut zst, &one_mib).unwrap();
     }
-    zst
+    zst.finish().unwrap()
 }
 
 #[test]
