@@ -135,18 +135,19 @@ fn root_only_file(fs: &Scratch) -> PathBuf {
     outside
 }
 
-/// Runs `unpack -s none DEB ROOT` under strace, which stops it (SIGSTOP) right after the first
-/// `syscall` returns; runs `swap` while it is stopped, lets it go on and returns the run.
-fn unpack_stopped_after(syscall: &str, deb: &Path, root: &Path, log: &Path, swap: impl FnOnce()) -> Run {
-    let mut child = Command::new("strace")
-        .args(["-f", "-qq", "-e"])
+/// Runs `unpack -s STRATEGY DEB ROOT` under strace, which stops it (SIGSTOP) right after the
+/// first `syscall` returns; runs `swap` while it is stopped, lets it go on and returns the run.
+fn unpack_stopped_after(syscall: &str, strategy: &str, deb: &Path, root: &Path, log: &Path, swap: impl FnOnce()) -> Run {
+    // Under timeout(1), so that an unpack that hangs fails the test instead of hanging it.
+    let mut child = Command::new("timeout")
+        .args(["300", "strace", "-f", "-qq", "-e"])
         .arg(format!("trace={syscall}"))
         .arg("-e")
         .arg(format!("inject={syscall}:signal=STOP:when=1"))
         .arg("-o")
         .arg(log)
         .arg(unpack_bin())
-        .args(["-q", "-s", "none"])
+        .args(["-q", "-s", strategy])
         .arg(deb)
         .arg(root)
         .stdout(Stdio::piped())
@@ -196,7 +197,7 @@ fn a_symlink_swapped_in_after_mknodat_does_not_lend_a_fifo_s_mode_to_a_file_outs
     std::fs::create_dir(root.join("srv")).unwrap();
     chmod(&root.join("srv"), 0o777);
     let temp = root.join("srv/fifo.unpack-new");
-    let r = unpack_stopped_after("mknodat", &deb, &root, &fs.dir.path().join("strace.log"), || {
+    let r = unpack_stopped_after("mknodat", "none", &deb, &root, &fs.dir.path().join("strace.log"), || {
         std::fs::remove_file(&temp).unwrap();
         std::os::unix::fs::symlink(&outside, &temp).unwrap();
     });
@@ -213,7 +214,7 @@ fn a_symlink_swapped_in_after_mknodat_does_not_lend_a_fifo_s_mode_to_a_file_outs
     std::fs::create_dir(root.join("srv")).unwrap();
     chmod(&root.join("srv"), 0o777);
     let temp = root.join("srv/null.unpack-new");
-    let r = unpack_stopped_after("mknodat", &deb_null, &root, &fs.dir.path().join("strace-null.log"), || {
+    let r = unpack_stopped_after("mknodat", "none", &deb_null, &root, &fs.dir.path().join("strace-null.log"), || {
         std::fs::remove_file(&temp).unwrap();
         let zero = rustix::fs::makedev(1, 5);
         rustix::fs::mknodat(rustix::fs::CWD, &temp, rustix::fs::FileType::CharacterDevice, rustix::fs::Mode::from_raw_mode(0o600), zero).unwrap();
@@ -240,7 +241,7 @@ fn a_hard_link_swapped_in_after_symlinkat_does_not_give_a_file_outside_the_root_
     std::fs::create_dir(root.join("srv")).unwrap();
     chmod(&root.join("srv"), 0o777);
     let temp = root.join("srv/link.unpack-new");
-    let r = unpack_stopped_after("symlinkat", &deb, &root, &fs.dir.path().join("strace.log"), || {
+    let r = unpack_stopped_after("symlinkat", "none", &deb, &root, &fs.dir.path().join("strace.log"), || {
         std::fs::remove_file(&temp).unwrap();
         std::fs::hard_link(&outside, &temp).unwrap();
     });
@@ -315,4 +316,25 @@ fn escape_sequences_from_packages_and_roots_reach_the_terminal_escaped_and_json_
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(!has_raw_controls(&r.stderr), "{:?}", r.stderr);
     assert!(r.stderr.contains("/x\\033[8m: the package has a file here, the root has a non-empty directory"), "{}", r.stderr);
+}
+
+/// `writeback` opens each written file again by name at its barrier. Someone who can write the
+/// directory may have put a FIFO at that name meanwhile: the open must neither wait on it for
+/// ever nor flush it; the unpack fails, rolls back, and says what it found.
+#[test]
+fn a_fifo_swapped_in_before_the_barrier_reopens_a_file_fails_the_unpack_instead_of_hanging_it() {
+    let fs = scratch("ext4", "defaults");
+    let deb = common::deb_builder::write_deb(fs.dir.path(), "file.deb", "data.tar", &data_tar(&[file(b"./srv/file", b"data\n")]));
+    let root = fs.subdir("root");
+    std::fs::create_dir(root.join("srv")).unwrap();
+    chmod(&root.join("srv"), 0o777);
+    let temp = root.join("srv/file.unpack-new");
+    // The first sync_file_range is the one after the file is written, before the barrier.
+    let r = unpack_stopped_after("sync_file_range", "writeback", &deb, &root, &fs.dir.path().join("strace.log"), || {
+        std::fs::remove_file(&temp).unwrap();
+        rustix::fs::mknodat(rustix::fs::CWD, &temp, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o666), 0).unwrap();
+    });
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("srv/file: opening the written file to flush it: replaced by something that is not a regular file"), "{}", r.stderr);
+    assert!(!root.join("srv/file").exists() && std::fs::symlink_metadata(&temp).is_err(), "rolled back");
 }

@@ -232,11 +232,19 @@ pub struct TempFile {
 }
 
 impl TempFile {
-    /// Opens the file again, read-only, which is enough to flush it.
+    /// Opens the file again, read-only, which is enough to flush it. By name, in a directory
+    /// that other users may be able to write: never through a symlink, and never waiting on a
+    /// FIFO someone put in its place (O_NONBLOCK); what is opened must be a regular file. (A
+    /// writer of the directory owns every name in it anyway; what must not happen is a hang.)
     pub fn open(&self) -> Result<File> {
-        rustix::fs::openat(self.dir.fd(), self.disk_name(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-            .map(File::from)
-            .map_err(|e| Error::root(self.path(), "opening the written file to flush it", e))
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(self.dir.fd(), self.disk_name(), flags, Mode::empty())
+            .map_err(|e| Error::root(self.path(), "opening the written file to flush it", e))?;
+        match rustix::fs::fstat(&fd) {
+            Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile => Ok(File::from(fd)),
+            Ok(_) => Err(Error::root(self.path(), "opening the written file to flush it", std::io::Error::other("replaced by something that is not a regular file"))),
+            Err(e) => Err(Error::root(self.path(), "stat of the written file", e)),
+        }
     }
 
     /// True for a regular file: the only kind with data to flush.
