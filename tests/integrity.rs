@@ -376,3 +376,25 @@ fn a_gzip_member_after_another_continues_the_stream() {
         assert_same_tree(&ours, &reference_tree(&deb, &dir.path().join("dpkg")), "two gzip members against dpkg-deb -x");
     }
 }
+
+/// The checks fail after every entry of the package has been written: the transaction, here
+/// of two packages with a durable strategy, still rolls back as a whole, since the writer
+/// commits only once the reader has verified every member.
+#[test]
+fn a_check_that_fails_after_the_last_entry_rolls_the_whole_transaction_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, before) = installed_root(dir.path());
+    let other = tar(&[("./", b""), ("./usr/", b""), ("./usr/share/", b""), ("./usr/share/other.txt", b"another package\n")]);
+    let first = package(dir.path(), "other_1", ("control.tar", &control_tar(1)), ("data.tar.xz", &Xz.compress(&other)));
+    let mut stream = XzBlocks.compress(&data_tar(2));
+    let (_, bytes) = XzBlocks.checks(&stream).swap_remove(2);
+    stream[bytes.start] ^= 0x01; // the footer, read last
+    let (second, member) = package_with(dir.path(), "integrity_2", Member::Data, XzBlocks, &stream);
+    for strategy in ["fsync", "syncfs"] {
+        let r = unpack(["-q", "-s", strategy, first.to_str().unwrap(), second.to_str().unwrap(), root.to_str().unwrap()]);
+        assert_eq!(r.code, 3, "{strategy}: {}", r.stderr);
+        assert!(r.stderr.contains(&format!("{}: {member}: ", second.display())), "{strategy}: {}", r.stderr);
+        assert_same_tree(&snapshot(&root), &before, strategy);
+        assert!(leftover_temps(&root).is_empty(), "{strategy}: temporary files left");
+    }
+}
