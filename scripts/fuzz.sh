@@ -25,6 +25,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# In a mount namespace of its own: the scratch tmpfs below, where every root and the tree the
+# journal_recover target watches live, is seen by nothing else on the machine, and goes with
+# the namespace whatever happens to this script.
+if [ -z "${UNPACK_FUZZ_NAMESPACE:-}" ]; then
+    exec env UNPACK_FUZZ_NAMESPACE=1 unshare --mount --propagation private "$0" "$@"
+fi
+
 seconds=${1:-600}
 shift || true
 targets=("$@")
