@@ -420,27 +420,6 @@ impl Deb {
     }
 }
 
-/// The 60-byte header of an ar member as dpkg-deb writes it (owner 0, mode 100644, `mtime`),
-/// for the tools that make packages: the bench's synthetic ones, the crash test's older
-/// versions, the tests' hostile ones.
-pub fn ar_header(name: &str, mtime: u64, size: u64) -> [u8; HEADER_LEN] {
-    let text = format!("{name:<16.16}{mtime:<12}{:<6}{:<6}{:<8}{size:<10}`\n", 0, 0, "100644");
-    let mut header = [b' '; HEADER_LEN];
-    let bytes = text.as_bytes();
-    header.copy_from_slice(&bytes[..HEADER_LEN.min(bytes.len())]);
-    header
-}
-
-/// Writes one ar member: header, bytes, padding to an even offset.
-pub fn write_member(out: &mut impl std::io::Write, name: &str, mtime: u64, bytes: &[u8]) -> io::Result<()> {
-    out.write_all(&ar_header(name, mtime, bytes.len() as u64))?;
-    out.write_all(bytes)?;
-    if bytes.len() % 2 == 1 {
-        out.write_all(b"\n")?;
-    }
-    Ok(())
-}
-
 /// Reads until `buf` is full or the end of input; returns how much it read.
 pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;

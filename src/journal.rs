@@ -60,6 +60,7 @@ pub struct Journal {
 }
 
 impl Journal {
+    #[cfg(test)]
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Encoder::new(Vec::new()).expect("writing to a Vec cannot fail");
         self.packages.iter().for_each(|p| e.package(p));
@@ -161,6 +162,7 @@ fn shown(bytes: &[u8]) -> String {
 /// with a valid magic line, count and checksum, whatever the lines hold: how tests and the
 /// fuzzer reach recovery with records the encoder never writes. An error only past
 /// [`MAX_BYTES`].
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn seal(records: &[u8]) -> io::Result<Vec<u8>> {
     let mut e = Encoder::new(Vec::new())?;
     for line in records.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {

@@ -24,6 +24,9 @@ pub struct MountInfo {
     /// Where it is mounted.
     #[serde(skip)]
     pub mount_point: PathBuf,
+    /// The device number (major, minor) of the mounted filesystem.
+    #[serde(skip)]
+    pub device: (u32, u32),
 }
 
 impl MountInfo {
@@ -39,16 +42,14 @@ impl MountInfo {
 pub fn for_path(path: &Path) -> io::Result<MountInfo> {
     let canonical = path.canonicalize()?;
     let dev = std::fs::metadata(&canonical)?.dev();
-    let table = std::fs::read_to_string("/proc/self/mountinfo")?;
     let (major, minor) = (libc_major(dev), libc_minor(dev));
     let mut best: Option<(usize, bool, MountInfo)> = None;
-    for line in table.lines() {
-        let Some((devno, info)) = parse_line(line) else { continue };
+    for info in all()? {
         if !canonical.starts_with(&info.mount_point) {
             continue;
         }
         let depth = info.mount_point.components().count();
-        let dev_matches = devno == (major, minor);
+        let dev_matches = info.device == (major, minor);
         // Prefer the device match, then the deepest mount point, then the later line.
         let better = match &best {
             None => true,
@@ -66,33 +67,12 @@ pub fn for_path(path: &Path) -> io::Result<MountInfo> {
     })
 }
 
-/// Every mount of the block device `major:minor`, in the order they were made.
-pub fn mounts_of_device(major: u32, minor: u32) -> io::Result<Vec<MountInfo>> {
+/// Every mount of this process's mount namespace, in the order they were made: for a program
+/// that reports where it installed, or that must take its own mounts down before removing a
+/// tree (the lab does both).
+pub fn all() -> io::Result<Vec<MountInfo>> {
     let table = std::fs::read_to_string("/proc/self/mountinfo")?;
-    Ok(table
-        .lines()
-        .filter_map(parse_line)
-        .filter(|(devno, _)| *devno == (major, minor))
-        .map(|(_, info)| info)
-        .collect())
-}
-
-/// True when `path` (as the kernel spells it: absolute, canonical) is a mount point.
-pub fn is_mount_point(path: &Path) -> io::Result<bool> {
-    let table = std::fs::read_to_string("/proc/self/mountinfo")?;
-    Ok(table.lines().filter_map(parse_line).any(|(_, info)| info.mount_point == path))
-}
-
-/// Every mount point at or below `dir` (as the kernel spells it: absolute, canonical), so that a
-/// caller about to remove a directory tree can make sure it never reaches into a mount.
-pub fn mounts_under(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let table = std::fs::read_to_string("/proc/self/mountinfo")?;
-    Ok(table
-        .lines()
-        .filter_map(parse_line)
-        .map(|(_, info)| info.mount_point)
-        .filter(|m| m.starts_with(dir))
-        .collect())
+    Ok(table.lines().filter_map(parse_line).collect())
 }
 
 fn libc_major(dev: u64) -> u32 {
@@ -105,7 +85,7 @@ fn libc_minor(dev: u64) -> u32 {
 
 /// Parses one mountinfo line:
 /// `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue`.
-fn parse_line(line: &str) -> Option<((u32, u32), MountInfo)> {
+fn parse_line(line: &str) -> Option<MountInfo> {
     let (head, tail) = line.split_once(" - ")?;
     let head: Vec<&str> = head.split(' ').collect();
     let tail: Vec<&str> = tail.split(' ').collect();
@@ -120,15 +100,13 @@ fn parse_line(line: &str) -> Option<((u32, u32), MountInfo)> {
             options.push(o);
         }
     }
-    Some((
-        devno,
-        MountInfo {
-            fstype: tail[0].to_string(),
-            source: unescape(tail[1]),
-            options: options.join(","),
-            mount_point: PathBuf::from(unescape(head[4])),
-        },
-    ))
+    Some(MountInfo {
+        fstype: tail[0].to_string(),
+        source: unescape(tail[1]),
+        options: options.join(","),
+        mount_point: PathBuf::from(unescape(head[4])),
+        device: devno,
+    })
 }
 
 /// mountinfo escapes space, tab, newline and backslash as `\ooo` octal.
@@ -157,8 +135,8 @@ mod tests {
     #[test]
     fn parses_options_from_both_halves_without_duplicates() {
         let line = "36 35 7:3 / /mnt/a\\040b rw,relatime shared:1 - ext4 /dev/loop3 rw,nodelalloc";
-        let (dev, info) = parse_line(line).unwrap();
-        assert_eq!(dev, (7, 3));
+        let info = parse_line(line).unwrap();
+        assert_eq!(info.device, (7, 3));
         assert_eq!(info.fstype, "ext4");
         assert_eq!(info.source, "/dev/loop3");
         assert_eq!(info.options, "rw,relatime,nodelalloc");

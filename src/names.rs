@@ -15,14 +15,21 @@ pub const NAME_MAX: usize = 255;
 /// The suffix of temporary names, as dpkg's `.dpkg-new`.
 pub const TEMP_SUFFIX: &str = ".unpack-new";
 
-/// The engine's state directory inside the root.
+/// The engine's state directory inside the root. Public (with [`JOURNAL`] and [`INTENT`])
+/// because it is part of the on-disk contract: a package may not ship files there, a backup or
+/// a package manager's own database leaves it alone, and a checker of crash states (the lab's
+/// unpack-crashtest) looks there for a transaction left pending.
 pub const STATE_DIR: &str = "var/lib/unpack";
 
-/// The files of the state directory: the root's lock, the journal and the journal being
-/// written, and the intent that marks a transaction in its write phase.
-pub const LOCK_FILE: &str = "lock";
+/// The root's lock, in the state directory.
+pub(crate) const LOCK_FILE: &str = "lock";
+/// The journal of a transaction in its rename phase, in [`STATE_DIR`]: while it exists,
+/// [`recover_root`](crate::recover_root) has renames to finish.
 pub const JOURNAL: &str = "txn";
-pub const JOURNAL_NEW: &str = "txn.new";
+/// The journal being written, in the state directory.
+pub(crate) const JOURNAL_NEW: &str = "txn.new";
+/// The mark of a transaction in its write phase, in [`STATE_DIR`]: while it exists,
+/// [`recover_root`](crate::recover_root) has temporary files to remove.
 pub const INTENT: &str = "intent";
 
 /// `NAME.unpack-new`. A name of up to 255 bytes is valid, but with the suffix it may not be:

@@ -118,11 +118,6 @@ impl Root {
         self.path.join(rel)
     }
 
-    /// A directory already resolved in this transaction, by canonical path.
-    pub fn cached(&self, canon: &Path) -> Option<&Directory> {
-        self.dirs.get(canon)
-    }
-
     /// Resolves `path` (plain components, relative to the root) to a directory inside the root,
     /// following symlinks on disk and in `overlay` within the root; `create` says what happens
     /// to missing directories (made with mode 0755, the engine sets the archive's metadata
@@ -329,16 +324,6 @@ impl Root {
                 .and_then(|_| file.write_all(pid.as_bytes()))
                 .map_err(|e| Error::root(&lock_path, "writing the lock file", e))?;
             return Ok(Lock { _file: file });
-        }
-    }
-
-    /// A lookup failure as an engine error about the root (packages map it themselves).
-    pub fn resolve_error(&self, e: ResolveError) -> Error {
-        match e {
-            ResolveError::Loop(p) => Error::Conflict { path: self.display(&p), reason: "too many levels of symbolic links".into() },
-            ResolveError::NotDir { path, .. } => Error::Conflict { path: self.display(&path), reason: "not a directory".into() },
-            ResolveError::StateDir(path) => Error::Conflict { path: self.display(&path), reason: "the engine's state directory".into() },
-            ResolveError::Io { path, action, source } => Error::root(path, action, source),
         }
     }
 }

@@ -312,7 +312,8 @@ pub fn open_threads(file: &File, start: u64, len: u64, consumed: Arc<AtomicU64>,
 }
 
 impl ParallelXz {
-    /// How many workers decode by now.
+    /// How many workers decode by now (for the tests).
+    #[cfg(feature = "fuzzing")]
     pub fn engaged(&self) -> usize {
         self.shared.lock().engaged
     }

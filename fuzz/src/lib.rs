@@ -211,8 +211,8 @@ pub fn recover_in_sandbox(data: &[u8]) {
     for dir in [root.join("new.unpack-new/inner"), host.join("tree.unpack-new/inner"), host.join("sub/empty")] {
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     }
-    std::fs::write(state.join(unpack::names::JOURNAL), &journal).expect("the state directory");
-    std::fs::write(state.join(unpack::names::INTENT), "").expect("the state directory");
+    std::fs::write(state.join(unpack::JOURNAL), &journal).expect("the state directory");
+    std::fs::write(state.join(unpack::INTENT), "").expect("the state directory");
     let before = snapshot(&host, true);
     let options = unpack::Options::new(unpack::durability::by_name("none", 1).expect("the none strategy exists"));
     // Refusing (an error) is as fine as recovering: only a change outside the root is not.

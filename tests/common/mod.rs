@@ -1,5 +1,6 @@
 //! The shared harness of the integration tests: the real binaries, the fixtures, scratch
-//! filesystems on loop devices, and snapshots of a root to compare trees by.
+//! filesystems on loop devices, and snapshots of a root to compare trees by. The engine's tests
+//! (tests/) and the lab's (lab/tests/, through `#[path]`) share this one copy.
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 use std::collections::BTreeMap;
@@ -8,16 +9,42 @@ use std::hash::{Hash, Hasher};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use unpack::scratchfs::ScratchFs;
+use std::sync::OnceLock;
+use unpack_lab::scratchfs::ScratchFs;
 
 pub mod deb_builder;
 
+/// The top of the repository, whichever package's test this is.
+pub fn repo() -> &'static Path {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if manifest.ends_with("lab") {
+        manifest.parent().unwrap()
+    } else {
+        manifest
+    }
+}
+
+/// A program of the workspace. Cargo names only the test's own package's binaries
+/// (`CARGO_BIN_EXE_*`); the other package's are built beside them, in the same target
+/// directory, by `cargo test` at the top (`cargo build` first, for one package's tests alone).
+pub fn program(name: &str) -> &'static str {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let own = option_env!("CARGO_BIN_EXE_unpack").or(option_env!("CARGO_BIN_EXE_unpack-bench"));
+        Path::new(own.expect("a test of the unpack or the unpack-lab package")).parent().unwrap().to_path_buf()
+    });
+    let path = dir.join(name);
+    assert!(path.is_file(), "{}: not built; run `cargo build --workspace` first", path.display());
+    Box::leak(path.into_os_string().into_string().expect("a UTF-8 target directory").into_boxed_str())
+}
+
 pub fn unpack_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_unpack")
+    static BIN: OnceLock<&'static str> = OnceLock::new();
+    BIN.get_or_init(|| program("unpack"))
 }
 
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+    repo().join("fixtures").join(name)
 }
 
 /// What a finished process said.
@@ -239,7 +266,8 @@ impl ForNobody {
         let dir = tempfile::Builder::new().prefix("unpack-nobody").tempdir().unwrap();
         let world = |p: &Path, mode: u32| std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
         world(dir.path(), 0o755);
-        for bin in [env!("CARGO_BIN_EXE_unpack"), env!("CARGO_BIN_EXE_unpack-bench")] {
+        // unpack, and unpack-bench in the lab's tests.
+        for bin in std::iter::once(program("unpack")).chain(option_env!("CARGO_BIN_EXE_unpack-bench")) {
             let to = dir.path().join(Path::new(bin).file_name().unwrap());
             std::fs::copy(bin, &to).unwrap();
             world(&to, 0o755);

@@ -60,7 +60,7 @@ pub enum Error {
     #[error("{tool} not found in PATH: install the Debian package {package}")]
     MissingTool { tool: String, package: &'static str },
     /// The `unpack` binary is not where the bench expects it.
-    #[error("{path}: the unpack engine binary is missing (it is looked up next to unpack-bench)")]
+    #[error("{path}: the unpack engine binary is missing (it is looked up next to this program, then on PATH)")]
     MissingEngine { path: PathBuf },
     /// An I/O error on a file or directory of the bench's own.
     #[error("{path}: {source}")]

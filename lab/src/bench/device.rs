@@ -113,7 +113,7 @@ impl Device for Virtual {
     fn fresh_filesystem(&self, fstype: &str, options: &str, size: u64, scratch: &Path) -> io::Result<DeviceFs> {
         let dir = scratch.join("vdisk");
         std::fs::create_dir_all(&dir)?;
-        let disk = VDisk::start(&self.profile, size, &dir, None).map_err(|e| io::Error::other(crate::error::one_line(&e)))?;
+        let disk = VDisk::start(&self.profile, size, &dir, None).map_err(|e| io::Error::other(unpack::error::one_line(&e)))?;
         // The filesystem is dropped before the disk (DeviceFs's field order).
         let fs = ScratchFs::on_existing(fstype, disk.image(), &scratch.join("mnt"), options)?;
         Ok(DeviceFs::new(fs, Some(Box::new(disk))))

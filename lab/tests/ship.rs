@@ -4,6 +4,7 @@
 //! device tables) and check that groff renders them without a warning; the completion scripts
 //! are generated, so these tests check that they exist and offer every option.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::{run, Run};
@@ -11,23 +12,16 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Every program of the package, with its binary when this tree builds it. A program whose
-/// source has not landed yet (unpack-crashtest is written on another branch) has no
-/// `CARGO_BIN_EXE_` variable: its man page is still rendered and checked, its options are not.
-const PROGRAMS: &[(&str, Option<&str>)] = &[
-    ("unpack", option_env!("CARGO_BIN_EXE_unpack")),
-    ("unpack-bench", option_env!("CARGO_BIN_EXE_unpack-bench")),
-    ("unpack-crashtest", option_env!("CARGO_BIN_EXE_unpack-crashtest")),
-    ("unpack-vdisk", option_env!("CARGO_BIN_EXE_unpack-vdisk")),
-];
+/// Every program of the Debian package: the engine's (src/bin/) and the lab's (lab/src/bin/).
+const PROGRAMS: &[&str] = &["unpack", "unpack-bench", "unpack-crashtest", "unpack-vdisk"];
 
-/// The programs this tree builds, with their binaries.
+/// The programs, with their binaries (`unpack` is the engine package's, built beside the lab's).
 fn built() -> impl Iterator<Item = (&'static str, &'static str)> {
-    PROGRAMS.iter().filter_map(|(name, bin)| Some((*name, (*bin)?)))
+    PROGRAMS.iter().map(|name| (*name, common::program(name)))
 }
 
 fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    common::repo()
 }
 
 fn page(name: &str) -> PathBuf {
@@ -95,27 +89,28 @@ const HIDDEN: &[&str] = &["completions"];
 
 #[test]
 fn every_program_has_a_man_page_and_every_man_page_a_program() {
-    let sources: BTreeSet<String> = std::fs::read_dir(repo().join("src/bin"))
-        .unwrap()
+    let sources: BTreeSet<String> = ["src/bin", "lab/src/bin"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(repo().join(dir)).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "rs"))
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
     let built: BTreeSet<String> = built().map(|(n, _)| n.to_string()).collect();
-    assert_eq!(sources, built, "PROGRAMS in tests/ship.rs must list every program of src/bin/");
+    assert_eq!(sources, built, "PROGRAMS in lab/tests/ship.rs must list every program of src/bin/ and lab/src/bin/");
     let pages: BTreeSet<String> = std::fs::read_dir(repo().join("man"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "1"))
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
-    let programs: BTreeSet<String> = PROGRAMS.iter().map(|(n, _)| n.to_string()).collect();
+    let programs: BTreeSet<String> = PROGRAMS.iter().map(|n| n.to_string()).collect();
     assert_eq!(pages, programs, "one man page per program, and no other");
 }
 
 #[test]
 fn man_pages_render_without_warnings() {
-    for (name, _) in PROGRAMS {
+    for name in PROGRAMS {
         let r = run(Command::new("man").args(["--warnings", "-l"]).arg(page(name)));
         assert_eq!((r.code, r.stderr.as_str()), (0, ""), "man --warnings -l {}", page(name).display());
         for heading in ["NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS", "EXAMPLES", "SEE ALSO"] {
@@ -179,7 +174,7 @@ fn unpack_page_states_every_strategy_with_its_guarantee() {
 
 #[test]
 fn vdisk_page_states_every_named_profile() {
-    use unpack::vdisk::profile::{format_bandwidth, format_duration, NAMED};
+    use unpack_lab::vdisk::profile::{format_bandwidth, format_duration, NAMED};
     let page = rendered("unpack-vdisk");
     for (name, latency, bandwidth, what) in NAMED {
         let line = format!("{name} flush {}, bandwidth {}: {what}", format_duration(*latency), format_bandwidth(*bandwidth));
@@ -204,7 +199,7 @@ fn cargo_debian_changelog_and_man_pages_name_one_version() {
     let changelog = std::fs::read_to_string(repo().join("debian/changelog")).unwrap();
     let first = changelog.lines().next().unwrap_or_default();
     assert!(first.starts_with(&format!("unpack ({version}) ")), "debian/changelog starts with {first:?}, not version {version}");
-    for (name, _) in PROGRAMS {
+    for name in PROGRAMS {
         let th = source(name).lines().find(|l| l.starts_with(".TH ")).map(String::from).unwrap_or_default();
         assert!(th.contains(&format!("\"unpack {version}\"")), "{name}.1: {th:?} does not name unpack {version}");
     }

@@ -7,9 +7,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use unpack::scratchfs::ScratchFs;
-use unpack::vdisk::log::LogReader;
-use unpack::vdisk::{Counters, Profile, VDisk, VdiskError};
+use unpack_lab::scratchfs::ScratchFs;
+use unpack_lab::vdisk::log::LogReader;
+use unpack_lab::vdisk::{Counters, Profile, VDisk, VdiskError};
 
 const SIZE: u64 = 64 << 20;
 
@@ -337,7 +337,7 @@ fn unpack_vdisk_will_not_stop_while_a_loop_device_uses_the_image() {
     });
     let pid = rustix::process::Pid::from_raw(reap.0.as_ref().unwrap().id() as i32).unwrap();
     // Declared after the server's guard, so it is detached before the server is killed.
-    let lo = unpack::scratchfs::LoopDevice::attach(&image).unwrap();
+    let lo = unpack_lab::scratchfs::LoopDevice::attach(&image).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     let refusal = loop {
         let line = rx.recv_timeout(Duration::from_secs(20)).expect("no refusal on stderr");

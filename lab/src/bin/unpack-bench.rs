@@ -1,4 +1,4 @@
-//! `unpack-bench`: the benchmark matrix. Parses arguments, runs [`unpack::bench`], writes or
+//! `unpack-bench`: the benchmark matrix. Parses arguments, runs [`unpack_lab::bench`], writes or
 //! prints the result. Exit status (the lab's table, the same in `unpack-crashtest`): 0 every
 //! counted run succeeded, 3 the matrix was made but some runs failed (they are in it, as
 //! failed), 1 the bench itself failed, 2 usage (including not being root without `--dir`),
@@ -8,11 +8,11 @@ use anyhow::Context as _;
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use unpack::bench::cache::Cache;
-use unpack::bench::device;
-use unpack::bench::peers::Peer;
-use unpack::bench::scenario::Scenario;
-use unpack::bench::{output, run_matrix, synthetic, Config};
+use unpack_lab::bench::cache::Cache;
+use unpack_lab::bench::device;
+use unpack_lab::bench::peers::Peer;
+use unpack_lab::bench::scenario::Scenario;
+use unpack_lab::bench::{output, run_matrix, synthetic, Config};
 use unpack::cli::Invocation;
 
 const FAIRNESS: &str = "\
@@ -86,7 +86,7 @@ struct Args {
     /// flush=LATENCY,bw=BANDWIDTH (e.g. flush=8ms,bw=150MB/s), emulated by a virtual disk that
     /// counts the flushes and bytes reaching it.
     #[arg(long, value_name = "NAME", default_value = "native", conflicts_with = "dir")]
-    device: unpack::vdisk::Profile,
+    device: unpack_lab::vdisk::Profile,
 
     /// Write matrix.md, matrix.csv, matrix.json and matrix.svg here instead of printing the
     /// markdown.
@@ -102,7 +102,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             unpack::stderr!("unpack-bench: {}", unpack::error::one_line(e.as_ref()));
-            ExitCode::from(e.downcast_ref::<unpack::bench::Error>().map_or(1, |e| e.exit_status()))
+            ExitCode::from(e.downcast_ref::<unpack_lab::bench::Error>().map_or(1, |e| e.exit_status()))
         }
     }
 }
@@ -144,7 +144,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
          reasons: {}",
         matrix.failed_cells().join("; ")
     );
-    Ok(unpack::bench::EXIT_INCOMPLETE)
+    Ok(unpack_lab::bench::EXIT_INCOMPLETE)
 }
 
 /// The names in a comma-separated list; an empty list ('') names nothing.

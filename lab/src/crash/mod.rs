@@ -82,9 +82,9 @@ impl CrashError {
 }
 
 /// Fails with [`CrashError::Interrupted`] once a signal the binary listens for
-/// (`crate::interrupt`) has arrived, so the guards take everything down on the way out.
+/// (`unpack::interrupt`) has arrived, so the guards take everything down on the way out.
 pub(crate) fn check_interrupt() -> Result<(), CrashError> {
-    crate::interrupt::pending().map_or(Ok(()), |signal| Err(CrashError::Interrupted { signal }))
+    unpack::interrupt::pending().map_or(Ok(()), |signal| Err(CrashError::Interrupted { signal }))
 }
 
 /// The mount option sets when none are given: on ext4 the ones that decide when data reaches
@@ -390,7 +390,7 @@ fn validate(config: &Config) -> Result<(), CrashError> {
         require_mkfs(fs)?;
     }
     for s in &config.strategies {
-        crate::durability::by_name(s, 1).map_err(|e| CrashError::Usage(e.to_string()))?;
+        unpack::durability::by_name(s, 1).map_err(|e| CrashError::Usage(e.to_string()))?;
     }
     let empty = |what: &str| Err(CrashError::Usage(format!("no {what} to test")));
     if config.strategies.is_empty() {

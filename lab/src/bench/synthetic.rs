@@ -104,7 +104,7 @@ impl Spec {
             }
         }
         let path = dir.join(format!("{}_1.0_all.deb", self.package_name()));
-        self.write(&path).map_err(|source| match crate::interrupt::pending() {
+        self.write(&path).map_err(|source| match unpack::interrupt::pending() {
             Some(signal) => Error::Interrupted { signal },
             None => Error::Package { path: path.clone(), source },
         })?;
@@ -113,7 +113,7 @@ impl Spec {
 
     fn write(&self, path: &Path) -> io::Result<()> {
         let mut ar = BufWriter::new(File::create(path)?);
-        ar.write_all(crate::deb::AR_MAGIC)?;
+        ar.write_all(crate::ar::MAGIC)?;
         ar_member(&mut ar, "debian-binary", |w| w.write_all(b"2.0\n"))?;
         ar_member(&mut ar, "control.tar.gz", |w| self.write_control(w))?;
         ar_member(&mut ar, "data.tar.gz", |w| self.write_data(w))?;
@@ -189,12 +189,12 @@ fn ar_member<W: Write + Seek>(
     content: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
     let start = ar.stream_position()?;
-    ar.write_all(&crate::deb::ar_header(name, MTIME, 0))?;
+    ar.write_all(&crate::ar::ar_header(name, MTIME, 0))?;
     content(ar)?;
     let end = ar.stream_position()?;
     let size = end - start - 60;
     ar.seek(SeekFrom::Start(start))?;
-    ar.write_all(&crate::deb::ar_header(name, MTIME, size))?;
+    ar.write_all(&crate::ar::ar_header(name, MTIME, size))?;
     ar.seek(SeekFrom::Start(end))?;
     if size % 2 == 1 {
         ar.write_all(b"\n")?;
@@ -206,7 +206,7 @@ fn ar_member<W: Write + Seek>(
 /// An error once SIGINT, SIGTERM or SIGHUP came: checked before each entry and each piece of
 /// a file's data, so that neither many files nor one huge one keep a stopped bench writing.
 fn not_stopped() -> io::Result<()> {
-    match crate::interrupt::pending() {
+    match unpack::interrupt::pending() {
         Some(signal) => Err(io::Error::other(format!("stopped by signal {signal}"))),
         None => Ok(()),
     }

@@ -8,8 +8,8 @@
 //! memory. This module never touches a filesystem but to read packages.
 
 use super::CrashError;
-use crate::deb::Deb;
-use crate::entry::{self, Kind};
+use unpack::deb::Deb;
+use unpack::entry::{self, Kind};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -108,9 +108,9 @@ impl Tree {
 }
 
 /// An error of the engine's package reader, without naming the package twice.
-pub(super) fn engine_error(package: &Path, e: crate::Error) -> CrashError {
+pub(super) fn engine_error(package: &Path, e: unpack::Error) -> CrashError {
     let reason = match e {
-        crate::Error::BadPackage { reason, .. } => reason,
+        unpack::Error::BadPackage { reason, .. } => reason,
         other => other.to_string(),
     };
     CrashError::Package { path: package.to_path_buf(), reason }
@@ -141,7 +141,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures").join(name)
     }
 
     #[test]

@@ -4,11 +4,11 @@
 //! processes, so ours must pay the same exec and exit, and its peak RSS must be its own. This
 //! module knows the engine's command line and the part of its `--json` report the matrix keeps;
 //! it never reimplements anything the engine does. (The list of strategies comes from the
-//! library's [`crate::durability::ALL`], which the binary is built from.)
+//! library's [`unpack::durability::ALL`], which the binary is built from.)
 
 use super::{command, Error, Result};
-use crate::report::Phases;
-use crate::syscalls::SyscallCounts;
+use unpack::report::Phases;
+use unpack::syscalls::SyscallCounts;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,14 +35,17 @@ impl Report {
 }
 
 impl Engine {
-    /// The `unpack` binary in the directory of the running executable.
-    pub fn next_to_current_exe() -> Result<Engine> {
+    /// The `unpack` binary: the one in the directory of the running executable (a build tree,
+    /// or /usr/bin of the Debian package), else the first on PATH (the lab installed apart from
+    /// the engine).
+    pub fn find() -> Result<Engine> {
         let exe = std::env::current_exe().map_err(Error::io("/proc/self/exe"))?;
-        let path = exe.with_file_name("unpack");
-        if !path.is_file() {
-            return Err(Error::MissingEngine { path });
+        let beside = exe.with_file_name("unpack");
+        let on_path = std::env::var_os("PATH").into_iter().flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>());
+        match std::iter::once(beside.clone()).chain(on_path.map(|dir| dir.join("unpack"))).find(|p| p.is_file()) {
+            Some(path) => Ok(Engine { path }),
+            None => Err(Error::MissingEngine { path: beside }),
         }
-        Ok(Engine { path })
     }
 
     /// The binary's path.
@@ -72,13 +75,13 @@ mod tests {
 
     #[test]
     fn reads_what_the_engine_writes() {
-        let theirs = crate::report::Report {
+        let theirs = unpack::report::Report {
             packages: Vec::new(),
             strategy: "fsync".into(),
             root: "/r".into(),
             filesystem: None,
-            phases: crate::report::Phases { extract_s: 0.5, barrier_s: 0.25, rename_s: 0.125, dirsync_s: 0.0625, total_s: 1.0 },
-            syscalls: crate::syscalls::SyscallCounts { fsync: 2, fdatasync: 3, sync: 4, syncfs: 5, syncfs_early: 8, sync_file_range: 6, rename: 7 },
+            phases: unpack::report::Phases { extract_s: 0.5, barrier_s: 0.25, rename_s: 0.125, dirsync_s: 0.0625, total_s: 1.0 },
+            syscalls: unpack::syscalls::SyscallCounts { fsync: 2, fdatasync: 3, sync: 4, syncfs: 5, syncfs_early: 8, sync_file_range: 6, rename: 7 },
             peak_rss_bytes: 4096,
             recovered: None,
         };

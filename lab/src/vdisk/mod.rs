@@ -256,7 +256,7 @@ impl VDisk {
         let mut first: Option<VdiskError> = None;
         let left = self.release_holders();
         if !left.is_empty() {
-            crate::stderr!("warning: {} still in use by {left:?}: taking them down first", self.image.display());
+            unpack::stderr!("warning: {} still in use by {left:?}: taking them down first", self.image.display());
             first = Some(VdiskError::LeftAttached { path: self.image.clone(), devices: left });
         }
         let result = match self.server.take() {
@@ -279,7 +279,7 @@ impl VDisk {
                 Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?))
             });
             if let Some((major, minor)) = devno {
-                let mut mounts = crate::mountinfo::mounts_of_device(major, minor).unwrap_or_default();
+                let mut mounts = crate::mounts::of_device(major, minor).unwrap_or_default();
                 // Newest first, so stacked mounts come off in reverse.
                 mounts.reverse();
                 for m in mounts {
@@ -372,7 +372,7 @@ impl VDisk {
 impl Drop for VDisk {
     fn drop(&mut self) {
         if let Err(e) = self.shutdown() {
-            crate::stderr!("warning: stopping the virtual disk: {e}");
+            unpack::stderr!("warning: stopping the virtual disk: {e}");
         }
     }
 }

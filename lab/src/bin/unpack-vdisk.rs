@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use std::path::PathBuf;
 use unpack::cli::Invocation;
-use unpack::vdisk::{profile, Profile, VDisk, IMAGE_NAME, MARK_XATTR};
+use unpack_lab::vdisk::{profile, Profile, VDisk, IMAGE_NAME, MARK_XATTR};
 
 /// Serve an emulated block device as DIR/disk.img (a FUSE file; attach a loop device to it).
 #[derive(Parser)]

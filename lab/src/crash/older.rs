@@ -15,8 +15,8 @@
 
 use super::expect::engine_error;
 use super::CrashError;
-use crate::deb::Deb;
-use crate::entry::{self, Kind};
+use unpack::deb::Deb;
+use unpack::entry::{self, Kind};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
@@ -105,9 +105,9 @@ pub fn write(package: &Path, out: &Path) -> Result<(), CrashError> {
     let data = data.into_inner().map_err(write_err)?;
     let file = File::create(out).map_err(write_err)?;
     let mut ar = BufWriter::new(file);
-    ar.write_all(crate::deb::AR_MAGIC).map_err(write_err)?;
+    ar.write_all(crate::ar::MAGIC).map_err(write_err)?;
     for (name, bytes) in [("debian-binary", &b"2.0\n"[..]), ("control.tar", &control[..]), ("data.tar", &data[..])] {
-        crate::deb::write_member(&mut ar, name, 0, bytes).map_err(write_err)?;
+        crate::ar::write_member(&mut ar, name, 0, bytes).map_err(write_err)?;
     }
     ar.into_inner().map_err(|e| write_err(e.into_error()))?.sync_all().map_err(write_err)
 }
@@ -120,7 +120,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn fixture(name: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures").join(name)
     }
 
     #[test]

@@ -42,13 +42,13 @@ impl Workdir {
 impl Drop for Workdir {
     fn drop(&mut self) {
         // Never across a mount: if something is still mounted below, keep everything.
-        let mounted = crate::mountinfo::mounts_under(&self.path).map_or(true, |m| !m.is_empty());
+        let mounted = crate::mounts::under(&self.path).map_or(true, |m| !m.is_empty());
         if mounted {
-            crate::stderr!("warning: {} still has a mount inside; left in place", self.path.display());
+            unpack::stderr!("warning: {} still has a mount inside; left in place", self.path.display());
             return;
         }
         if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            crate::stderr!("warning: could not remove {}: {e}", self.path.display());
+            unpack::stderr!("warning: could not remove {}: {e}", self.path.display());
         }
     }
 }

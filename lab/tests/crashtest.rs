@@ -4,13 +4,14 @@
 //! must not, over hundreds of crash states. The budgets stay small (a package of a few dozen
 //! files, at most 120 states a cell); the full matrix is for people.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::{fixture, is_root, run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use unpack::scratchfs::{LoopDevice, Mounted};
+use unpack_lab::scratchfs::{LoopDevice, Mounted};
 
 fn crashtest() -> Command {
     Command::new(env!("CARGO_BIN_EXE_unpack-crashtest"))

@@ -16,17 +16,17 @@
 //!
 //! and, apart from them, because it points at the filesystem rather than at the unpacker: the
 //! state mounts, and fsck (`e2fsck -fn`, `xfs_repair -n`, `btrfs check --readonly`) finds
-//! nothing. Paths are looked up through the engine's confined resolver (`root::Root`), so a
+//! nothing. Paths are looked up with openat2's RESOLVE_IN_ROOT, as the engine resolves them: a
 //! crash state holding a symlink that points outside cannot make the checker read the host.
 //! This module only ever mounts an image it is given, read-write, and always unmounts and
 //! detaches it, whatever happens in between.
 
 use super::expect::{content_hash, Content, Tree};
 use super::CrashError;
-use crate::names::{INTENT, JOURNAL, STATE_DIR};
-use crate::root::{Create, Pending, ResolveError, Root};
 use crate::scratchfs::{LoopDevice, Mounted};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use std::os::fd::{AsFd, OwnedFd};
+use unpack::{INTENT, JOURNAL, STATE_DIR};
 use serde::Serialize;
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
@@ -182,13 +182,14 @@ fn mount_options(fstype: &str) -> &'static str {
 
 /// What each path of the package holds under `root`: (path, old, new, found).
 fn survey(root: &Path, expected: &Expected<'_>) -> Vec<(PathBuf, Content, Content, Content)> {
-    let mut root = Root::open(root).map_err(|e| e.to_string());
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let root = rustix::fs::open(root, flags, Mode::empty()).map_err(|e| format!("{}: {e}", root.display()));
     expected
         .new
         .0
         .iter()
         .map(|(path, new)| {
-            let found = match &mut root {
+            let found = match &root {
                 Ok(root) => probe(root, path),
                 Err(e) => Content::Other(format!("unreadable root: {e}")),
             };
@@ -300,24 +301,20 @@ pub fn classify(old: &Content, new: &Content, found: &Content, after_returned: b
 }
 
 /// What `path` holds under `root`, looked up without ever leaving it.
-fn probe(root: &mut Root, path: &Path) -> Content {
-    let parent = path.parent().unwrap_or(Path::new(""));
+fn probe(root: &OwnedFd, path: &Path) -> Content {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let Some(name) = path.file_name() else { return Content::Other("no file name".into()) };
-    let dir = match root.resolve_dir(parent, Create::Never, &|_| Pending::Nothing) {
-        Ok((_, dir)) => dir,
-        Err(ResolveError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Content::Absent
-        }
-        Err(ResolveError::NotDir { path, .. }) => {
-            return Content::Other(format!("{} is not a directory", path.display()))
-        }
-        Err(ResolveError::Loop(path)) => return Content::Other(format!("symlink loop at {}", path.display())),
-        Err(ResolveError::StateDir(path)) => return Content::Other(format!("{} is the state directory", path.display())),
-        Err(ResolveError::Io { path, action, source }) => {
-            return Content::Other(format!("unreadable: {action} {}: {source}", path.display()))
-        }
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let confined = ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS;
+    let dir = match rustix::fs::openat2(root, parent, flags, Mode::empty(), confined) {
+        Ok(dir) => dir,
+        Err(rustix::io::Errno::NOENT) => return Content::Absent,
+        Err(rustix::io::Errno::NOTDIR) => return Content::Other(format!("{} is not a directory", parent.display())),
+        Err(rustix::io::Errno::LOOP) => return Content::Other(format!("symlink loop in {}", parent.display())),
+        Err(e) => return Content::Other(format!("unreadable: resolving {}: {e}", parent.display())),
     };
-    let st = match rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+    let dir = dir.as_fd();
+    let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
         Err(rustix::io::Errno::NOENT) => return Content::Absent,
         Err(e) => return Content::Other(format!("unreadable: stat: {e}")),
@@ -326,7 +323,7 @@ fn probe(root: &mut Root, path: &Path) -> Content {
     match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => {
             let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let read = rustix::fs::openat(dir.fd(), name, flags, Mode::empty())
+            let read = rustix::fs::openat(dir, name, flags, Mode::empty())
                 .map_err(std::io::Error::from)
                 .and_then(|fd| content_hash(&mut File::from(fd)));
             match read {
@@ -335,7 +332,7 @@ fn probe(root: &mut Root, path: &Path) -> Content {
             }
         }
         FileType::Directory => Content::Dir,
-        FileType::Symlink => match rustix::fs::readlinkat(dir.fd(), name, Vec::new()) {
+        FileType::Symlink => match rustix::fs::readlinkat(dir, name, Vec::new()) {
             Ok(target) => Content::Symlink(std::ffi::OsStr::from_bytes(target.as_bytes()).to_os_string()),
             Err(e) => Content::Other(format!("unreadable symlink: {e}")),
         },

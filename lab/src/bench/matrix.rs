@@ -21,7 +21,8 @@ use super::stats::Spread;
 use super::synthetic;
 use crate::workdir::Workdir;
 use super::{command, Error, Result};
-use crate::{durability, mountinfo, scratchfs};
+use crate::scratchfs;
+use unpack::{durability, mountinfo};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -166,7 +167,7 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
     if config.runs == 0 {
         return Err(Error::Usage("--runs must be at least 1".to_string()));
     }
-    let engine = Engine::next_to_current_exe()?;
+    let engine = Engine::find()?;
     let tools = choose_tools(&config)?;
     let filesystems = choose_filesystems(&config)?;
 
@@ -295,7 +296,7 @@ fn run_plan(ctx: &Context, plan: &Plan) -> Result<Vec<RowResult>> {
             let tool = &plan.tools[step.tool];
             let round = if step.is_warm_up() { "warm-up".to_string() } else { format!("run {}/{}", step.round, plan.runs) };
             bar.set_message(format!("{} {round}", cell_label(&workload.label, row, tool.name())));
-            if let Some(signal) = crate::interrupt::pending() {
+            if let Some(signal) = unpack::interrupt::pending() {
                 bar.abandon();
                 return Err(Error::Interrupted { signal });
             }

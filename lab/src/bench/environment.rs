@@ -5,7 +5,7 @@
 //! Everything here is read from the kernel, never assumed.
 
 use super::plan::Workload;
-use crate::mountinfo::{self, MountInfo};
+use unpack::mountinfo::{self, MountInfo};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

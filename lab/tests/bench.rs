@@ -6,6 +6,7 @@
 //! (one run after the warm-up, small synthetic packages): these tests pin behaviour, they never
 //! assert a time.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::{is_root, run, ForNobody, Run};
@@ -13,7 +14,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use unpack::scratchfs::{self, LoopDevice, Mounted};
+use unpack_lab::scratchfs::{self, LoopDevice, Mounted};
 use std::process::Command;
 
 /// One bench at a time: a bench calls sync(2), which flushes every filesystem of the machine,
@@ -258,7 +259,7 @@ fn failed_runs_show_as_failed_never_as_times() {
     let _serial = serial();
     assert!(is_root(), "the integration tests run as root (loop devices)");
     let tmp = BenchTmp::new();
-    let deb = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/corrupt-data.deb");
+    let deb = common::fixture("corrupt-data.deb");
     let r = bench(tmp.path(), &[deb.to_str().unwrap(), "-o", "defaults", "-s", "none", "--peers", "tar", "--runs", "1"]);
     assert_eq!(r.code, 3, "a matrix with failed runs is a matrix, but an incomplete one: {}", r.stderr);
     assert!(r.stderr.contains("2 counted run(s) failed, the matrix is incomplete"), "{}", r.stderr);
@@ -355,7 +356,7 @@ fn with_dir_it_benches_that_filesystem_as_mounted_without_root() {
 fn every_default_option_set_mounts_on_its_filesystem() {
     assert!(is_root(), "the integration tests run as root (loop devices)");
     for fs in scratchfs::FILESYSTEMS {
-        let sets = [unpack::bench::plan::default_option_sets(fs), unpack::crash::default_option_sets(fs)].concat();
+        let sets = [unpack_lab::bench::plan::default_option_sets(fs), unpack_lab::crash::default_option_sets(fs)].concat();
         for options in sets.iter().collect::<BTreeSet<_>>() {
             // Panics naming the filesystem and the options if mkfs or the mount fails; 512 MiB
             // is more than XFS's smallest.

@@ -71,7 +71,7 @@ impl Drop for LoopDevice {
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        crate::stderr!("warning: could not detach {}", self.path.display());
+        unpack::stderr!("warning: could not detach {}", self.path.display());
     }
 }
 
@@ -116,7 +116,7 @@ impl Drop for Mounted {
             return;
         }
         for _ in 0..50 {
-            if matches!(crate::mountinfo::is_mount_point(&self.target), Ok(false)) {
+            if matches!(crate::mounts::is_mount_point(&self.target), Ok(false)) {
                 return; // unmounted already
             }
             let ok = Command::new("umount").arg(&self.target).output().map(|o| o.status.success());

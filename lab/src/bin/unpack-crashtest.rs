@@ -1,4 +1,4 @@
-//! `unpack-crashtest [OPTIONS] PACKAGE`: parse, call [`unpack::crash`], print or write the
+//! `unpack-crashtest [OPTIONS] PACKAGE`: parse, call [`unpack_lab::crash`], print or write the
 //! matrix. Exit status (the lab's table, the same in `unpack-bench`): 0 every cell ran and
 //! checked crash states (violations are results, not failures), 3 the matrix was made but some
 //! cells could not be run, 1 the test itself failed, 2 usage (including not being root),
@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use unpack::cli::Invocation;
-use unpack::crash::{self, report, Scenario};
+use unpack_lab::crash::{self, report, Scenario};
 
 const AFTER_HELP: &str = "\
 A crash state is what the disk holds after a power cut at some moment of the run: everything up
@@ -117,9 +117,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
     let package = args.package.context("a PACKAGE is needed")?;
     // Ctrl-C and SIGTERM stop the matrix with everything taken down (exit 128 + signal).
     unpack::interrupt::install();
-    let exe = std::env::current_exe().context("where is this program")?;
-    let unpack = exe.with_file_name("unpack");
-    anyhow::ensure!(unpack.is_file(), "{}: the unpack binary is not next to {}", unpack.display(), exe.display());
+    let unpack = unpack_lab::bench::engine::Engine::find()?.path().to_path_buf();
     let strategies = if args.strategies.is_empty() {
         unpack::durability::names().into_iter().map(String::from).collect()
     } else {
@@ -180,7 +178,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
         matrix.cells.len(),
         ids.join(", ")
     );
-    Ok(unpack::bench::EXIT_INCOMPLETE)
+    Ok(unpack_lab::bench::EXIT_INCOMPLETE)
 }
 
 fn random_seed() -> u64 {

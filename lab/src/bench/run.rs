@@ -13,7 +13,7 @@ use crate::vdisk::Counters;
 use super::engine::{self, Engine};
 use super::plan::{Row, Tool, Workload};
 use super::{Error, Result};
-use crate::mountinfo;
+use unpack::mountinfo;
 use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 use std::os::unix::process::ExitStatusExt;

@@ -2,11 +2,12 @@
 //! unpack in under 64 MiB of resident memory, as the engine's own `peak_rss_bytes` reports it
 //! (checked against the kernel's count for the child, `ru_maxrss` via /usr/bin/time -f %M).
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::*;
 use std::process::Command;
-use unpack::bench::synthetic::Spec;
+use unpack_lab::bench::synthetic::Spec;
 
 const LIMIT: u64 = 64 << 20;
 
