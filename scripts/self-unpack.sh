@@ -2,7 +2,7 @@
 # The project eats its own food: build unpack's Debian package with
 # `dpkg-buildpackage -b -us -uc`, then check that the packaged `unpack` unpacks that package into
 # a fresh root exactly as `dpkg-deb -x` does (contents, modes, owners, times, links; the test is
-# `packaged_unpack_unpacks_its_own_package_as_dpkg_deb_does` in tests/ship.rs). Run as root on
+# `packaged_unpack_unpacks_its_own_package_as_dpkg_deb_does` in lab/tests/ship.rs). Run as root on
 # Debian with debhelper installed; prints where the package is.
 #
 # The package is built in a copy of the tree under target/debian/, because dpkg-buildpackage

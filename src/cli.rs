@@ -54,6 +54,7 @@ pub fn try_parse<C: Parser>() -> Result<Invocation<C>, clap::Error> {
 /// head -1`) is lost, where `eprintln!` would panic and turn the exit status, which scripts
 /// branch on, into 101. Every message of the package's programs and library goes through it.
 #[macro_export]
+#[doc(hidden)]
 macro_rules! stderr {
     ($($arg:tt)*) => {{
         use std::io::Write as _;

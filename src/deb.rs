@@ -17,6 +17,11 @@
 //! The ar reader is hand-written: a .deb uses only the plain common ar format (no symbol table,
 //! no GNU/BSD long-name tables, which dpkg rejects too), it is forty lines, and owning it lets
 //! every error name the member and say what was expected, which a generic ar crate cannot.
+//!
+//! Public, with [`entry`](crate::entry) and [`control`](crate::control): the package reader a
+//! tool that reads packages the way the engine does reuses ([`Deb::open`], [`Deb::control`],
+//! [`Deb::data`], then [`entry::validate`](crate::entry::validate) on each tar entry), as the
+//! lab's crash tester does to know what a package must leave in a root.
 
 use crate::error::{Error, Result};
 use std::fs::File;

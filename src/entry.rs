@@ -4,7 +4,7 @@
 //! into plain components (no `..`, no empty or over-long names; a leading `/` means the root),
 //! link targets likewise for hard links, ids and times are range-checked, mode bits beyond
 //! 07777 are dropped, and the tar reader may read at most 1 MiB of headers to reach one entry
-//! ([`metered`]). What leaves this module is safe to hand to `root.rs`, which still confines
+//! (`metered`). What leaves this module is safe to hand to `root.rs`, which still confines
 //! every lookup by itself. This module never touches the filesystem.
 
 use crate::names::{NAME_MAX, TEMP_SUFFIX};
@@ -21,7 +21,7 @@ use std::rc::Rc;
 /// deeper, and no real package comes close (Debian's deepest paths are a few dozen names); a
 /// 4,000-byte path of one-byte names (2,000 components) still unpacks. The bound is what lets
 /// recovery stop looking: the engine never writes deeper, so its walk of the root
-/// ([`crate::recover`]) holds at most this many directories open, whatever a hostile root holds.
+/// (`recover.rs`) holds at most this many directories open, whatever a hostile root holds.
 pub const MAX_DEPTH: usize = 2048;
 
 /// The longest symlink target symlink(2) accepts (PATH_MAX less its NUL).
@@ -36,7 +36,7 @@ const MAX_HEADER_BYTES: u64 = 1 << 20;
 /// unbounded while an entry is held ([`Meter::entry`]). The tar crate reads a GNU long name or
 /// a PAX record into memory whole, whatever size its header claims: without this bound a
 /// package of a few KiB of zstd could make it allocate gigabytes.
-pub struct Metered<R> {
+pub(crate) struct Metered<R> {
     inner: R,
     left: Rc<Cell<u64>>,
     /// Bytes read so far: the position [`Seek`] reports.
@@ -46,13 +46,13 @@ pub struct Metered<R> {
 }
 
 /// Switches the bound of a [`Metered`] stream off while an entry is held.
-pub struct Meter(Rc<Cell<u64>>);
+pub(crate) struct Meter(Rc<Cell<u64>>);
 
 /// An entry is held: its data may be read without bound. Dropping it bounds the stream again.
-pub struct Held(Rc<Cell<u64>>);
+pub(crate) struct Held(Rc<Cell<u64>>);
 
 /// `inner`, bounded to 1 MiB of reads until the first entry is held.
-pub fn metered<R: Read>(inner: R) -> (Metered<R>, Meter) {
+pub(crate) fn metered<R: Read>(inner: R) -> (Metered<R>, Meter) {
     let left = Rc::new(Cell::new(MAX_HEADER_BYTES));
     (Metered { inner, left: left.clone(), position: 0, scratch: Vec::new() }, Meter(left))
 }

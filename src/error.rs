@@ -36,6 +36,8 @@ pub enum ExitCode {
 /// An error and its causes on one line, each said once. Some of the project's errors put
 /// their cause in their own message and also return it as their source, so a plain walk down
 /// the chain (anyhow's `{:#}`) would print it twice: a cause the text already holds is skipped.
+/// Public: it is how a program shows an [`Error`] to a person, the `unpack` program and the
+/// lab's included.
 pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
     let mut source = e.source();

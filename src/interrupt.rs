@@ -1,4 +1,7 @@
-//! SIGINT and SIGTERM turned into a flag the engine polls, for the binaries.
+//! SIGINT and SIGTERM turned into a flag the engine polls: what a program embedding the engine
+//! hands to [`Options::stop`](crate::Options::stop) (`Some(Arc::new(interrupt::pending))`), as
+//! the `unpack` program and the lab's do. Public because the stop contract needs a flag set by
+//! an async-signal-safe handler, which every embedder would otherwise write again.
 //!
 //! An installer is stopped with Ctrl-C or SIGTERM. Dying on the spot would leave temporary
 //! files behind in the write phase and half a package in the rename phase; so the binaries

@@ -25,7 +25,7 @@ pub struct PackageReport {
 }
 
 impl PackageReport {
-    pub fn new(control: Control) -> PackageReport {
+    pub(crate) fn new(control: Control) -> PackageReport {
         PackageReport { name: control.name, version: control.version, architecture: control.architecture, ..Default::default() }
     }
 }
@@ -83,7 +83,7 @@ impl Report {
 }
 
 /// The process's peak resident set size so far (VmHWM), in bytes; 0 if /proc cannot tell.
-pub fn peak_rss_bytes() -> u64 {
+pub(crate) fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

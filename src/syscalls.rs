@@ -29,7 +29,7 @@ pub struct SyscallCounts {
     pub fdatasync: u64,
     pub sync: u64,
     pub syncfs: u64,
-    /// The syncs of [`EarlyWriteback`](crate::early_writeback::EarlyWriteback) during the
+    /// The syncs of the early writeback (`early_writeback.rs`) during the
     /// write phase: how many depends on how long it took.
     pub syncfs_early: u64,
     pub sync_file_range: u64,
@@ -85,8 +85,8 @@ impl Syscalls {
         rustix::fs::renameat(&dir, from, &dir, to).map_err(io::Error::from)
     }
 
-    /// Counts the syncs an [`EarlyWriteback`](crate::early_writeback::EarlyWriteback) made.
-    pub fn add_syncfs_early(&self, n: u64) {
+    /// Counts the syncs the early writeback (`early_writeback.rs`) made.
+    pub(crate) fn add_syncfs_early(&self, n: u64) {
         self.syncfs_early.fetch_add(n, Relaxed);
     }
 

@@ -1,11 +1,9 @@
 //! The ar container of a .deb, written: what the synthetic packages, the crash test's older
 //! versions and the tests' hostile packages are made with. The engine only reads this format
-//! (`unpack::deb`); writing it is the lab's business, so it lives here.
+//! (`unpack::deb`, whose [`AR_MAGIC`](unpack::deb::AR_MAGIC) begins an archive); writing it is
+//! the lab's business, so it lives here.
 
 use std::io::{self, Write};
-
-/// The global header of an ar archive.
-pub const MAGIC: &[u8; 8] = b"!<arch>\n";
 
 /// The length of a member's header.
 pub const HEADER_LEN: usize = 60;

@@ -96,7 +96,7 @@ pub trait Strategy: Send + Sync {
     }
 
     /// Whether the engine should sync the root's filesystem in the background while it writes
-    /// ([`crate::early_writeback`]), so that the barrier finds most data already written. For
+    /// (`early_writeback.rs`), so that the barrier finds most data already written. For
     /// strategies that flush everything at the barrier; it never replaces that flush.
     fn writes_back_early(&self) -> bool {
         false

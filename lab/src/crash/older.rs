@@ -105,7 +105,7 @@ pub fn write(package: &Path, out: &Path) -> Result<(), CrashError> {
     let data = data.into_inner().map_err(write_err)?;
     let file = File::create(out).map_err(write_err)?;
     let mut ar = BufWriter::new(file);
-    ar.write_all(crate::ar::MAGIC).map_err(write_err)?;
+    ar.write_all(unpack::deb::AR_MAGIC).map_err(write_err)?;
     for (name, bytes) in [("debian-binary", &b"2.0\n"[..]), ("control.tar", &control[..]), ("data.tar", &data[..])] {
         crate::ar::write_member(&mut ar, name, 0, bytes).map_err(write_err)?;
     }
