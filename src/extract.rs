@@ -419,16 +419,34 @@ impl<'a> Transaction<'a> {
         // Nothing is left to write back; the helper must not outlive the transaction.
         drop(self.early.take());
         let mut parents: HashMap<PathBuf, Directory> = HashMap::new();
-        // Names inside a new tree go with the tree.
-        for (dir, temp) in self.temps.drain(..).rev().filter(|(dir, _)| !dir.staged) {
-            let _ = rustix::fs::unlinkat(dir.fd(), &temp, AtFlags::empty());
-            parents.entry(dir.path.to_path_buf()).or_insert(dir);
+        // Through the descriptors the transaction holds, so that a rollback needs none of its
+        // own: the error it cleans up after may be that there are none left (EMFILE). A
+        // directory the archive made 0500 is given its owner's write permission back first, or
+        // a process that is not root could not empty it; it is the transaction's own.
+        if !rustix::process::geteuid().is_root() {
+            for d in &self.created {
+                if let Some(dir) = self.root.cached(&d.canon) {
+                    let _ = rustix::fs::fchmod(dir.fd(), Mode::from_raw_mode(0o700));
+                }
+            }
         }
-        // The same removal as recovery's: it also empties a directory the archive made 0500,
-        // which a process that is not root could not otherwise.
-        for d in self.created.drain(..).rev().filter(|d| d.top) {
-            let _ = crate::tree::remove_tree(d.parent.fd(), &d.name, &mut (0, 0));
-            parents.entry(d.parent.path.to_path_buf()).or_insert(d.parent);
+        for (dir, temp) in self.temps.drain(..).rev() {
+            let _ = rustix::fs::unlinkat(dir.fd(), &temp, AtFlags::empty());
+            if !dir.staged {
+                parents.entry(dir.path.to_path_buf()).or_insert(dir);
+            }
+        }
+        // Made parents first, so removed children first.
+        for d in self.created.drain(..).rev() {
+            let removed = rustix::fs::unlinkat(d.parent.fd(), &d.name, AtFlags::REMOVEDIR);
+            if removed.is_err() && d.top {
+                // What the list does not know of (a leftover nobody recorded): the same
+                // removal as recovery's.
+                let _ = crate::tree::remove_tree(d.parent.fd(), &d.name, &mut (0, 0));
+            }
+            if d.top {
+                parents.entry(d.parent.path.to_path_buf()).or_insert(d.parent);
+            }
         }
         for name in [JOURNAL, JOURNAL_NEW] {
             let _ = rustix::fs::unlinkat(self.state.fd(), name, AtFlags::empty());
