@@ -118,6 +118,11 @@ impl Root {
         self.path.join(rel)
     }
 
+    /// A directory already resolved in this transaction, by canonical path.
+    pub fn cached(&self, canon: &Path) -> Option<&Directory> {
+        self.dirs.get(canon)
+    }
+
     /// Resolves `path` (plain components, relative to the root) to a directory inside the root,
     /// following symlinks on disk and in `overlay` within the root; `create` says what happens
     /// to missing directories (made with mode 0755, the engine sets the archive's metadata
