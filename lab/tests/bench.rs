@@ -458,3 +458,26 @@ fn a_virtual_device_counts_the_flushes_each_strategy_pays() {
     assert!(md.contains("device: flush=1ms,bw=unlimited") && md.contains(" fl |"), "{md}");
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
+
+/// The bench runs the `unpack` beside it, else the first on PATH (the lab installed apart from
+/// the engine); with neither, it says where it looked and runs nothing.
+#[test]
+fn the_engine_is_found_beside_the_bench_or_else_on_path() {
+    let _serial = serial();
+    let tmp = BenchTmp::new();
+    let (alone, engines) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let bench = alone.path().join("unpack-bench");
+    std::fs::copy(bench_bin(), &bench).unwrap();
+    std::fs::copy(common::unpack_bin(), engines.path().join("unpack")).unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let args = ["--dir", dir, "--synthetic", "20:1k", "-s", "none", "--peers", "tar", "--runs", "1"];
+    let path = format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", engines.path().display());
+    let r = run(Command::new(&bench).env("TMPDIR", tmp.path()).env("PATH", path).args(args));
+    assert_eq!(r.code, 0, "{r:?}");
+    let unpacked = &table_lines(&r.stdout, "as mounted", "warm")[0][0];
+    assert!(seconds(unpacked) > 0.0, "the none cell is a time, run by the unpack on PATH:\n{}", r.stdout);
+    let r = run(Command::new(&bench).env("TMPDIR", tmp.path()).env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").args(args));
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("the unpack engine binary is missing"), "{}", r.stderr);
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new(), "the bench's directories are gone");
+}
