@@ -195,8 +195,8 @@ struct Level {
     subdirs: Vec<OsString>,
 }
 
-/// How many levels of the walk [`clean`] holds open, besides the root.
-const OPEN_LEVELS: usize = 64;
+/// How many levels of the walk [`clean`] holds open, besides the root: the one bound of every walk.
+const OPEN_LEVELS: usize = crate::tree::MAX_OPEN;
 
 /// Removes every `*.unpack-new` in the root (a directory with everything in it), staying on the
 /// root's mount and out of the state directory. Depth first with an explicit stack, no deeper

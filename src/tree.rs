@@ -53,9 +53,9 @@ pub(crate) fn mount_of(fd: BorrowedFd<'_>) -> rustix::io::Result<(u64, u64)> {
     Ok((rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor), id))
 }
 
-/// How many directories [`remove_tree`] holds open at most: a tree deeper than this is made
-/// shallower as it goes (see there).
-const MAX_OPEN: usize = 64;
+/// How many directories a walk holds open at most, here and in recovery's: a tree deeper than
+/// this is made shallower as it goes ([`remove_tree`]) or reopened by name on the way back.
+pub(crate) const MAX_OPEN: usize = 64;
 
 /// Removes `name` from `dir`: a file, or a directory with everything in it, and returns it when
 /// gone. The engine calls it only for its own temporary names, so it may make its directories
