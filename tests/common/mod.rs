@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 use unpack_lab::scratchfs::ScratchFs;
 
 pub mod deb_builder;
+pub mod dpkg;
 
 /// The top of the repository, whichever package's test this is.
 pub fn repo() -> &'static Path {
