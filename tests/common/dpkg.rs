@@ -183,10 +183,13 @@ pub fn md5_hex(bytes: &[u8]) -> String {
     String::from_utf8(out.stdout).unwrap()[..32].to_string()
 }
 
-/// A root with an empty dpkg database, the minimum both dpkg and `dpkg --configure -a` accept
-/// without a warning: `var/lib/dpkg/status` (empty), `info/` and `updates/` (dpkg makes these
-/// itself, as it makes `triggers/`, `info/format` and its locks, but an installer's root has
-/// them), and `etc/passwd`, `etc/group` with root, daemon and staff for statoverride.
+/// A root with an empty dpkg database. dpkg itself needs no more than an empty
+/// `var/lib/dpkg/status` (it makes `info/`, `updates/`, `triggers/`, its locks and
+/// `info/format` on its first run, `--configure -a` included, without a warning); this one
+/// also has what every root dpkg ever ran in has: `info/`, `updates/`, and `info/format`
+/// saying `1` (the layout with `PKG:ARCH` names for Multi-Arch: same, which dpkg writes when
+/// the file is missing). And `etc/passwd`, `etc/group` with root, daemon and staff for
+/// statoverride.
 pub struct DbRoot {
     pub dir: tempfile::TempDir,
 }
@@ -199,6 +202,7 @@ impl DbRoot {
             std::fs::create_dir_all(db.join(sub)).unwrap();
         }
         std::fs::write(db.join("status"), "").unwrap();
+        std::fs::write(db.join("info/format"), "1\n").unwrap();
         std::fs::create_dir_all(dir.path().join("etc")).unwrap();
         edit(dir.path(), "/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n");
         edit(dir.path(), "/etc/group", b"root:x:0:\ndaemon:x:1:\nstaff:x:50:\n");
