@@ -80,6 +80,63 @@ fn fresh_install_with_a_dir_a_symlink_a_conffile_and_no_md5sums() {
     o.configure(&[]);
 }
 
+/// The status stanza and the info files of a package with every kind of control field and
+/// extra control members. After `--unpack` dpkg writes the fields in ITS order, not the
+/// control file's: Package, Status, Priority, Section, Installed-Size, Maintainer,
+/// Architecture, Multi-Arch, Source, Version, (Config-Version,) Replaces, Provides, Depends,
+/// Pre-Depends, Recommends, Suggests, Breaks, Conflicts, Enhances, (Conffiles,) Description,
+/// then the fields it does not know in the control file's order; `Essential: no` and
+/// `Protected: no` are dropped. Every control member but `control` is kept as
+/// info/PKG:ARCH.MEMBER (`Multi-Arch: same` names them PKG:ARCH even for one architecture),
+/// unknown names too.
+#[test]
+fn control_fields_and_members_are_kept_as_dpkg_keeps_them() {
+    let mut pkg = Pkg::new("oracle-fields", "1.0-1", "amd64");
+    for (name, value) in [
+        ("Source", "oracle-src (0.9)"),
+        ("Original-Maintainer", "Someone <someone@example.org>"),
+        ("Installed-Size", "12"),
+        ("Depends", "libc6 (>= 2.1), oracle-missing"),
+        ("Pre-Depends", "oracle-pre (>= 1.0)"),
+        ("Recommends", "oracle-rec"),
+        ("Suggests", "oracle-sug"),
+        ("Breaks", "oracle-old (<< 1)"),
+        ("Conflicts", "oracle-con"),
+        ("Provides", "oracle-virtual"),
+        ("Replaces", "oracle-old"),
+        ("Enhances", "oracle-enh"),
+        ("Section", "libs"),
+        ("Priority", "optional"),
+        ("Homepage", "https://example.org"),
+        ("Built-Using", "foo (= 1)"),
+        ("Essential", "no"),
+        ("Protected", "no"),
+        ("X-Custom", "custom value"),
+        ("Multi-Arch", "same"),
+        ("Description", "short\n long line one\n .\n long line two"),
+    ] {
+        pkg = pkg.field(name, value);
+    }
+    let pkg = pkg
+        .file("/usr/lib/liboracle.so.1", b"not really a library\n", 0o644)
+        .member("shlibs", b"liboracle 1 oracle-fields\n")
+        .member("symbols", b"liboracle.so.1 oracle-fields #MINVER#\n sym@Base 1.0\n")
+        .member("templates", b"Template: oracle/question\nType: boolean\n")
+        .member("odd", b"a member dpkg has no name for\n");
+    let debs = Debs::new();
+    let deb = debs.build(&pkg);
+    let o = Oracle::new("control fields and members");
+    o.unpack(&[&deb]);
+    let theirs = DbSnapshot::take(o.theirs.path());
+    let names: Vec<&str> = theirs.status["oracle-fields:amd64"].iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names[..4], ["Package", "Status", "Priority", "Section"], "{names:?}");
+    assert!(!names.contains(&"Essential") && !names.contains(&"Protected"), "{names:?}");
+    for member in ["shlibs", "symbols", "templates", "odd", "list", "md5sums"] {
+        assert!(theirs.files.contains_key(&format!("info/oracle-fields:amd64.{member}")), "{member}: {:?}", theirs.files.keys());
+    }
+    o.configure(&[]);
+}
+
 /// The two versions of case 2 and 3. v2 drops /usr/bin/oracle-old and the directory
 /// /usr/share/oracle-up/old with its file, keeps same.conf, changes changed.conf and drops
 /// gone.conf (which dpkg keeps on disk and marks obsolete).
@@ -153,6 +210,33 @@ fn upgrade(answer: &str, edits: impl Fn(&Path)) -> Oracle {
 fn upgrade_drops_files_and_a_directory_and_handles_each_kind_of_conffile() {
     for answer in ["--force-confold", "--force-confnew"] {
         upgrade(answer, |_| {});
+    }
+}
+
+/// Case 2, what stays: v2 drops a directory that holds a file the administrator put there and
+/// a directory another package still has a file in; dpkg removes the dropped files and keeps
+/// both directories. For the administrator's it warns "unable to delete old directory
+/// '/usr/share/oracle-up/old': Directory not empty"; the one another package lists it keeps
+/// silently, in that package's list only.
+#[test]
+fn upgrade_keeps_a_dropped_directory_that_is_not_empty() {
+    let debs = Debs::new();
+    let (v1, v2) = upgrade_pair(&debs);
+    let other = debs.build(&Pkg::new("oracle-neighbour", "1.0", "all").file("/usr/share/oracle-up/old/neighbour", b"not oracle-up's\n", 0o644));
+    for with in ["an administrator's file", "another package's file"] {
+        let o = Oracle::new(&format!("upgrade dropping a directory with {with}"));
+        o.both(|root| {
+            Via::Dpkg.install(root, &[&v1], &[]);
+            if with == "an administrator's file" {
+                edit(root, "/usr/share/oracle-up/old/local", b"the administrator's\n");
+            } else {
+                Via::Dpkg.install(root, &[&other], &[]);
+            }
+        });
+        o.unpack(&[&v2]);
+        assert!(o.theirs.path().join("usr/share/oracle-up/old").is_dir(), "{with}");
+        assert!(!o.theirs.path().join("usr/share/oracle-up/old/file").exists(), "{with}");
+        o.configure(&[]);
     }
 }
 
@@ -332,7 +416,7 @@ fn multi_arch_same_for_two_architectures() {
 #[test]
 fn a_statoverride_wins_over_the_archive() {
     let debs = Debs::new();
-    let deb = debs.build(&Pkg::new("oracle-so", "1.0", "amd64").file("/usr/bin/oracle-so", b"setuid me\n", 0o755));
+    let deb = debs.build(&Pkg::new("oracle-so", "1.0", "all").file("/usr/bin/oracle-so", b"setuid me\n", 0o755));
     let o = Oracle::new("statoverride");
     o.both(|root| ok(&tool("dpkg-statoverride", root, &["--add", "daemon", "staff", "4750", "/usr/bin/oracle-so"]), "dpkg-statoverride --add"));
     o.unpack(&[&deb]);

@@ -43,6 +43,7 @@ pub struct Pkg {
     dirs: Vec<(String, u32)>,
     symlinks: Vec<(String, String)>,
     conffiles: Vec<String>,
+    members: Vec<(String, Vec<u8>)>,
     md5sums: bool,
 }
 
@@ -57,6 +58,7 @@ impl Pkg {
             dirs: Vec::new(),
             symlinks: Vec::new(),
             conffiles: Vec::new(),
+            members: Vec::new(),
             md5sums: true,
         }
     }
@@ -87,6 +89,12 @@ impl Pkg {
     pub fn conffile(mut self, path: &str, bytes: &[u8]) -> Pkg {
         self.conffiles.push(path.into());
         self.file(path, bytes, 0o644)
+    }
+
+    /// An extra control member (`shlibs`, `symbols`, `templates`, any name), 0644.
+    pub fn member(mut self, name: &str, bytes: &[u8]) -> Pkg {
+        self.members.push((name.into(), bytes.into()));
+        self
     }
 
     /// Leaves the md5sums member out, as some old packages do: dpkg then computes it.
@@ -128,6 +136,10 @@ impl Pkg {
         }
         if self.md5sums {
             std::fs::write(control.join("md5sums"), self.md5sums_text()).unwrap();
+        }
+        for (name, bytes) in &self.members {
+            std::fs::write(control.join(name), bytes).unwrap();
+            chmod(&control.join(name), 0o644);
         }
         let deb = out.join(format!("{stem}.deb"));
         let r = run(Command::new("dpkg-deb").args(["--build", "--root-owner-group"]).arg(&stage).arg(&deb));
