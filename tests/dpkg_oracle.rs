@@ -489,8 +489,8 @@ fn dpkg_and_apt_queries_agree_with_a_root_unpack_installed_and_upgraded() {
 }
 
 /// The harness can fail: two roots dpkg took through the same upgrade compare equal, and one
-/// extra file, one changed status field or one changed list line each make a difference that
-/// names what differs.
+/// extra file, one changed status field, one changed list line or one info file's mode each
+/// make a difference that names what differs.
 #[test]
 fn the_comparison_sees_a_file_a_status_field_and_a_list_line() {
     let debs = Debs::new();
@@ -521,4 +521,6 @@ fn the_comparison_sees_a_file_a_status_field_and_a_list_line() {
     };
     changed(&|r| rewrite(r, "status", "Version: 2.0", "Version: 2.1"), "status oracle-up:amd64: field");
     changed(&|r| rewrite(r, "info/oracle-up.list", "/usr/share/oracle-up/kept\n", "/usr/share/oracle-up/kept2\n"), "info/oracle-up.list: line");
+    let private = |r: &Path| std::fs::set_permissions(r.join("var/lib/dpkg/info/oracle-up.list"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    changed(&private, "mode of info/oracle-up.list");
 }

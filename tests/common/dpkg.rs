@@ -339,8 +339,8 @@ impl From<Node> for TreeNode {
 ///   reads for installed state;
 /// - `triggers/Unincorp`: the queue of trigger activations, empty here (no fixture has
 ///   triggers), which dpkg makes on every run whether or not another tool ran first.
-/// `status` is left out of the files because it is compared stanza by stanza.
-const NOT_STATE: [&str; 10] = [
+/// (`status` is compared stanza by stanza, not as a file.)
+const NOT_STATE: [&str; 9] = [
     "lock",
     "lock-frontend",
     "triggers/Lock",
@@ -350,7 +350,6 @@ const NOT_STATE: [&str; 10] = [
     "statoverride-old",
     "available",
     "triggers/Unincorp",
-    "status",
 ];
 
 /// The parts of the tree that are not a package's: dpkg's database (compared as such), the
@@ -363,9 +362,14 @@ pub struct DbSnapshot {
     pub tree: BTreeMap<PathBuf, TreeNode>,
     /// Every status stanza, by `Package:Architecture`, its fields in order as written.
     pub status: BTreeMap<String, Vec<(String, String)>>,
+    /// The stanzas' keys in the order status has them (dpkg sorts by name, then architecture).
+    pub status_order: Vec<String>,
     /// Every other file of the admin directory (info/*, diversions, statoverride, arch,
     /// updates/*, ...) by its path under it: its bytes.
     pub files: BTreeMap<String, Vec<u8>>,
+    /// The mode of every file and directory of the admin directory, status included (dpkg -L,
+    /// apt and dpkg-query read them as any user), lock files left out as above.
+    pub modes: BTreeMap<String, u32>,
 }
 
 impl DbSnapshot {
@@ -377,20 +381,30 @@ impl DbSnapshot {
             .collect();
         let admin = root.join("var/lib/dpkg");
         let text = std::fs::read_to_string(admin.join("status")).unwrap_or_else(|e| panic!("{}/status: {e}", admin.display()));
-        let mut files = BTreeMap::new();
-        admin_files(&admin, "", &mut files);
-        DbSnapshot { tree, status: parse_status(&text), files }
+        let (mut files, mut modes) = (BTreeMap::new(), BTreeMap::new());
+        admin_files(&admin, "", &mut files, &mut modes);
+        let stanzas = parse_stanzas(&text);
+        let status_order = stanzas.iter().map(|(k, _)| k.clone()).collect();
+        let mut status = BTreeMap::new();
+        for (key, fields) in stanzas {
+            assert!(status.insert(key.clone(), fields).is_none(), "{}/status: {key} twice", admin.display());
+        }
+        DbSnapshot { tree, status, status_order, files, modes }
     }
 }
 
-fn admin_files(dir: &Path, prefix: &str, out: &mut BTreeMap<String, Vec<u8>>) {
+fn admin_files(dir: &Path, prefix: &str, files: &mut BTreeMap<String, Vec<u8>>, modes: &mut BTreeMap<String, u32>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
         let name = format!("{prefix}{}", entry.file_name().to_str().unwrap());
+        if NOT_STATE.contains(&name.as_str()) {
+            continue;
+        }
+        modes.insert(name.clone(), entry.metadata().unwrap().permissions().mode() & 0o7777);
         if entry.file_type().unwrap().is_dir() {
-            admin_files(&entry.path(), &format!("{name}/"), out);
-        } else if !NOT_STATE.contains(&name.as_str()) {
-            out.insert(name, std::fs::read(entry.path()).unwrap());
+            admin_files(&entry.path(), &format!("{name}/"), files, modes);
+        } else if name != "status" {
+            files.insert(name, std::fs::read(entry.path()).unwrap());
         }
     }
 }
@@ -399,7 +413,11 @@ fn admin_files(dir: &Path, prefix: &str, out: &mut BTreeMap<String, Vec<u8>>) {
 /// a space or tab, stanzas parted by empty lines), by `Package:Architecture`. A continuation
 /// keeps its line break: `Conffiles:` and `Description:` compare line by line.
 pub fn parse_status(text: &str) -> BTreeMap<String, Vec<(String, String)>> {
-    let mut out = BTreeMap::new();
+    parse_stanzas(text).into_iter().collect()
+}
+
+fn parse_stanzas(text: &str) -> Vec<(String, Vec<(String, String)>)> {
+    let mut out = Vec::new();
     for stanza in text.split("\n\n").filter(|s| !s.trim().is_empty()) {
         let mut fields: Vec<(String, String)> = Vec::new();
         for line in stanza.lines() {
@@ -412,8 +430,7 @@ pub fn parse_status(text: &str) -> BTreeMap<String, Vec<(String, String)>> {
             }
         }
         let get = |n: &str| fields.iter().find(|(f, _)| f == n).map(|(_, v)| v.clone()).unwrap_or_default();
-        let key = format!("{}:{}", get("Package"), get("Architecture"));
-        assert!(out.insert(key.clone(), fields).is_none(), "status: {key} twice");
+        out.push((format!("{}:{}", get("Package"), get("Architecture")), fields));
     }
     out
 }
@@ -423,7 +440,11 @@ pub fn db_differences(ours: &DbSnapshot, theirs: &DbSnapshot) -> Vec<String> {
     let mut diffs = Vec::new();
     map_differences(&ours.tree, &theirs.tree, "tree", &mut diffs, |p, a, b| format!("tree {}:\n  ours:   {a:?}\n  theirs: {b:?}", p.display()));
     map_differences(&ours.status, &theirs.status, "status stanza", &mut diffs, |k, a, b| stanza_difference(k, a, b));
+    if ours.status_order != theirs.status_order {
+        diffs.push(format!("status stanza order:\n  ours:   {:?}\n  theirs: {:?}", ours.status_order, theirs.status_order));
+    }
     map_differences(&ours.files, &theirs.files, "admin file", &mut diffs, |k, a, b| file_difference(k, a, b));
+    map_differences(&ours.modes, &theirs.modes, "admin mode", &mut diffs, |k, a, b| format!("mode of {k}: ours {a:o}, theirs {b:o}"));
     diffs
 }
 
