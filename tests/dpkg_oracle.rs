@@ -5,8 +5,9 @@
 //! compares them after the unpack and again after the configure.
 //!
 //! `DPKG_ORACLE_SELF_CHECK=1 cargo test --test dpkg_oracle` runs dpkg on both sides: every test
-//! must pass then, which shows that a failure without it is the engine's. All but the refused
-//! conflict's, whose unpack side asserts what dpkg does not do (leave the database as it was).
+//! must pass then, which shows that a failure without it is the engine's. All but two, which
+//! call unpack themselves: the refused conflict's (its unpack side asserts what dpkg does not
+//! do: leave the database as it was) and `--admindir`'s.
 //!
 //! What dpkg 1.21 leaves after `--unpack` alone, per case, is said at each test: it is the
 //! state the engine must write.
@@ -80,6 +81,37 @@ fn fresh_install_with_a_dir_a_symlink_a_conffile_and_no_md5sums() {
     o.configure(&[]);
 }
 
+/// `--admindir ROOT/var/lib/dpkg` named on the command line gives what the automatic database
+/// mode gives.
+#[test]
+fn an_admindir_named_on_the_command_line_is_the_same_database() {
+    let debs = Debs::new();
+    let deb = debs.build(&Pkg::new("oracle-admindir", "1.0", "all").file("/usr/share/oracle-admindir/file", b"file\n", 0o644).conffile("/etc/oracle-admindir.conf", b"conf\n"));
+    let o = Oracle::new("--admindir");
+    Via::Dpkg.unpack(o.theirs.path(), &[&deb]);
+    let admindir = o.ours.admindir();
+    let r = common::unpack(["--admindir".as_ref(), admindir.as_os_str(), "-s".as_ref(), "fsync".as_ref(), deb.as_os_str(), o.ours.path().as_os_str()]);
+    ok(&r, "unpack --admindir");
+    o.check("after the unpack");
+    o.configure(&[]);
+}
+
+/// A reinstall of the installed version (apt's --reinstall). After `--unpack`: `Version: 1.0`
+/// and `Config-Version: 1.0`, Conffiles with the installed hashes, every conffile as
+/// `.dpkg-new` beside the old one (configure then finds them unchanged and keeps the old).
+#[test]
+fn a_reinstall_of_the_installed_version() {
+    let debs = Debs::new();
+    let (v1, _) = upgrade_pair(&debs);
+    let o = Oracle::new("reinstall");
+    o.both(|root| Via::Dpkg.install(root, &[&v1], &[]));
+    o.unpack(&[&v1]);
+    let status = parse_status(&std::fs::read_to_string(o.theirs.admindir().join("status")).unwrap());
+    assert!(status["oracle-up:amd64"].contains(&("Config-Version".into(), "1.0".into())), "{status:?}");
+    assert!(o.theirs.path().join("etc/oracle-up/gone.conf.dpkg-new").exists());
+    o.configure(&[]);
+}
+
 /// The status stanza and the info files of a package with every kind of control field and
 /// extra control members. After `--unpack` dpkg writes the fields in ITS order, not the
 /// control file's: Package, Status, Priority, Section, Installed-Size, Maintainer,
@@ -135,6 +167,11 @@ fn control_fields_and_members_are_kept_as_dpkg_keeps_them() {
         assert!(theirs.files.contains_key(&format!("info/oracle-fields:amd64.{member}")), "{member}: {:?}", theirs.files.keys());
     }
     o.configure(&[]);
+    // apt reads the relations unpack recorded: the same unmet dependencies as on dpkg's root.
+    let aside = tempfile::tempdir().unwrap();
+    let check = same_answer(&o, "apt-get check", |r| apt_check(r, &aside.path().join(r.file_name().unwrap())));
+    assert_eq!(check.code, 100, "{check:?}");
+    assert!(check.stdout.contains("Depends: oracle-missing but it is not installable"), "{}", check.stdout);
 }
 
 /// The two versions of case 2 and 3. v2 drops /usr/bin/oracle-old and the directory
