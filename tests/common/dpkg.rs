@@ -25,8 +25,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The PATH dpkg checks for ldconfig and start-stop-daemon (it refuses to run without them on
-/// PATH), fixed so that the tests do not depend on the caller's.
+/// The PATH dpkg checks for ldconfig and start-stop-daemon: without /usr/sbin and /sbin on it,
+/// dpkg exits 2 ("2 expected programs not found in PATH"), --root or not. Fixed here so that
+/// the tests do not depend on the caller's PATH, and need no --force-bad-path.
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The flags that make dpkg leave dependencies to apt, as `unpack` does.
