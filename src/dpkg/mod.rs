@@ -11,6 +11,7 @@
 
 pub mod deb822;
 pub mod list;
+pub mod version;
 pub mod status;
 
 use std::ffi::OsStr;

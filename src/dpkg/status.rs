@@ -6,6 +6,7 @@
 //! ([`info_name`]) can never leave `info/`.
 
 use super::deb822::{Field, Stanza};
+use super::version::{parse_relations, relations_field, Version};
 use super::{db_path, valid_arch, valid_package_name, ParseError};
 use std::collections::HashSet;
 use std::fmt;
@@ -291,7 +292,9 @@ pub fn status_stanza(control: &Stanza, status: &StatusField, conffiles: &[Conffi
 }
 
 /// A known field's value as dpkg writes it back, or None where dpkg writes nothing: empty
-/// values, the default "no" of Essential, Protected and Multi-Arch.
+/// values, the default "no" of Essential, Protected and Multi-Arch. A version or relation field
+/// that does not parse is kept as it stands: refusing such a control file is the caller's
+/// business (dpkg refuses it).
 fn normalize(name: &str, value: &str) -> Option<String> {
     if value.is_empty() {
         return None;
@@ -300,6 +303,10 @@ fn normalize(name: &str, value: &str) -> Option<String> {
         "Package" => Some(value.to_ascii_lowercase()),
         "Essential" | "Protected" | "Multi-Arch" => Some(value.to_ascii_lowercase()).filter(|v| v != "no"),
         "Priority" => Some(normalize_priority(value)),
+        "Version" => Some(Version::parse(value).map_or(value.to_string(), |v| v.to_string())),
+        "Replaces" | "Provides" | "Depends" | "Pre-Depends" | "Recommends" | "Suggests" | "Breaks" | "Conflicts" | "Enhances" => {
+            Some(parse_relations(value).map_or(value.to_string(), |r| relations_field(&r)))
+        }
         _ => Some(value.to_string()),
     }
 }
@@ -451,26 +458,34 @@ mod tests {
     }
 
     /// The stanza built here for a control file is the one dpkg --unpack writes, field for field
-    /// and in the same order.
+    /// and in the same order, byte for byte once written: names and values dpkg normalizes
+    /// (package name, version, relations, priority, booleans, Multi-Arch), fields it drops.
     #[test]
     fn status_stanza_is_what_dpkg_unpack_writes() {
-        let control = "Description: a test\n with a long part\n .\n and more\nX-Custom: hello\nVersion: 1.0-1\n\
-                       Depends: libc6 (>= 2.3) | foo, bar\nPackage: Hello-Pkg\nMaintainer: Me <me@example.org>\n\
-                       Architecture: amd64\nEssential: no\nPriority: Optional\nMulti-Arch: Same\nInstalled-Size: 12\n\
-                       Section: misc\nXb-Other: x\nFilename: pool/x.deb\nProvides: virt (= 1)\nSource: hello\nBugs: b\nOrigin: o\n";
-        let dir = tempfile::tempdir().unwrap();
-        let deb = oracle::build(dir.path(), control, Some("/etc/hello.conf\n"), &[("etc/hello.conf", "hi\n"), ("usr/bin/hello", "bin\n")]);
-        let root = oracle::root();
-        oracle::unpack(root.path(), &deb);
-        let written = std::fs::read(root.path().join("var/lib/dpkg/status")).unwrap();
-        let theirs = deb822::parse(&written).unwrap();
-        let control = deb822::parse(control.as_bytes()).unwrap().remove(0);
-        let status = StatusField::parse("install ok unpacked").unwrap();
-        let conffiles = [Conffile { path: "/etc/hello.conf".into(), hash: NEW_CONFFILE.into(), obsolete: false, remove_on_upgrade: false }];
-        let ours = status_stanza(&control, &status, &conffiles, None);
-        assert_eq!(theirs.len(), 1);
-        assert_eq!(ours.fields, theirs[0].fields);
-        let mut out = write_status(&[&ours]);
-        assert_eq!(String::from_utf8(std::mem::take(&mut out)).unwrap(), String::from_utf8(written).unwrap());
+        let controls = [
+            "Description: a test\n with a long part\n .\n and more\nX-Custom: hello\nVersion: 1.0-1\n\
+             Depends: libc6 (>= 2.3) | foo, bar\nPackage: Hello-Pkg\nMaintainer: Me <me@example.org>\n\
+             Architecture: amd64\nEssential: no\nPriority: Optional\nMulti-Arch: Same\nInstalled-Size: 12\n\
+             Section: misc\nXb-Other: x\nFilename: pool/x.deb\nProvides: virt (= 1)\nSource: hello\nBugs: b\nOrigin: o\n",
+            "Package: hello-pkg\nVersion: 0:1.0-1\nArchitecture: amd64\nMaintainer: m\ndepends: libc6 (>=2.3)|foo,bar\n\
+             Breaks: x (<< 2), y:any\nConflicts: z (< 1)\nReplaces: Old-Pkg (1.0)\nRecommends:\nEnhances: e:amd64 (>> 1:0)\n\
+             Essential: yes\nProtected: No\nDescription: d\nPre-Depends: a(>= 01:1~)\nSize: 10\nMD5sum: x\n",
+        ];
+        for control in controls {
+            let dir = tempfile::tempdir().unwrap();
+            let deb = oracle::build(dir.path(), control, Some("/etc/hello.conf\n"), &[("etc/hello.conf", "hi\n"), ("usr/bin/hello", "bin\n")]);
+            let root = oracle::root();
+            oracle::run(std::process::Command::new("dpkg").arg(format!("--root={}", root.path().display()))
+                .args(["--force-depends", "--force-conflicts", "--force-breaks", "--unpack"]).arg(&deb));
+            let written = std::fs::read(root.path().join("var/lib/dpkg/status")).unwrap();
+            let theirs = deb822::parse(&written).unwrap();
+            let control = deb822::parse(control.as_bytes()).unwrap().remove(0);
+            let status = StatusField::parse("install ok unpacked").unwrap();
+            let conffiles = [Conffile { path: "/etc/hello.conf".into(), hash: NEW_CONFFILE.into(), obsolete: false, remove_on_upgrade: false }];
+            let ours = status_stanza(&control, &status, &conffiles, None);
+            assert_eq!(theirs.len(), 1);
+            assert_eq!(ours.fields, theirs[0].fields);
+            assert_eq!(String::from_utf8(write_status(&[&ours])).unwrap(), String::from_utf8(written).unwrap());
+        }
     }
 }
