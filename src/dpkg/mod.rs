@@ -10,7 +10,9 @@
 //! each format; the tests ask it.
 
 pub mod deb822;
+pub mod diversions;
 pub mod list;
+pub mod statoverride;
 pub mod version;
 pub mod status;
 
@@ -168,6 +170,15 @@ mod tests {
 pub(crate) mod oracle {
     use std::path::Path;
     use std::process::Command;
+
+    /// Each input refused by `parse` with an error at its line whose reason says its word.
+    pub fn assert_refuses<T: std::fmt::Debug>(parse: impl Fn(&[u8]) -> Result<T, super::ParseError>, cases: &[(&[u8], usize, &str)]) {
+        for (input, line, why) in cases {
+            let e = parse(input).unwrap_err();
+            assert_eq!(e.line, *line, "{input:?}: {e}");
+            assert!(e.reason.contains(why), "{input:?}: {e}");
+        }
+    }
 
     /// Runs a command, panicking with its stderr if it fails; its stdout.
     pub fn run(cmd: &mut Command) -> String {
