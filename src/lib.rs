@@ -52,6 +52,14 @@ mod names;
 mod pipeline;
 mod recover;
 mod tree;
+// dpkg's database formats; the engine's database mode is being built on them.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+#[allow(dead_code)]
+pub mod dpkg;
+#[cfg(not(feature = "fuzzing"))]
+#[allow(dead_code)]
+mod dpkg;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod journal;
