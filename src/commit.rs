@@ -1,4 +1,5 @@
-//! The second half of a transaction: directory metadata, barrier, renames, directory durability.
+//! The second half of a transaction: directory metadata, barrier, renames, removals, directory
+//! durability.
 //!
 //! Order is the whole point: the metadata of the directories the transaction made (all inside
 //! new trees) is set first, so that the strategy's barrier covers it; the barrier runs before
@@ -32,7 +33,8 @@ pub struct CommitTimes {
     pub dirsync_s: f64,
 }
 
-/// Runs the commit phase of `tx`. From its first rename on, a failure no longer rolls back: the
+/// Runs the commit phase of `tx`: the renames, then the removals (database mode: what the new
+/// versions dropped), both in the journal. From its first rename on, a failure no longer rolls back: the
 /// journal is on disk, and recovery finishes the renames. `packages` name the transaction's
 /// packages in the journal.
 pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTimes> {
@@ -61,6 +63,11 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     let root_path = tx.root.path().to_path_buf();
     let unfinished = |cause| Error::Unfinished { root: root_path.clone(), cause: Box::new(cause) };
     rename_all(by_dir.into_values().collect(), tx.calls).map_err(unfinished)?;
+    for r in &tx.removals {
+        crate::tree::remove_dropped(r.dir.fd(), &r.name, r.directory)
+            .map_err(|e| unfinished(Error::root(r.dir.path().join(&r.name), "removing a file the new version dropped", e)))?;
+        touched.entry(r.dir.path.clone()).or_insert_with(|| r.dir.clone());
+    }
     times.rename_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
@@ -107,6 +114,10 @@ fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
         for r in tx.renames.iter().filter(|r| r.is_renamed()) {
             let canon_dir = r.dir.path.strip_prefix(tx.root.path()).unwrap_or(Path::new(""));
             e.rename(canon_dir, &r.temp_name(), &r.name, r.replaces_empty_dir);
+        }
+        for r in &tx.removals {
+            let canon_dir = r.dir.path.strip_prefix(tx.root.path()).unwrap_or(Path::new(""));
+            e.removal(canon_dir, &r.name, r.directory);
         }
         e.finish()?;
         file.flush()

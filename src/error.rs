@@ -103,8 +103,8 @@ pub enum Error {
     #[error("{}: {reason}", escape(.path))]
     Conflict { path: PathBuf, reason: String },
 
-    /// Another process holds the root's lock.
-    #[error("{}: locked by another unpack ({holder}); use --wait to wait for it", escape(.root))]
+    /// Another process holds the root's lock, or dpkg's (database mode): `holder` says who.
+    #[error("{}: locked by {holder}; use --wait to wait for it", escape(.root))]
     Locked { root: PathBuf, holder: String },
 
     /// The caller asked for something that cannot be done (unknown strategy, no package).

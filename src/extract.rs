@@ -41,6 +41,16 @@ pub struct DirMeta {
     pub mtime: (i64, u32),
 }
 
+/// A name the commit removes after every rename (database mode: a file or directory an
+/// upgraded package no longer ships), in a directory resolved inside the root.
+#[derive(Debug)]
+pub struct Removal {
+    pub dir: Directory,
+    pub name: OsString,
+    /// Removed only if empty.
+    pub directory: bool,
+}
+
 /// What the transaction holds at a canonical path.
 #[derive(Debug, Clone)]
 enum Slot {
@@ -72,6 +82,8 @@ pub struct Transaction<'a> {
     temps: Vec<(Directory, OsString)>,
     pub(crate) created: Vec<CreatedDir>,
     pub(crate) dir_meta: HashMap<PathBuf, DirMeta>,
+    /// In the order to do them, after the renames.
+    pub(crate) removals: Vec<Removal>,
     identity: Identity,
     /// Set once the commit phase has started: from then on rollback must not run.
     pub(crate) committing: bool,
@@ -83,6 +95,10 @@ pub struct Transaction<'a> {
     pkg: usize,
     /// Syncing in the background, for strategies that ask for it; stopped at the barrier.
     pub(crate) early: Option<EarlyWriteback>,
+    /// Database mode: dpkg's admin directory (canonical), where no package writes a file; only
+    /// [`Transaction::add_generated`] does.
+    admin: Option<PathBuf>,
+    generating: bool,
 }
 
 impl<'a> Transaction<'a> {
@@ -117,12 +133,72 @@ impl<'a> Transaction<'a> {
             temps: Vec::new(),
             created: Vec::new(),
             dir_meta: HashMap::new(),
+            removals: Vec::new(),
             identity,
             committing: false,
             state,
             stop,
             pkg: 0,
+            admin: None,
+            generating: false,
         })
+    }
+
+    /// Database mode: `admin` (canonical inside the root) holds dpkg's database.
+    pub fn set_admin(&mut self, admin: &Path) {
+        self.admin = Some(admin.to_path_buf());
+    }
+
+    /// Writes a file of dpkg's database (`path` inside the root, its directory existing) with
+    /// `bytes`, through the transaction like any package file: a temporary name now, the
+    /// rename at commit, recovery's to finish or roll back.
+    pub fn add_generated(&mut self, path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+        self.generate(path, Kind::File { size: bytes.len() as u64 }, mode, bytes)
+    }
+
+    /// A directory of dpkg's database, made through the transaction as a new tree.
+    pub fn add_generated_dir(&mut self, path: &Path, mode: u32) -> Result<()> {
+        self.generate(path, Kind::Dir, mode, &[])
+    }
+
+    fn generate(&mut self, path: &Path, kind: Kind, mode: u32, bytes: &[u8]) -> Result<()> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let (uid, gid) = (self.identity.euid, self.identity.egid);
+        let entry = Entry { path: path.to_path_buf(), kind, mode, uid, gid, mtime: (now.as_secs() as i64, now.subsec_nanos()) };
+        self.generating = true;
+        let added = self.add(self.pkg, Path::new("dpkg's database"), &entry, &mut &bytes[..]);
+        self.generating = false;
+        added
+    }
+
+    /// Database mode: `paths` (relative to the root) to remove after the renames, the files an
+    /// upgrade drops. What is not there, does not resolve inside the root, or is a name this
+    /// transaction writes (through another name of its directory: a symlinked directory) is
+    /// left out. Files first, in the order given, then directories deepest first, each removed
+    /// only if empty by then.
+    pub fn plan_removals(&mut self, paths: Vec<PathBuf>) -> Result<()> {
+        let mut files = Vec::new();
+        let mut dirs = Vec::new();
+        for path in paths {
+            let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else { continue };
+            let slots = &self.slots;
+            let overlay = |p: &Path| pending(slots, p);
+            let Ok((canon_dir, dir)) = self.root.resolve_dir(parent, Create::Never, &overlay) else { continue };
+            let canon = canon_dir.join(name);
+            if self.slots.contains_key(&canon) || canon.starts_with(STATE_DIR) || dir.staged {
+                continue;
+            }
+            match rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(Error::root(self.root.display(&canon), "stat", e)),
+                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => dirs.push((canon, Removal { dir, name: name.to_os_string(), directory: true })),
+                Ok(_) => files.push(Removal { dir, name: name.to_os_string(), directory: false }),
+            }
+        }
+        dirs.sort_by_key(|(canon, _)| std::cmp::Reverse(canon.components().count()));
+        self.removals.extend(files);
+        self.removals.extend(dirs.into_iter().map(|(_, r)| r));
+        Ok(())
     }
 
     /// Fails with [`Error::Interrupted`] once a stop was asked for.
@@ -148,6 +224,12 @@ impl<'a> Transaction<'a> {
         let canon = canon_dir.join(name);
         if canon.starts_with(STATE_DIR) {
             return Err(in_state_dir(package, &entry.path, &canon));
+        }
+        if let Some(admin) = self.admin.as_ref().filter(|a| canon.starts_with(a) && entry.kind != Kind::Dir && !self.generating) {
+            return Err(Error::bad(
+                package,
+                format!("'{}': dpkg's database {}/ is dpkg's and this engine's to write, no package's", escape(&entry.path), escape(admin)),
+            ));
         }
         if let Some((slot, owner)) = self.slots.get(&canon) {
             let ok_again = matches!(slot, Slot::Dir) && entry.kind == Kind::Dir;
@@ -206,12 +288,7 @@ impl<'a> Transaction<'a> {
     /// Resolves a directory of the package inside the root, creating what is missing.
     fn resolve(&mut self, path: &Path, create: bool, package: &Path) -> Result<(PathBuf, Directory)> {
         let slots = &self.slots;
-        let overlay = |p: &Path| match slots.get(p) {
-            None => Pending::Nothing,
-            Some((Slot::Dir, _)) => Pending::Dir,
-            Some((Slot::Symlink { target, .. }, _)) => Pending::Symlink(target.clone()),
-            Some(_) => Pending::NotDir,
-        };
+        let overlay = |p: &Path| pending(slots, p);
         let before = self.created.len();
         let created = if create { Create::Staged(&mut self.created) } else { Create::Never };
         let resolved = self.root.resolve_dir(path, created, &overlay);
@@ -482,6 +559,16 @@ impl Drop for Transaction<'_> {
 fn in_state_dir(package: &Path, path: &Path, canon: &Path) -> Error {
     let what = if path == canon { format!("'{}'", path.display()) } else { format!("'{}' leads to '{}'", path.display(), canon.display()) };
     Error::bad(package, format!("{what}: the engine's state directory {STATE_DIR}/ and what it holds are no package's to write"))
+}
+
+/// What the transaction holds at `path`, for the resolver.
+fn pending(slots: &HashMap<PathBuf, (Slot, usize)>, path: &Path) -> Pending {
+    match slots.get(path) {
+        None => Pending::Nothing,
+        Some((Slot::Dir, _)) => Pending::Dir,
+        Some((Slot::Symlink { target, .. }, _)) => Pending::Symlink(target.clone()),
+        Some(_) => Pending::NotDir,
+    }
 }
 
 /// Creates a temporary name with `create`. The suffix is the engine's own, so a name already

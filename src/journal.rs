@@ -31,9 +31,11 @@ use std::path::{Path, PathBuf};
 use crate::entry::MAX_DEPTH;
 use crate::names::{NAME_MAX, STATE_DIR, TEMP_SUFFIX};
 
-/// Version 2: directory-metadata records are gone (existing directories keep their own, new
-/// ones get the archive's before the barrier), so a version 1 journal is damaged.
-const MAGIC: &str = "unpack-journal 2";
+/// Version 3 adds removal records (database mode: the files an upgrade drops). Version 2, the
+/// same without them, is still read; version 1 (directory-metadata records, gone since existing
+/// directories keep their own) is damaged.
+const MAGIC: &str = "unpack-journal 3";
+const MAGIC_2: &str = "unpack-journal 2";
 
 /// The largest journal the engine writes or reads: 256 MiB. A record is about 100 to 200 bytes
 /// (a 100,000-file upgrade writes 15 to 20 MB; an install of new trees one record per tree), and
@@ -51,12 +53,23 @@ pub struct RenameRecord {
     pub replaces_empty_dir: bool,
 }
 
+/// One removal to do after every rename: `dir/name`, `dir` canonical inside the root; a
+/// `directory` only if empty by then (others still hold something in it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemovalRecord {
+    pub dir: PathBuf,
+    pub name: OsString,
+    pub directory: bool,
+}
+
 /// What a journal holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Journal {
     /// `name version` of each package, for the recovery message.
     pub packages: Vec<String>,
     pub renames: Vec<RenameRecord>,
+    /// In the order to do them, after the renames.
+    pub removals: Vec<RemovalRecord>,
 }
 
 impl Journal {
@@ -65,6 +78,7 @@ impl Journal {
         let mut e = Encoder::new(Vec::new()).expect("writing to a Vec cannot fail");
         self.packages.iter().for_each(|p| e.package(p));
         self.renames.iter().for_each(|r| e.rename(&r.dir, &r.temp, &r.name, r.replaces_empty_dir));
+        self.removals.iter().for_each(|r| e.removal(&r.dir, &r.name, r.directory));
         e.finish().expect("writing to a Vec cannot fail")
     }
 
@@ -83,7 +97,8 @@ impl Journal {
             return Err("checksum mismatch".into());
         }
         let mut lines = body.split(|&b| b == b'\n').filter(|l| !l.is_empty());
-        if lines.next() != Some(MAGIC.as_bytes()) {
+        let magic = lines.next();
+        if magic != Some(MAGIC.as_bytes()) && magic != Some(MAGIC_2.as_bytes()) {
             return Err("not an unpack journal of this version".into());
         }
         let mut j = Journal::default();
@@ -92,11 +107,12 @@ impl Journal {
             let bad = |why: &str| format!("record '{}': {why}", shown(l));
             match (f[0].as_slice(), f.len()) {
                 (b"P", 2) => j.packages.push(String::from_utf8_lossy(&f[1]).into_owned()),
-                (b"R", 5) => j.renames.push(rename_record(&f).map_err(|why| bad(&why))?),
-                _ => return Err(bad("unknown")),
+                (b"R", 5) if j.removals.is_empty() => j.renames.push(rename_record(&f).map_err(|why| bad(&why))?),
+                (b"X", 4) if magic == Some(MAGIC.as_bytes()) => j.removals.push(removal_record(&f).map_err(|why| bad(&why))?),
+                _ => return Err(bad("unknown, or out of order")),
             }
         }
-        if count.parse::<usize>().ok() != Some(j.packages.len() + j.renames.len()) {
+        if count.parse::<usize>().ok() != Some(j.packages.len() + j.renames.len() + j.removals.len()) {
             return Err("record count mismatch".into());
         }
         Ok(j)
@@ -118,6 +134,19 @@ fn rename_record(f: &[Vec<u8>]) -> Result<RenameRecord, String> {
         _ => return Err("bad flag".into()),
     };
     Ok(RenameRecord { dir: PathBuf::from(OsString::from_vec(dir.clone())), temp: OsString::from_vec(temp.clone()), name: OsString::from_vec(name.clone()), replaces_empty_dir })
+}
+
+/// A removal record's fields (`X dir name flag`).
+fn removal_record(f: &[Vec<u8>]) -> Result<RemovalRecord, String> {
+    let (dir, name) = (&f[1], &f[2]);
+    check_dir(dir)?;
+    check_name(name).map_err(|why| format!("name {why}"))?;
+    let directory = match f[3].as_slice() {
+        b"0" => false,
+        b"1" => true,
+        _ => return Err("bad flag".into()),
+    };
+    Ok(RemovalRecord { dir: PathBuf::from(OsString::from_vec(dir.clone())), name: OsString::from_vec(name.clone()), directory })
 }
 
 /// One name in a directory: what renameat, unlinkat and statat may be given.
@@ -197,6 +226,12 @@ impl<W: Write> Encoder<W> {
     pub fn rename(&mut self, dir: &Path, temp: &OsStr, name: &OsStr, replaces_empty_dir: bool) {
         let flag: &[u8] = if replaces_empty_dir { b"1" } else { b"0" };
         self.record(&[b"R", &escape_path(dir), &escape(temp.as_bytes()), &escape(name.as_bytes()), flag]);
+    }
+
+    /// After every rename.
+    pub fn removal(&mut self, dir: &Path, name: &OsStr, directory: bool) {
+        let flag: &[u8] = if directory { b"1" } else { b"0" };
+        self.record(&[b"X", &escape_path(dir), &escape(name.as_bytes()), flag]);
     }
 
     /// Writes the trailer (count and checksum) and returns the writer.
@@ -297,6 +332,10 @@ mod tests {
                     replaces_empty_dir: true,
                 },
             ],
+            removals: vec![
+                RemovalRecord { dir: PathBuf::from("usr/share/doc"), name: "dropped".into(), directory: false },
+                RemovalRecord { dir: PathBuf::from("usr/share"), name: OsString::from_vec(b"old\ndir".to_vec()), directory: true },
+            ],
         }
     }
 
@@ -376,6 +415,30 @@ mod tests {
         assert!(Journal::decode(v1.as_bytes()).is_err(), "an older version's journal");
         let huge = vec![b'E'; MAX_BYTES as usize + 1];
         assert!(Journal::decode(&huge).unwrap_err().contains("more than"));
+    }
+
+    /// A version 2 journal (renames only) still recovers; removal records exist only in version
+    /// 3, and only after every rename.
+    #[test]
+    fn version_2_is_read_and_removals_come_last() {
+        let mut j = sample();
+        j.removals.clear();
+        // A journal under another magic line, sealed with its count and checksum.
+        let sealed_as = |magic: &str, body: &str| {
+            let text = format!("{magic}\n{body}");
+            format!("{text}E {} {:016x}\n", body.lines().count(), fnv1a(text.as_bytes())).into_bytes()
+        };
+        let encoded = String::from_utf8(j.encode()).unwrap();
+        let body = &encoded[encoded.find('\n').unwrap() + 1..encoded.rfind("E ").unwrap()];
+        assert_eq!(Journal::decode(&sealed_as(MAGIC_2, body)).unwrap(), j);
+        assert_eq!(Journal::decode(&sealed_as(MAGIC, body)).unwrap(), j, "the sealing is the encoder's");
+        let with_x = sealed_as(MAGIC_2, "X usr a 0\n");
+        assert!(Journal::decode(&with_x).unwrap_err().contains("unknown"), "a removal in a version 2 journal");
+        let e = Journal::decode(&with_lines(&[b"X usr a 0", b"R . a.unpack-new a 0"])).unwrap_err();
+        assert!(e.contains("out of order"), "{e}");
+        assert!(Journal::decode(&with_lines(&[b"X ../usr a 0"])).unwrap_err().contains("is not a name"));
+        assert!(Journal::decode(&with_lines(&[b"X usr a/b 0"])).unwrap_err().contains("'/'"));
+        assert!(Journal::decode(&with_lines(&[b"X var/lib/unpack txn 0"])).unwrap_err().contains("state directory"));
     }
 
     #[test]

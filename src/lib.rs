@@ -52,13 +52,11 @@ mod names;
 mod pipeline;
 mod recover;
 mod tree;
-// dpkg's database formats; the engine's database mode is being built on them.
+// dpkg's database: its formats (fuzzed, through the `fuzzing` feature) and database mode.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
-#[allow(dead_code)]
 pub mod dpkg;
 #[cfg(not(feature = "fuzzing"))]
-#[allow(dead_code)]
 mod dpkg;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -103,11 +101,14 @@ pub struct Options {
     pub wait: bool,
     pub progress: Option<Arc<ProgressFn>>,
     pub stop: Option<Arc<StopFn>>,
+    /// dpkg's admin directory, inside the root; `None`: `ROOT/var/lib/dpkg` if it has a
+    /// `status` file (database mode), else no database (an extraction).
+    pub admindir: Option<PathBuf>,
 }
 
 impl Options {
     pub fn new(strategy: Arc<dyn Strategy>) -> Options {
-        Options { strategy, wait: false, progress: None, stop: None }
+        Options { strategy, wait: false, progress: None, stop: None, admindir: None }
     }
 }
 
@@ -117,6 +118,7 @@ pub fn recover_root(root: &Path, options: &Options) -> Result<Recovery> {
     raise_fd_limit();
     let mut root_handle = root::Root::open(root)?;
     let _lock = root_handle.lock(options.wait)?;
+    let _dpkg = dpkg::install::Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
     recover::recover(&mut root_handle, options.strategy.as_ref(), &syscalls::Syscalls::default())
 }
 
@@ -132,20 +134,25 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
     raise_fd_limit();
     let mut root_handle = root::Root::open(root)?;
     let _lock = root_handle.lock(options.wait)?;
+    let dpkg = dpkg::install::Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
     let recovered = match recover::recover(&mut root_handle, options.strategy.as_ref(), &syscalls::Syscalls::default())? {
         recover::Recovery::Clean => None,
         r => Some(r.describe(root)),
     };
+    let mut database = dpkg.map(|d| d.read(&mut root_handle)).transpose()?;
     let calls = syscalls::Syscalls::default();
     let mut reports = Vec::with_capacity(packages.len());
     let state = root_handle.state_dir()?;
     let mut tx = extract::Transaction::new(&mut root_handle, state, options.strategy.as_ref(), &calls, options.stop.as_deref())?;
+    if let Some(db) = &database {
+        tx.set_admin(db.admin_rel());
+    }
     let (sender, receiver) = std::sync::mpsc::sync_channel(pipeline::QUEUE);
     let progress = options.progress.as_deref();
     std::thread::scope(|s| {
         let reader = s.spawn(move || pipeline::read(packages, sender, progress));
         // Returning drops the receiver, which stops a reader still sending.
-        let written = write_all(&mut tx, receiver, &mut reports);
+        let written = write_all(&mut tx, receiver, &mut reports, database.as_mut());
         // Joined here, not left to the scope, which waits only for the closure to return: the
         // thread would still be running its thread-local destructors after unpack() returned
         // (LeakSanitizer, in the fuzzer, caught one such moment).
@@ -154,6 +161,12 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
         }
         written
     })?;
+    // Held to the end of the call: the database's locks go with it.
+    if let Some(db) = &database {
+        for (report, db) in reports.iter_mut().zip(db.finish(&mut tx)?) {
+            report.database = Some(db);
+        }
+    }
     let extract_s = started.elapsed().as_secs_f64();
     let names: Vec<String> = reports.iter().map(|r: &report::PackageReport| format!("{} {}", r.name, r.version)).collect();
     let times = commit::commit(&mut tx, &names)?;
@@ -178,14 +191,22 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
 }
 
 /// The writing half: takes what the reader thread sends and writes it into the transaction.
-fn write_all(tx: &mut extract::Transaction<'_>, rx: Receiver<Vec<Message>>, reports: &mut Vec<report::PackageReport>) -> Result<()> {
+fn write_all(
+    tx: &mut extract::Transaction<'_>,
+    rx: Receiver<Vec<Message>>,
+    reports: &mut Vec<report::PackageReport>,
+    mut database: Option<&mut dpkg::install::Database>,
+) -> Result<()> {
     let mut package: Option<(usize, PathBuf)> = None;
     let mut failed = None;
     let mut rx = pipeline::Queue::new(rx);
     while let Some(message) = rx.recv() {
         let entry = match message {
             Message::Package { index, path, control } => {
-                reports.push(report::PackageReport::new(control));
+                if let Some(db) = database.as_deref_mut() {
+                    db.begin(&path, &control)?;
+                }
+                reports.push(report::PackageReport::new(control.control));
                 package = Some((index, path));
                 continue;
             }
@@ -206,7 +227,28 @@ fn write_all(tx: &mut extract::Transaction<'_>, rx: Receiver<Vec<Message>>, repo
             _ => 0,
         };
         tx.check_stop()?;
-        let added = tx.add(*index, path, &entry, &mut pipeline::FileData::new(&mut rx, size, &mut failed));
+        let mut entry = entry;
+        let archive_path = entry.path.clone();
+        let action = match database.as_deref_mut() {
+            Some(db) => db.map_entry(&mut entry)?,
+            None => dpkg::install::Action::Write { hash: false },
+        };
+        let mut data = pipeline::FileData::new(&mut rx, size, &mut failed);
+        let added = match action {
+            dpkg::install::Action::Skip => std::io::copy(&mut data, &mut std::io::sink()).map(drop).map_err(|e| Error::bad(path, e.to_string())),
+            dpkg::install::Action::Write { hash: false } => tx.add(*index, path, &entry, &mut data),
+            dpkg::install::Action::Write { hash: true } => {
+                let mut hashing = dpkg::md5::Hashing::new(&mut data);
+                let added = tx.add(*index, path, &entry, &mut hashing);
+                let sum = hashing.finish();
+                if added.is_ok() {
+                    if let Some(db) = database.as_deref_mut() {
+                        db.file_hashed(&archive_path, sum);
+                    }
+                }
+                added
+            }
+        };
         if let Some(e) = failed.take() {
             return Err(e);
         }

@@ -13,7 +13,7 @@
 //! ([`crate::deb::MemberStream::finish`]), so a writer that commits only after the queue ended
 //! cleanly, as `unpack()` does, never commits a package whose checksums failed.
 
-use crate::control::Control;
+use crate::control::ControlArchive;
 use crate::deb::Deb;
 use crate::entry::{self, Entry, Kind};
 use crate::error::{escape, Error, Result};
@@ -34,7 +34,7 @@ const BATCH_MESSAGES: usize = 512;
 /// What the reader sends.
 pub enum Message {
     /// A new package starts; its control file says what it is.
-    Package { index: usize, path: PathBuf, control: Control },
+    Package { index: usize, path: PathBuf, control: Box<ControlArchive> },
     /// The next entry; a regular file's bytes follow as [`Message::Data`].
     Entry(Entry),
     Data(Vec<u8>),
@@ -86,11 +86,11 @@ fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressF
         let consumed = deb.consumed();
         let control = {
             let (member, mut stream) = deb.control()?;
-            let control = Control::from_tar(package, &member, &mut stream)?;
+            let control = ControlArchive::from_tar(package, &member, &mut stream)?;
             stream.finish()?;
             control
         };
-        if !out.send(Message::Package { index, path: package.clone(), control }) {
+        if !out.send(Message::Package { index, path: package.clone(), control: Box::new(control) }) {
             return Ok(());
         }
         let size = deb.len();

@@ -43,7 +43,7 @@ pub enum Recovery {
     /// Nothing was interrupted.
     Clean,
     /// The rename phase was interrupted; its renames were finished.
-    RolledForward { packages: Vec<String>, renames: usize },
+    RolledForward { packages: Vec<String>, renames: usize, removals: usize },
     /// The write phase was interrupted; its temporary files and new directories were removed.
     RolledBack { temporary_files: usize, directories: usize },
     /// The journal was there but damaged, so it was discarded and recovery went on as if it
@@ -64,10 +64,11 @@ impl Recovery {
     fn what_was_done(&self) -> String {
         match self {
             Recovery::Clean => "nothing to recover".to_string(),
-            Recovery::RolledForward { packages, renames } => format!(
-                "an interrupted transaction ({}) was in its rename phase: finished its {renames} remaining renames; its packages are now entirely new",
+            Recovery::RolledForward { packages, renames, removals } => format!(
+                "an interrupted transaction ({}) was in its rename phase: finished its {renames} remaining renames{}; its packages are now entirely new",
                 // Escaped: a journal is read back from disk, and may hold terminal escapes.
-                if packages.is_empty() { "unknown packages".to_string() } else { packages.iter().map(|p| crate::error::escape(p).to_string()).collect::<Vec<_>>().join(", ") }
+                if packages.is_empty() { "unknown packages".to_string() } else { packages.iter().map(|p| crate::error::escape(p).to_string()).collect::<Vec<_>>().join(", ") },
+                if *removals > 0 { format!(" and {removals} removals of what the new versions dropped") } else { String::new() }
             ),
             Recovery::RolledBack { temporary_files, directories } => format!(
                 "an interrupted transaction was in its write phase: removed {temporary_files} temporary files and {directories} new directories; its packages are entirely old"
@@ -124,7 +125,19 @@ fn roll_forward(root: &Root, j: &Journal, strategy: &dyn Strategy, calls: &Sysca
     let mut dirs: BTreeMap<&Path, Directory> = BTreeMap::new();
     for r in &j.renames {
         if !dirs.contains_key(r.dir.as_path()) {
-            dirs.insert(&r.dir, open_beneath(root, &r.dir)?);
+            let dir = open_beneath(root, &r.dir)?.ok_or_else(|| {
+                let why = std::io::Error::other("gone, where the journal names a directory; nothing was renamed");
+                Error::root(root.path().join(&r.dir), "opening a directory the journal names", why)
+            })?;
+            dirs.insert(&r.dir, dir);
+        }
+    }
+    // A removal's directory may be gone already: removed by a removal of its own, before the
+    // crash. Its records have nothing left to do.
+    let mut removal_dirs: BTreeMap<&Path, Option<Directory>> = BTreeMap::new();
+    for r in &j.removals {
+        if !removal_dirs.contains_key(r.dir.as_path()) {
+            removal_dirs.insert(&r.dir, open_beneath(root, &r.dir)?);
         }
     }
     let mut touched: BTreeMap<&Path, Directory> = BTreeMap::new();
@@ -148,19 +161,34 @@ fn roll_forward(root: &Root, j: &Journal, strategy: &dyn Strategy, calls: &Sysca
         renames += 1;
         touched.entry(&r.dir).or_insert_with(|| dir.clone());
     }
+    let mut removals = 0;
+    for r in &j.removals {
+        let Some(dir) = &removal_dirs[r.dir.as_path()] else { continue };
+        let removed = crate::tree::remove_dropped(dir.fd(), &r.name, r.directory)
+            .map_err(|e| Error::root(dir.path().join(&r.name), "removing a file the new version dropped", e))?;
+        if removed {
+            removals += 1;
+            touched.entry(&r.dir).or_insert_with(|| dir.clone());
+        }
+    }
     let dirs: Vec<Directory> = touched.into_values().collect();
     strategy.after_commit(&dirs, root.dir(), calls)?;
-    Ok(Recovery::RolledForward { packages: j.packages.clone(), renames })
+    Ok(Recovery::RolledForward { packages: j.packages.clone(), renames, removals })
 }
 
 /// Opens `rel` (plain names, checked by the decoder) below the root one name at a time, never
 /// following a symlink: the journal's directories are canonical, so a symlink on the way means
-/// the tree changed since the journal was written, and recovery refuses it.
-fn open_beneath(root: &Root, rel: &Path) -> Result<Directory> {
+/// the tree changed since the journal was written, and recovery refuses it. `None` when a name
+/// on the way is gone.
+fn open_beneath(root: &Root, rel: &Path) -> Result<Option<Directory>> {
     let mut dir = root.dir().clone();
     for name in rel.iter() {
         let path = dir.path().join(name);
-        let fd = rustix::fs::openat(dir.fd(), name, DIR_FLAGS, Mode::empty()).map_err(|e| {
+        let fd = match rustix::fs::openat(dir.fd(), name, DIR_FLAGS, Mode::empty()) {
+            Err(Errno::NOENT) => return Ok(None),
+            other => other,
+        };
+        let fd = fd.map_err(|e| {
             let why = match e {
                 Errno::LOOP | Errno::NOTDIR => {
                     let st = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW);
@@ -173,7 +201,7 @@ fn open_beneath(root: &Root, rel: &Path) -> Result<Directory> {
         })?;
         dir = Directory::new(fd, path.clone()).map_err(|e| Error::root(&path, "stat", e))?;
     }
-    Ok(dir)
+    Ok(Some(dir))
 }
 
 

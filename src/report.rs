@@ -22,6 +22,26 @@ pub struct PackageReport {
     pub files: u64,
     /// Bytes of regular file data.
     pub bytes: u64,
+    /// What happened in dpkg's database (database mode only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database: Option<DatabaseReport>,
+}
+
+/// A package's change to dpkg's database.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DatabaseReport {
+    /// "installed" or "upgraded".
+    pub action: String,
+    /// The version upgraded from.
+    pub previous_version: Option<String>,
+    /// Paths the old version had and the new one does not, removed.
+    pub removed: u64,
+    /// Conffiles written as `NAME.dpkg-new`, for `dpkg --configure` to settle.
+    pub conffiles_new: Vec<String>,
+    /// Installed packages some of whose files this one took over (Replaces).
+    pub replaced: Vec<String>,
+    /// Of those, the ones left with no file, gone from the database as dpkg makes them go.
+    pub disappeared: Vec<String>,
 }
 
 impl PackageReport {
@@ -63,6 +83,9 @@ impl Report {
         for p in &self.packages {
             let (name, version, arch) = (escape(&p.name), escape(&p.version), escape(&p.architecture));
             let _ = writeln!(out, "{name} {version} ({arch}): {} entries, {} files, {} bytes", p.entries, p.files, p.bytes);
+            if let Some(db) = &p.database {
+                let _ = writeln!(out, "  {}", db.human());
+            }
         }
         let fs = match &self.filesystem {
             Some(fs) => format!("{} on {} ({})", fs.fstype, fs.source, fs.options),
@@ -79,6 +102,30 @@ impl Report {
             fs
         );
         out
+    }
+}
+
+impl DatabaseReport {
+    /// One line: "upgraded from 1.0; removed 3 paths; conffiles left as .dpkg-new: /etc/a".
+    fn human(&self) -> String {
+        let mut parts = vec![match &self.previous_version {
+            Some(v) => format!("{} from {}, now unpacked", self.action, escape(v)),
+            None => format!("{}, now unpacked", self.action),
+        }];
+        if self.removed > 0 {
+            parts.push(format!("removed {} path{} the old version had", self.removed, if self.removed == 1 { "" } else { "s" }));
+        }
+        if !self.conffiles_new.is_empty() {
+            let names: Vec<String> = self.conffiles_new.iter().map(|c| format!("{}.dpkg-new", escape(c))).collect();
+            parts.push(format!("conffiles for dpkg --configure: {}", names.join(" ")));
+        }
+        if !self.replaced.is_empty() {
+            parts.push(format!("took files of {}", self.replaced.iter().map(|n| escape(n).to_string()).collect::<Vec<_>>().join(", ")));
+        }
+        if !self.disappeared.is_empty() {
+            parts.push(format!("{} disappeared", self.disappeared.iter().map(|n| escape(n).to_string()).collect::<Vec<_>>().join(", ")));
+        }
+        parts.join("; ")
     }
 }
 

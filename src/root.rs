@@ -491,7 +491,7 @@ fn holder(file: &File) -> String {
     std::str::from_utf8(&buf[..n])
         .ok()
         .and_then(|s| s.trim().parse::<u32>().ok())
-        .map_or_else(|| "pid unknown".into(), |pid| format!("pid {pid}"))
+        .map_or_else(|| "another unpack (pid unknown)".into(), |pid| format!("another unpack (pid {pid})"))
 }
 
 /// The root's lock; released when dropped (or when the process dies).

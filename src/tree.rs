@@ -155,3 +155,16 @@ fn open_for_removal(parent: BorrowedFd<'_>, name: &OsStr, mount: (u64, u64)) -> 
     }
     Ok(fd)
 }
+
+/// One removal of an upgrade (a file the new version dropped, or a directory only it held):
+/// `name` in `dir`, a directory only if empty. Idempotent, for recovery to replay: a name gone
+/// already, a directory something else still holds files in, or a name whose type changed
+/// since the plan (a file where a directory was planned, or the reverse) is left as it is.
+pub(crate) fn remove_dropped(dir: BorrowedFd<'_>, name: &OsStr, directory: bool) -> rustix::io::Result<bool> {
+    let flags = if directory { AtFlags::REMOVEDIR } else { AtFlags::empty() };
+    match rustix::fs::unlinkat(dir, name, flags) {
+        Ok(()) => Ok(true),
+        Err(Errno::NOENT | Errno::NOTEMPTY | Errno::EXIST | Errno::NOTDIR | Errno::ISDIR | Errno::BUSY) => Ok(false),
+        Err(e) => Err(e),
+    }
+}

@@ -62,9 +62,15 @@ struct Cli {
     #[arg(short, long)]
     quiet: bool,
 
-    /// Wait for another unpack's lock on ROOT instead of exiting with 5.
+    /// Wait for another unpack's lock on ROOT (and, in database mode, dpkg's) instead of exiting
+    /// with 5.
     #[arg(long)]
     wait: bool,
+
+    /// dpkg's admin directory (inside ROOT): record the packages in dpkg's database as
+    /// `dpkg --unpack` does. Without it, ROOT/var/lib/dpkg is used when it has a status file.
+    #[arg(long, value_name = "DIR")]
+    admindir: Option<PathBuf>,
 
     /// Print the strategies with what each guarantees, and exit.
     #[arg(long)]
@@ -99,6 +105,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let jobs = cli.jobs.unwrap_or_else(cpus);
     let mut options = unpack::Options::new(durability::by_name(&cli.strategy, jobs)?);
     options.wait = cli.wait;
+    options.admindir = cli.admindir.clone();
     unpack::interrupt::install();
     options.stop = Some(Arc::new(unpack::interrupt::pending));
     if cli.recover {

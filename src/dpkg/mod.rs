@@ -1,20 +1,30 @@
-//! dpkg's database, in dpkg's own formats: the status file and control files (deb822), the
-//! `info/PKG.list` files, the `conffiles` and `md5sums` control members, versions and relations,
-//! `diversions` and `statoverride`.
+//! dpkg's database: its formats, and database mode, in which the engine does to a root's files
+//! and database what `dpkg --unpack` does.
 //!
-//! Everything here is pure: bytes in, values out. It must never touch the filesystem (the
-//! engine reads the files through the root's confined resolution and hands the bytes over),
-//! and every input is an attacker's (a hostile root's database, a hostile package's control
-//! member): no panic, no recursion, no work worse than linear in the input's size, and every
-//! path and name validated before it leaves this module. The real dpkg (1.21) is the oracle for
-//! each format; the tests ask it.
+//! The formats, in dpkg's own spelling: the status file and control files ([`deb822`],
+//! [`status`]), the `info/PKG.list` files and the `conffiles` and `md5sums` control members
+//! ([`list`]), versions and relations ([`version`]), [`diversions`] and [`statoverride`]. These
+//! are pure: bytes in, values out. They must never touch the filesystem, and every input is an
+//! attacker's (a hostile root's database, a hostile package's control member): no panic, no
+//! recursion, no work worse than linear in the input's size, and every path and name validated
+//! before it leaves them. The real dpkg (1.21) is the oracle for each format; the tests ask it.
+//!
+//! Database mode: [`admin`] finds a root's admin directory and reads it through the root's
+//! confined resolution, [`lock`] takes dpkg's locks, [`install`] decides entry by entry what
+//! dpkg would and hands the transaction the database files and the removals, [`md5`] hashes the
+//! files of a package that ships no md5sums. None of them writes: everything goes through the
+//! transaction.
 
+pub mod admin;
 pub mod deb822;
 pub mod diversions;
+pub mod install;
 pub mod list;
+pub mod lock;
+pub mod md5;
 pub mod statoverride;
-pub mod version;
 pub mod status;
+pub mod version;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

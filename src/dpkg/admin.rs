@@ -1,0 +1,237 @@
+//! dpkg's admin directory in a root, read: where it is, its locks, and what it says is
+//! installed (status, the info files, diversions, statoverride).
+//!
+//! A root's database is attacker input, exactly like a package: a container image's rootfs, or
+//! a root another user prepared. So the admin directory is found through the root's confined
+//! resolution (symlinks followed only inside ROOT), every file is opened without following a
+//! symlink and without blocking, must be a regular file, and is read only up to a bound; every
+//! name built from what it says (a package's info files) is a validated package name, and every
+//! path it holds is validated ([`super::db_path`]) before the engine resolves it, again inside
+//! ROOT. A parse error is exit 4 naming the file and the line. This module never writes: what
+//! changes in the database goes through the transaction ([`super::install`]).
+
+use super::deb822::Stanza;
+use super::diversions::Diversion;
+use super::status::{Package, State};
+use super::{deb822, diversions, list, statoverride, status};
+use crate::durability::Directory;
+use crate::error::{escape, Error, Result};
+use crate::root::{Create, Pending, Root};
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::io::Errno;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Where dpkg keeps its database in a root unless told otherwise.
+pub const DEFAULT_ADMINDIR: &str = "var/lib/dpkg";
+
+/// Bounds on what is read: a status file of 30,000 packages is about 60 MB; a list of
+/// linux-headers' 17,000 paths about 1.5 MB.
+const MAX_STATUS: u64 = 256 << 20;
+const MAX_LIST: u64 = 64 << 20;
+const MAX_SMALL: u64 = 16 << 20;
+
+/// The admin directory of a root, found and opened.
+pub struct Admin {
+    pub dir: Directory,
+    /// Its canonical path inside the root.
+    pub rel: PathBuf,
+    pub info: Directory,
+}
+
+/// What the database says, read.
+pub struct Installed {
+    pub packages: Vec<Package>,
+    /// Each package's `.list` (empty for a package not installed), by index into `packages`.
+    pub lists: Vec<Vec<PathBuf>>,
+    /// Which packages list each path.
+    pub owners: HashMap<PathBuf, Vec<usize>>,
+    /// By the path diverted.
+    pub diversions: HashMap<PathBuf, Diversion>,
+    /// (uid, gid, mode) by path.
+    pub overrides: HashMap<PathBuf, (u32, u32, u32)>,
+    /// The names in the info directory.
+    pub info_names: Vec<String>,
+    /// `info/format` is missing: dpkg writes "1" (the multiarch layout) when it first writes.
+    pub format_missing: bool,
+    /// `triggers/` is missing: dpkg makes it on its first run, even one without triggers.
+    pub triggers_missing: bool,
+}
+
+/// Finds the admin directory: `explicit` (a path that must lead inside `root`, else exit 2),
+/// or `ROOT/var/lib/dpkg` when it holds a `status` file. `None`: no database, extraction only.
+pub fn find(root: &mut Root, explicit: Option<&Path>) -> Result<Option<Admin>> {
+    let rel = match explicit {
+        Some(dir) => {
+            let canon = |p: &Path| std::fs::canonicalize(p).map_err(|e| Error::Usage(format!("--admindir {}: {e}", escape(p))));
+            let (dir_c, root_c) = (canon(dir)?, canon(root.path())?);
+            let Ok(rel) = dir_c.strip_prefix(&root_c) else {
+                return Err(Error::Usage(format!(
+                    "--admindir {}: not inside the root {}: a transaction lives in one tree",
+                    escape(dir),
+                    escape(root.path())
+                )));
+            };
+            rel.to_path_buf()
+        }
+        None => PathBuf::from(DEFAULT_ADMINDIR),
+    };
+    let nothing = |_: &Path| Pending::Nothing;
+    let dir = match root.resolve_dir(&rel, Create::Never, &nothing) {
+        Ok((canon, dir)) => (canon, dir),
+        Err(_) if explicit.is_none() => return Ok(None),
+        Err(_) => return Err(Error::Usage(format!("--admindir {}: not a directory inside the root", escape(&rel)))),
+    };
+    let (rel, dir) = dir;
+    match rustix::fs::statat(dir.fd(), "status", rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(_) => {}
+        Err(Errno::NOENT) if explicit.is_none() => return Ok(None),
+        Err(_) => return Err(Error::Usage(format!("--admindir {}: not dpkg's admin directory (no status file)", escape(dir.path())))),
+    }
+    let info_rel = rel.join("info");
+    let (_, info) = root.resolve_dir(&info_rel, Create::Never, &nothing).map_err(|_| bad_db(&dir.path().join("info"), "dpkg's database has no info directory"))?;
+    Ok(Some(Admin { dir, rel, info }))
+}
+
+impl Admin {
+    /// Reads the database. `updates/` must hold no record: dpkg merges them into `status` on
+    /// its next run, and a transaction built on a status they contradict would lose them.
+    pub fn read(&self, root: &mut Root) -> Result<Installed> {
+        self.check_updates()?;
+        let status_path = self.dir.path().join("status");
+        let bytes = read_file(&self.dir, "status", MAX_STATUS)?.unwrap_or_default();
+        let stanzas = deb822::parse(&bytes).map_err(|e| bad_db(&status_path, e))?;
+        let packages = status::packages(stanzas).map_err(|e| bad_db(&status_path, e))?;
+        let info_names = self.info_names()?;
+        let mut lists = Vec::with_capacity(packages.len());
+        let mut owners: HashMap<PathBuf, Vec<usize>> = HashMap::new();
+        for (i, p) in packages.iter().enumerate() {
+            let name = format!("{}.list", p.info_name());
+            let path = self.info.path().join(&name);
+            let paths = match read_file(&self.info, &name, MAX_LIST)? {
+                Some(bytes) => list::parse_list(&bytes).map_err(|e| bad_db(&path, e))?,
+                None if matches!(p.status.state, State::NotInstalled | State::ConfigFiles) => Vec::new(),
+                None => return Err(bad_db(&path, format!("missing, for {} which status says is {}: run dpkg --audit", p.name, p.status))),
+            };
+            for path in &paths {
+                owners.entry(path.clone()).or_default().push(i);
+            }
+            lists.push(paths);
+        }
+        let diversions_path = self.dir.path().join("diversions");
+        let diversions = match read_file(&self.dir, "diversions", MAX_SMALL)? {
+            Some(bytes) => diversions::parse(&bytes).map_err(|e| bad_db(&diversions_path, e))?,
+            None => Vec::new(),
+        };
+        let overrides = self.overrides(root)?;
+        Ok(Installed {
+            packages,
+            lists,
+            owners,
+            diversions: diversions.into_iter().map(|d| (d.from.clone(), d)).collect(),
+            overrides,
+            format_missing: !info_names.iter().any(|n| n == "format"),
+            triggers_missing: matches!(rustix::fs::statat(self.dir.fd(), "triggers", rustix::fs::AtFlags::SYMLINK_NOFOLLOW), Err(Errno::NOENT)),
+            info_names,
+        })
+    }
+
+    /// `statoverride`, its user and group names looked up in the root's /etc/passwd and
+    /// /etc/group (the root's users, not the host's: a container's ids).
+    fn overrides(&self, root: &mut Root) -> Result<HashMap<PathBuf, (u32, u32, u32)>> {
+        let path = self.dir.path().join("statoverride");
+        let Some(bytes) = read_file(&self.dir, "statoverride", MAX_SMALL)? else {
+            return Ok(HashMap::new());
+        };
+        let entries = statoverride::parse(&bytes).map_err(|e| bad_db(&path, e))?;
+        let mut etc: HashMap<&str, Vec<u8>> = HashMap::new();
+        let mut resolve = |id: &statoverride::Id, file: &'static str, root: &mut Root| -> Result<u32> {
+            match id {
+                statoverride::Id::Num(n) => Ok(*n),
+                statoverride::Id::Name(name) => {
+                    if !etc.contains_key(file) {
+                        etc.insert(file, read_etc(root, file)?);
+                    }
+                    statoverride::lookup_id(&etc[file], name)
+                        .ok_or_else(|| bad_db(&path, format!("'{}' is in no /etc/{file} of the root", escape(name.as_str()))))
+                }
+            }
+        };
+        let mut out = HashMap::new();
+        for o in entries {
+            let uid = resolve(&o.user, "passwd", root)?;
+            let gid = resolve(&o.group, "group", root)?;
+            out.insert(o.path, (uid, gid, o.mode));
+        }
+        Ok(out)
+    }
+
+    /// Refuses an `updates/` directory holding dpkg's journal records (names of digits).
+    fn check_updates(&self) -> Result<()> {
+        let path = self.dir.path().join("updates");
+        let fd = match rustix::fs::openat(self.dir.fd(), "updates", crate::tree::DIR_FLAGS, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(()),
+            Err(e) => return Err(Error::root(&path, "opening", e)),
+        };
+        let (files, _) = crate::tree::entries(std::os::fd::AsFd::as_fd(&fd)).map_err(|e| Error::root(&path, "reading directory", e))?;
+        if files.iter().any(|n| !n.is_empty() && n.as_encoded_bytes().iter().all(u8::is_ascii_digit)) {
+            return Err(bad_db(&path, "holds records dpkg has not merged into status yet (an interrupted dpkg): run `dpkg --configure -a` (or any dpkg command) on the root first"));
+        }
+        Ok(())
+    }
+
+    fn info_names(&self) -> Result<Vec<String>> {
+        let (files, _) = crate::tree::entries(self.info.fd()).map_err(|e| Error::root(self.info.path(), "reading directory", e))?;
+        // A name that is not UTF-8 is no package's (package names are ASCII).
+        Ok(files.into_iter().filter_map(|n| n.into_string().ok()).collect())
+    }
+}
+
+/// The root's `/etc/passwd` or `/etc/group` (empty if it has none).
+fn read_etc(root: &mut Root, file: &str) -> Result<Vec<u8>> {
+    let nothing = |_: &Path| Pending::Nothing;
+    match root.resolve_dir(Path::new("etc"), Create::Never, &nothing) {
+        Ok((_, etc)) => Ok(read_file(&etc, file, MAX_SMALL)?.unwrap_or_default()),
+        Err(_) => Ok(Vec::new()),
+    }
+}
+
+/// The bytes of `name` in `dir`, `None` if there is none: a regular file, opened without
+/// following a symlink or blocking, and no bigger than `max`.
+pub fn read_file(dir: &Directory, name: &str, max: u64) -> Result<Option<Vec<u8>>> {
+    let path = dir.path().join(name);
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(dir.fd(), OsStr::new(name), flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(Errno::LOOP) => return Err(bad_db(&path, "a symlink, where dpkg keeps a file")),
+        Err(e) => return Err(Error::root(&path, "opening", e)),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| Error::root(&path, "stat", e))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(bad_db(&path, "not a regular file"));
+    }
+    if st.st_size as u64 > max {
+        return Err(bad_db(&path, format!("{} bytes, more than the {max} this engine reads", st.st_size)));
+    }
+    let mut bytes = Vec::with_capacity(st.st_size as usize);
+    std::fs::File::from(fd).take(max + 1).read_to_end(&mut bytes).map_err(|e| Error::root(&path, "reading", e))?;
+    if bytes.len() as u64 > max {
+        return Err(bad_db(&path, format!("more than the {max} bytes this engine reads")));
+    }
+    Ok(Some(bytes))
+}
+
+/// A database file that cannot be used as it is: exit 4, naming the file and why.
+pub fn bad_db(path: &Path, why: impl std::fmt::Display) -> Error {
+    Error::root(path, "reading dpkg's database", std::io::Error::other(why.to_string()))
+}
+
+/// The first stanza of a control file, for the status file.
+pub fn control_stanza(package: &Path, text: &str) -> Result<Stanza> {
+    let stanzas = deb822::parse(text.as_bytes()).map_err(|e| Error::bad(package, format!("control: {e}")))?;
+    stanzas.into_iter().next().ok_or_else(|| Error::bad(package, "control: empty"))
+}

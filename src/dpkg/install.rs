@@ -1,0 +1,480 @@
+//! Database mode: what `dpkg --unpack` does to a root's files and database, done inside the
+//! engine's one transaction.
+//!
+//! For each package of the call, [`Database::begin`] finds what is installed of it and
+//! [`Database::map_entry`] decides, entry by entry, what dpkg would: the file another installed
+//! package owns is a conflict (exit 1) unless the new package `Replaces` it (its ownership
+//! moves) or the owner replaces the new one (the entry is skipped); a diverted path is written
+//! at its divert-to name unless the package is the diverter; a conffile is written as
+//! `NAME.dpkg-new` beside the old file; `statoverride` wins over the archive's owner and mode.
+//! [`Database::finish`] then hands the transaction what is left: the files the old version
+//! listed that nothing ships any more (removed after the renames, in the journal), and every
+//! database file (the info files, the other packages' lists that lost paths, `status`) as new
+//! files under temporary names, renamed with the package's own. So after any crash and
+//! recovery the database and the tree agree: all old or all new.
+//!
+//! It never writes anything itself, and never decides about dependencies (Depends,
+//! Pre-Depends, Conflicts, Breaks are apt's business, as unpack(1) says). It does not run
+//! maintainer scripts.
+
+use super::admin::{self, Admin, Installed};
+use super::deb822::Stanza;
+use super::list;
+use super::status::{self, Conffile, Flag, State, StatusField, Want};
+use super::version::{parse_relations, Relation, Version};
+use crate::control::ControlArchive;
+use crate::entry::{Entry, Kind};
+use crate::error::{escape, Error, Result};
+use crate::extract::Transaction;
+use crate::report::DatabaseReport;
+use crate::root::Root;
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+/// What to do with an entry.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Write it (at the path [`Database::map_entry`] may have changed); `hash`: its md5 goes
+    /// into the md5sums dpkg computes for a package that ships none.
+    Write { hash: bool },
+    /// Do not write it: an installed package that replaces this one keeps the path, or a
+    /// Multi-Arch: same sibling of this call wrote the shared file already.
+    Skip,
+}
+
+/// A package of the call.
+struct Incoming {
+    control: Stanza,
+    archive: ControlArchive,
+    name: String,
+    arch: String,
+    multi_arch_same: bool,
+    /// The installed package it upgrades (or whose config files it finds), by index.
+    old: Option<usize>,
+    conffiles: Vec<PathBuf>,
+    replaces: Vec<Relation>,
+    /// The package's paths as dpkg lists them, in archive order.
+    list: Vec<PathBuf>,
+    listed: HashSet<PathBuf>,
+    /// What each archive path was written as, when not itself (diverted, `.dpkg-new`): for
+    /// hard links to such files.
+    written_as: HashMap<PathBuf, PathBuf>,
+    /// Computed while writing when the package has no md5sums member.
+    md5sums: Option<Vec<(String, PathBuf)>>,
+    /// Paths taken over from other installed packages, by their index.
+    taken: Vec<(usize, PathBuf)>,
+}
+
+/// A root's admin directory found and locked with dpkg's locks, for the whole call: before
+/// recovery (which may finish a transaction that changed the database), then read.
+pub struct Locked {
+    admin: Admin,
+    locks: super::lock::DpkgLocks,
+}
+
+impl Locked {
+    /// Finds the root's database (`admindir`, or `ROOT/var/lib/dpkg` when it has a status
+    /// file) and takes dpkg's locks. `None`: no database, an extraction only.
+    pub fn find(root: &mut Root, admindir: Option<&Path>, wait: bool) -> Result<Option<Locked>> {
+        let Some(admin) = admin::find(root, admindir)? else {
+            return Ok(None);
+        };
+        let locks = super::lock::lock(&admin.dir, root.path(), wait)?;
+        Ok(Some(Locked { admin, locks }))
+    }
+
+    /// Reads the database.
+    pub fn read(self, root: &mut Root) -> Result<Database> {
+        let installed = self.admin.read(root)?;
+        Ok(Database { admin: self.admin, _locks: self.locks, installed, incoming: Vec::new() })
+    }
+}
+
+/// A root's database for the length of one call, locked and read.
+pub struct Database {
+    admin: Admin,
+    _locks: super::lock::DpkgLocks,
+    installed: Installed,
+    incoming: Vec<Incoming>,
+}
+
+impl Database {
+    /// The admin directory's canonical path inside the root: no package writes a file there.
+    pub fn admin_rel(&self) -> &Path {
+        &self.admin.rel
+    }
+
+    /// A package of the call starts.
+    pub fn begin(&mut self, package: &Path, archive: &ControlArchive) -> Result<()> {
+        let control = admin::control_stanza(package, &archive.text)?;
+        let name = archive.control.name.to_ascii_lowercase();
+        let arch = archive.control.architecture.clone();
+        if !super::valid_package_name(&name) || !super::valid_arch(&arch) {
+            return Err(Error::bad(package, format!("control: '{}' of architecture '{}' is no name dpkg accepts", escape(&name), escape(&arch))));
+        }
+        Version::parse(&archive.control.version).map_err(|e| Error::bad(package, format!("control: Version: {e}")))?;
+        let multi_arch_same = control.get("Multi-Arch").is_some_and(|m| m.eq_ignore_ascii_case("same"));
+        if self.incoming.iter().any(|i| i.name == name && (i.arch == arch || !(i.multi_arch_same && multi_arch_same))) {
+            return Err(Error::Usage(format!("{}: {name} is already in this call", escape(package))));
+        }
+        let old = self.installed.packages.iter().position(|p| {
+            p.name == name && p.status.state != State::NotInstalled && (p.arch == arch || !(p.multi_arch_same && multi_arch_same))
+        });
+        let conffiles = match archive.members.iter().find(|m| m.name == "conffiles") {
+            Some(m) => list::parse_conffiles_member(&m.bytes).map_err(|e| Error::bad(package, format!("conffiles: {e}")))?,
+            None => Vec::new(),
+        };
+        if let Some(c) = conffiles.iter().find(|c| c.remove_on_upgrade) {
+            return Err(Error::bad(package, format!("conffiles: 'remove-on-upgrade {}' is not supported by unpack yet; use dpkg for this package", escape(&c.path))));
+        }
+        let replaces = match control.get("Replaces") {
+            Some(v) => parse_relations(v).map_err(|e| Error::bad(package, format!("control: Replaces: {e}")))?.into_iter().flatten().collect(),
+            None => Vec::new(),
+        };
+        let md5sums = (!archive.members.iter().any(|m| m.name == "md5sums")).then(Vec::new);
+        self.incoming.push(Incoming {
+            control,
+            archive: archive.clone(),
+            name,
+            arch,
+            multi_arch_same,
+            old,
+            conffiles: conffiles.into_iter().map(|c| c.path).collect(),
+            replaces,
+            list: Vec::new(),
+            listed: HashSet::new(),
+            written_as: HashMap::new(),
+            md5sums,
+            taken: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Decides about one entry of the package begun last, and changes its path, owner and mode
+    /// where dpkg would write it elsewhere or otherwise.
+    pub fn map_entry(&mut self, entry: &mut Entry) -> Result<Action> {
+        let Some(inc) = self.incoming.last_mut() else {
+            return Err(Error::Usage("internal: an entry before its package".into()));
+        };
+        let db = &self.installed;
+        let listed = list_path(&entry.path);
+        if entry.kind != Kind::Dir {
+            for &o in db.owners.get(&listed).map(Vec::as_slice).unwrap_or_default() {
+                match ownership(db, inc, o, &listed) {
+                    Ownership::Shared => {}
+                    Ownership::Taken => inc.taken.push((o, listed.clone())),
+                    Ownership::KeptByOwner => return Ok(Action::Skip),
+                    Ownership::Conflict => {
+                        let other = &db.packages[o];
+                        return Err(Error::Conflict {
+                            path: listed,
+                            reason: format!(
+                                "{} ({}) would overwrite it, and it is in package {} ({}), which {0} does not Replace",
+                                inc.name, inc.archive.control.version, other.name, other.version
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        if inc.listed.insert(listed.clone()) {
+            inc.list.push(listed.clone());
+        }
+        // A Multi-Arch: same sibling earlier in this call wrote the shared file already.
+        let (name, same) = (inc.name.clone(), inc.multi_arch_same);
+        if entry.kind != Kind::Dir && same && self.incoming.iter().rev().skip(1).any(|i| i.multi_arch_same && i.name == name && i.listed.contains(&listed)) {
+            return Ok(Action::Skip);
+        }
+        let Some(inc) = self.incoming.last_mut() else {
+            return Err(Error::Usage("internal: an entry before its package".into()));
+        };
+        if entry.path.as_os_str().is_empty() {
+            return Ok(Action::Write { hash: false });
+        }
+        let mut target = listed.clone();
+        if let Some(d) = db.diversions.get(&listed) {
+            if d.by.as_deref() != Some(inc.name.as_str()) {
+                target = d.to.clone();
+            }
+        }
+        if entry.kind != Kind::Dir && inc.conffiles.contains(&listed) {
+            let mut name = target.clone().into_os_string();
+            name.push(".dpkg-new");
+            target = PathBuf::from(name);
+        }
+        if let Some(&(uid, gid, mode)) = db.overrides.get(&target) {
+            (entry.uid, entry.gid, entry.mode) = (uid, gid, mode);
+        }
+        if let Kind::Hardlink { target: link } = &mut entry.kind {
+            if let Some(to) = inc.written_as.get(&list_path(link)) {
+                *link = relative(to);
+            }
+        }
+        if target != listed {
+            entry.path = relative(&target);
+            inc.written_as.insert(listed, target);
+        }
+        let hash = inc.md5sums.is_some() && matches!(entry.kind, Kind::File { .. });
+        Ok(Action::Write { hash })
+    }
+
+    /// The md5 of a regular file just written, for a package that ships no md5sums: `path` is
+    /// the entry's path in the archive (dpkg lists it there, not where a diversion or
+    /// `.dpkg-new` put it).
+    pub fn file_hashed(&mut self, path: &Path, md5: String) {
+        if let Some(sums) = self.incoming.last_mut().and_then(|i| i.md5sums.as_mut()) {
+            sums.push((md5, list_path(path)));
+        }
+    }
+
+    /// Hands the transaction the rest of the work: the files to remove after the renames and
+    /// every database file. Returns what each package's report says about the database.
+    pub fn finish(&self, tx: &mut Transaction<'_>) -> Result<Vec<DatabaseReport>> {
+        let db = &self.installed;
+        let admin_rel = self.admin.rel.clone();
+        let info_rel = admin_rel.join("info");
+        let mut reports = Vec::new();
+        let mut gone: HashSet<usize> = HashSet::new(); // replaced by a new version, or disappeared
+        let mut new_stanzas: Vec<Stanza> = Vec::new();
+        let mut removals: Vec<PathBuf> = Vec::new();
+        let all_new: HashSet<&PathBuf> = self.incoming.iter().flat_map(|i| i.list.iter()).collect();
+        let mut taken_from: HashMap<usize, HashSet<PathBuf>> = HashMap::new();
+        for inc in &self.incoming {
+            for (o, p) in &inc.taken {
+                taken_from.entry(*o).or_default().insert(p.clone());
+            }
+        }
+        for inc in &self.incoming {
+            let old = inc.old.map(|o| &db.packages[o]);
+            let old_conffiles = match old.and_then(|o| o.stanza.get("Conffiles")) {
+                Some(v) => status::parse_conffiles_field(v).map_err(|e| admin::bad_db(&self.admin.dir.path().join("status"), e))?,
+                None => Vec::new(),
+            };
+            let mut conffiles: Vec<Conffile> = inc
+                .conffiles
+                .iter()
+                .filter(|p| inc.listed.contains(*p))
+                .map(|p| Conffile {
+                    path: p.clone(),
+                    hash: old_conffiles.iter().find(|c| &c.path == p).map_or_else(|| "newconffile".to_string(), |c| c.hash.clone()),
+                    obsolete: false,
+                    remove_on_upgrade: false,
+                })
+                .collect();
+            let mut list = inc.list.clone();
+            for c in old_conffiles.iter().filter(|c| !inc.conffiles.contains(&c.path)) {
+                conffiles.push(Conffile { obsolete: true, remove_on_upgrade: false, ..c.clone() });
+                if !inc.listed.contains(&c.path) {
+                    list.push(c.path.clone());
+                }
+            }
+            let mut removed = 0;
+            if let Some(o) = inc.old {
+                gone.insert(o);
+                let kept: HashSet<&PathBuf> = list.iter().collect();
+                for p in db.lists[o].iter().rev() {
+                    let others = db.owners.get(p).into_iter().flatten().any(|&x| x != o && db.packages[x].status.state != State::NotInstalled);
+                    if kept.contains(p) || all_new.contains(p) || others || p.as_os_str() == "/." {
+                        continue;
+                    }
+                    removals.push(relative(&divert(db, p, &inc.name)));
+                    removed += 1;
+                }
+            }
+            // Info files: every control member dpkg keeps, the list, the md5sums.
+            let info_name = status::info_name(&inc.name, &inc.arch, inc.multi_arch_same);
+            let mut written: HashSet<String> = HashSet::new();
+            let mut write = |tx: &mut Transaction<'_>, kind: &str, bytes: &[u8], mode: u32| -> Result<()> {
+                let file = format!("{info_name}.{kind}");
+                tx.add_generated(&info_rel.join(&file), bytes, mode)?;
+                written.insert(file);
+                Ok(())
+            };
+            for m in inc.archive.members.iter().filter(|m| keeps_member(&m.name)) {
+                write(tx, &m.name, &m.bytes, m.mode & 0o777)?;
+            }
+            write(tx, "list", &list::write_list(&list), 0o644)?;
+            if let Some(sums) = &inc.md5sums {
+                write(tx, "md5sums", &list::write_md5sums(sums), 0o644)?;
+            }
+            // The old version's info files the new one does not have.
+            let old_info = old.map(|o| o.info_name());
+            for n in &db.info_names {
+                let owner = n.rsplit_once('.').map(|(stem, _)| stem);
+                if owner.is_some() && (owner == old_info.as_deref() || owner == Some(info_name.as_str())) && !written.contains(n) {
+                    removals.push(info_rel.join(n));
+                }
+            }
+            let status = StatusField { want: Want::Install, flag: Flag::Ok, state: State::Unpacked };
+            let config_version = old.and_then(config_version);
+            new_stanzas.push(status::status_stanza(&inc.control, &status, &conffiles, config_version));
+            reports.push(DatabaseReport {
+                action: if old.is_some_and(|o| o.status.state != State::ConfigFiles) { "upgraded" } else { "installed" }.into(),
+                previous_version: old.filter(|o| o.status.state != State::ConfigFiles).map(|o| o.version.clone()),
+                removed,
+                conffiles_new: conffiles.iter().filter(|c| !c.obsolete).map(|c| c.path.to_string_lossy().into_owned()).collect(),
+                replaced: Vec::new(),
+                disappeared: Vec::new(),
+            });
+        }
+        // Packages that lost files: their lists shrink, or they disappear.
+        for (o, taken) in &taken_from {
+            if gone.contains(o) {
+                continue;
+            }
+            let other = &db.packages[*o];
+            let left: Vec<PathBuf> = db.lists[*o].iter().filter(|p| !taken.contains(*p)).cloned().collect();
+            let by = self.incoming.iter().position(|i| i.taken.iter().any(|(x, _)| x == o)).unwrap_or(0);
+            reports[by].replaced.push(other.name.clone());
+            if disappears(db, *o, &all_new, &self.incoming[by]) {
+                gone.insert(*o);
+                reports[by].disappeared.push(other.name.clone());
+                let stem = other.info_name();
+                removals.extend(db.info_names.iter().filter(|n| n.rsplit_once('.').map(|(s, _)| s) == Some(stem.as_str())).map(|n| info_rel.join(n)));
+            } else {
+                tx.add_generated(&info_rel.join(format!("{}.list", other.info_name())), &list::write_list(&left), 0o644)?;
+            }
+        }
+        let mut stanzas: Vec<&Stanza> = db.packages.iter().enumerate().filter(|(i, _)| !gone.contains(i)).map(|(_, p)| &p.stanza).collect();
+        stanzas.extend(new_stanzas.iter());
+        tx.add_generated(&admin_rel.join("status"), &status::write_status(&stanzas), 0o644)?;
+        if self.installed.triggers_missing {
+            tx.add_generated_dir(&admin_rel.join("triggers"), 0o755)?;
+        }
+        if self.installed.format_missing {
+            tx.add_generated(&info_rel.join("format"), b"1\n", 0o644)?;
+        }
+        tx.plan_removals(removals)?;
+        Ok(reports)
+    }
+}
+
+/// The version whose configuration `old` holds, which the new stanza keeps for dpkg --configure:
+/// its Config-Version, or for an installed package (whose stanza never carries the field) its
+/// Version, as dpkg reads it (lib/dpkg/parse.c).
+fn config_version(old: &status::Package) -> Option<&str> {
+    match old.stanza.get("Config-Version") {
+        Some(v) => Some(v),
+        None if matches!(old.status.state, State::Installed | State::TriggersPending) => Some(old.version.as_str()),
+        None => None,
+    }
+}
+
+/// How an installed package's claim on a path weighs against the new package's.
+enum Ownership {
+    /// No conflict: the same package, a Multi-Arch: same sibling, a diversion one of them
+    /// made, a package with only config files left.
+    Shared,
+    /// The new package replaces the owner: ownership moves.
+    Taken,
+    /// The owner replaces the new package: the path stays the owner's, the entry is skipped.
+    KeptByOwner,
+    Conflict,
+}
+
+/// dpkg's rules (src/main/archives.c, tarobject) for a non-directory `path` that installed
+/// package `o` lists.
+fn ownership(db: &Installed, inc: &Incoming, o: usize, path: &Path) -> Ownership {
+    let other = &db.packages[o];
+    if Some(o) == inc.old || matches!(other.status.state, State::NotInstalled | State::ConfigFiles) {
+        return Ownership::Shared;
+    }
+    if other.name == inc.name && other.multi_arch_same && inc.multi_arch_same {
+        return Ownership::Shared;
+    }
+    if let Some(d) = db.diversions.get(path) {
+        if d.by.as_deref().is_some_and(|by| by == other.name || by == inc.name) {
+            return Ownership::Shared;
+        }
+    }
+    let obsolete_conffile = other
+        .stanza
+        .get("Conffiles")
+        .and_then(|v| status::parse_conffiles_field(v).ok())
+        .is_some_and(|cs| cs.iter().any(|c| c.obsolete && c.path == path));
+    if obsolete_conffile && inc.conffiles.iter().any(|c| c == path) {
+        return Ownership::Shared;
+    }
+    let other_version = Version::parse(&other.version).ok();
+    if other_version.as_ref().is_some_and(|v| inc.replaces.iter().any(|r| r.satisfied_by(&other.name, v))) {
+        return Ownership::Taken;
+    }
+    let other_replaces: Vec<Relation> = other.stanza.get("Replaces").and_then(|v| parse_relations(v).ok()).into_iter().flatten().flatten().collect();
+    let new_version = Version::parse(&inc.archive.control.version).ok();
+    if new_version.as_ref().is_some_and(|v| other_replaces.iter().any(|r| r.satisfied_by(&inc.name, v))) {
+        return Ownership::KeptByOwner;
+    }
+    Ownership::Conflict
+}
+
+/// Whether installed package `o`, some of whose files `inc` took, disappears as dpkg makes it
+/// disappear (src/main/unpack.c, pkg_disappear_others): every path it lists but the root is in
+/// the new packages or another package's too, none is diverted by it or by `inc`, and no
+/// installed package depends on it or on what it provides. (dpkg asks whether such a
+/// dependency would still be satisfied without it; this asks only whether one names it, so it
+/// keeps a package dpkg might let go, never the other way round.)
+fn disappears(db: &Installed, o: usize, all_new: &HashSet<&PathBuf>, inc: &Incoming) -> bool {
+    let other = &db.packages[o];
+    if other.stanza.get("Essential").is_some_and(|e| e.eq_ignore_ascii_case("yes")) {
+        return false;
+    }
+    let files: Vec<&PathBuf> = db.lists[o].iter().filter(|p| p.as_os_str() != "/.").collect();
+    if files.is_empty() {
+        return false;
+    }
+    let saves = |p: &PathBuf| {
+        if db.diversions.get(p).and_then(|d| d.by.as_deref()).is_some_and(|by| by == other.name || by == inc.name) {
+            return true;
+        }
+        if all_new.contains(p) {
+            return false;
+        }
+        !db.owners.get(p).into_iter().flatten().any(|&x| x != o && db.packages[x].status.state != State::NotInstalled)
+    };
+    if files.into_iter().any(saves) {
+        return false;
+    }
+    let mut names = vec![other.name.clone()];
+    if let Some(provides) = other.stanza.get("Provides").and_then(|v| parse_relations(v).ok()) {
+        names.extend(provides.into_iter().flatten().map(|r| r.name));
+    }
+    !db.packages.iter().enumerate().any(|(i, p)| {
+        i != o
+            && !matches!(p.status.state, State::NotInstalled | State::ConfigFiles)
+            && ["Depends", "Pre-Depends", "Recommends"].iter().any(|f| {
+                p.stanza.get(f).and_then(|v| parse_relations(v).ok()).into_iter().flatten().flatten().any(|r| names.contains(&r.name))
+            })
+    })
+}
+
+/// The control members dpkg keeps in its info directory: all but `control` itself and names
+/// with a dot (src/main/unpack.c, pkg_infodb_update); `list` is the engine's to write.
+fn keeps_member(name: &str) -> bool {
+    name != "control" && name != "list" && !name.contains('.') && name.len() <= 100 && !name.is_empty()
+}
+
+/// Where an old file of package `name` is on disk: its divert-to name when someone else
+/// diverted it.
+fn divert(db: &Installed, path: &Path, name: &str) -> PathBuf {
+    match db.diversions.get(path) {
+        Some(d) if d.by.as_deref() != Some(name) => d.to.clone(),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// The archive path `usr/bin/x` as dpkg lists it: `/usr/bin/x`; the root is `/.`.
+fn list_path(path: &Path) -> PathBuf {
+    if path.as_os_str().is_empty() {
+        return PathBuf::from("/.");
+    }
+    let mut bytes = b"/".to_vec();
+    bytes.extend_from_slice(path.as_os_str().as_bytes());
+    PathBuf::from(OsString::from_vec(bytes))
+}
+
+/// A listed path relative to the root, as entries are.
+fn relative(path: &Path) -> PathBuf {
+    path.strip_prefix("/").map(Path::to_path_buf).unwrap_or_else(|_| path.to_path_buf())
+}

@@ -1,0 +1,373 @@
+//! Database mode beyond what the dpkg oracle compares (tests/dpkg_oracle.rs): a crash at every
+//! rename and removal of an upgrade with a database, dpkg's locks, every error path of reading
+//! a database, and hostile databases. Each runs the real binary on roots made by it and by the
+//! real dpkg.
+
+mod common;
+
+use common::dpkg::{dpkg, dpkg_configure, unpack_db, DbRoot, Pkg};
+use common::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// A version 1 and a version 2 of one package: v2 changes a file and a conffile, adds a file,
+/// and drops a file, a directory and a conffile.
+fn pair(dir: &Path) -> (PathBuf, PathBuf) {
+    let v1 = Pkg::new("crashdb", "1.0", "all")
+        .file("/usr/share/crashdb/kept", b"kept 1\n", 0o644)
+        .file("/usr/share/crashdb/dropped", b"dropped\n", 0o644)
+        .file("/usr/share/crashdb/old/only", b"only in 1\n", 0o644)
+        .conffile("/etc/crashdb/changed.conf", b"changed 1\n")
+        .conffile("/etc/crashdb/gone.conf", b"gone\n")
+        .build(dir);
+    let v2 = Pkg::new("crashdb", "2.0", "all")
+        .file("/usr/share/crashdb/kept", b"kept 2\n", 0o644)
+        .file("/usr/share/crashdb/added", b"added in 2\n", 0o644)
+        .conffile("/etc/crashdb/changed.conf", b"changed 2\n")
+        .build(dir);
+    (v1, v2)
+}
+
+/// A root's non-directory nodes by path (type, mode and content; not times, which the database
+/// files take from the clock), the engine's state directory left out.
+fn contents(root: &Path) -> BTreeMap<PathBuf, (char, u32, u64, Option<PathBuf>)> {
+    snapshot(root)
+        .into_iter()
+        .filter(|(p, n)| n.kind != 'd' && !p.starts_with("var/lib/unpack"))
+        .map(|(p, n)| (p, (n.kind, n.mode, n.content, n.link)))
+        .collect()
+}
+
+fn cp(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    let r = run(Command::new("cp").arg("-a").arg(from).arg(to));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+/// `unpack -s STRATEGY DEB ROOT` killed by SIGKILL at the `when`-th call of `syscall`.
+fn killed_at(root: &Path, deb: &Path, strategy: &str, syscall: &str, when: u32) -> Run {
+    run(Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "-e"])
+        .arg(format!("inject={syscall}:signal=KILL:when={when}"))
+        .arg(unpack_bin())
+        .args(["-q", "-s", strategy])
+        .arg(deb)
+        .arg(root))
+}
+
+/// SIGKILL at every rename (the package's files, the database's files, the journal's) and
+/// every unlink (the removals of what v2 dropped, the old info files) of an upgrade with a
+/// database, then `unpack --recover`: the files and the database are together entirely old or
+/// entirely new, and the real dpkg agrees (`--audit` silent after a configure, `--verify` clean).
+#[test]
+fn kill_9_at_every_rename_and_removal_of_an_upgrade_with_a_database_recovers_all_old_or_all_new() {
+    let work = tempfile::tempdir().unwrap();
+    let (v1, v2) = pair(work.path());
+    let template = DbRoot::new();
+    unpack_db(template.path(), &[&v1]);
+    dpkg_configure(template.path(), &[]);
+    let old = contents(template.path());
+    let root = work.path().join("root");
+    cp(template.path(), &root);
+    unpack_db(&root, &[&v2]);
+    let new = contents(&root);
+    assert_ne!(old, new);
+    for strategy in ["fsync", "syncfs"] {
+        let mut seen = (0, 0);
+        for syscall in ["renameat", "unlinkat"] {
+            for when in 1.. {
+                cp(template.path(), &root);
+                let r = killed_at(&root, &v2, strategy, syscall, when);
+                let what = format!("{strategy}, SIGKILL at {syscall} #{when}");
+                let r2 = unpack(["--recover", root.to_str().unwrap()]);
+                assert_eq!(r2.code, 0, "{what}: recover: {}", r2.stderr);
+                let now = contents(&root);
+                if now == new {
+                    seen.1 += 1;
+                } else {
+                    assert_same_contents(&now, &old, &what);
+                    seen.0 += 1;
+                }
+                let audit = dpkg(&root, &["--audit"]);
+                let expected_state = if now == new { "unpacked" } else { "" };
+                assert!(audit.stdout.contains(expected_state), "{what}: dpkg --audit: {}", audit.stdout);
+                if now != new {
+                    assert!(audit.stdout.is_empty(), "{what}: the old state is configured: {}", audit.stdout);
+                }
+                let verify = dpkg(&root, &["--verify"]);
+                assert!(verify.stdout.is_empty() && verify.code == 0, "{what}: dpkg --verify: {}{}", verify.stdout, verify.stderr);
+                if r.code == 0 {
+                    break; // this call count was never reached: the upgrade ran to its end
+                }
+                assert!(when < 200, "{what}: still killed");
+            }
+        }
+        assert!(seen.0 > 0 && seen.1 > 0, "{strategy}: both ends reached: {seen:?}");
+    }
+}
+
+fn assert_same_contents(now: &BTreeMap<PathBuf, (char, u32, u64, Option<PathBuf>)>, expected: &BTreeMap<PathBuf, (char, u32, u64, Option<PathBuf>)>, what: &str) {
+    let differ: Vec<_> = now
+        .keys()
+        .chain(expected.keys())
+        .filter(|p| now.get(*p) != expected.get(*p))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert!(differ.is_empty(), "{what}: neither all old nor all new; against old these differ: {differ:?}");
+}
+
+/// A process holding a write lock on `file` (fcntl, as dpkg and apt take theirs) until killed.
+struct Holder(std::process::Child);
+
+impl Holder {
+    fn new(file: &Path) -> Holder {
+        let script = "use Fcntl; open(F, '>>', $ARGV[0]) or die; my $l = pack('s s q q i', F_WRLCK, 0, 0, 0, 0); fcntl(F, F_SETLKW, $l) or die; print \"locked\\n\"; $| = 1; sleep 600;";
+        let mut child = Command::new("perl").args(["-e", script]).arg(file).stdout(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
+        assert_eq!(line, "locked\n");
+        Holder(child)
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// dpkg's `lock-frontend` or `lock` held by another process: exit 5 naming the holder and the
+/// file, nothing changed; `DPKG_FRONTEND_LOCKED` (apt runs us holding the frontend lock) skips
+/// only the frontend lock, as dpkg does.
+#[test]
+fn dpkg_s_locks_held_by_another_process_are_exit_5_naming_it() {
+    let work = tempfile::tempdir().unwrap();
+    let (v1, _) = pair(work.path());
+    let root = DbRoot::new();
+    let before = contents(root.path());
+    for file in ["lock-frontend", "lock"] {
+        let holder = Holder::new(&root.admindir().join(file));
+        let r = unpack(["-q", v1.to_str().unwrap(), root.path().to_str().unwrap()]);
+        assert_eq!(r.code, 5, "{file}: {}", r.stderr);
+        assert!(r.stderr.contains(&format!("perl (pid {})", holder.0.id())) && r.stderr.contains(file), "{file}: {}", r.stderr);
+        let after: BTreeMap<_, _> = contents(root.path()).into_iter().filter(|(p, _)| !p.ends_with("lock") && !p.ends_with("lock-frontend")).collect();
+        assert_eq!(after, before.clone().into_iter().filter(|(p, _)| !p.ends_with("lock") && !p.ends_with("lock-frontend")).collect::<BTreeMap<_, _>>(), "{file}: nothing changed");
+    }
+    let _frontend = Holder::new(&root.admindir().join("lock-frontend"));
+    let r = run(Command::new(unpack_bin()).env("DPKG_FRONTEND_LOCKED", "1").args(["-q", v1.to_str().unwrap(), root.path().to_str().unwrap()]));
+    assert_eq!(r.code, 0, "with the frontend lock handed over: {}", r.stderr);
+}
+
+/// While unpack works on a root, the real dpkg is locked out of it.
+#[test]
+fn a_running_unpack_locks_the_real_dpkg_out() {
+    let work = tempfile::tempdir().unwrap();
+    let (v1, _) = pair(work.path());
+    let root = DbRoot::new();
+    // Stopped at its first rename (of the commit), with every lock held.
+    let mut child = Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "-e", "inject=renameat:signal=STOP:when=1"])
+        .arg(unpack_bin())
+        .args(["-q", v1.to_str().unwrap(), root.path().to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    // strace's child, stopped by the signal: in a stop state for a whole second (a traced
+    // process passes through brief stops at each system call).
+    let ppid = format!(" {} ", child.id());
+    let mut still = 0;
+    let stopped = (0..600).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let now = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+            stat.contains("(unpack)") && (after.starts_with(" T ") || after.starts_with(" t ")) && after[2..].starts_with(&ppid)
+        });
+        still = if now { still + 1 } else { 0 };
+        still >= 10
+    });
+    assert!(stopped, "unpack never stopped at its rename");
+    let r = dpkg(root.path(), &["--unpack", v1.to_str().unwrap()]);
+    let _ = run(Command::new("pkill").args(["-CONT", "-x", "unpack"]));
+    let status = child.wait().unwrap();
+    assert_ne!(r.code, 0, "dpkg ran beside unpack: {}", r.stdout);
+    assert!(r.stderr.contains("lock"), "{}", r.stderr);
+    assert!(status.success(), "unpack, continued, finishes");
+}
+
+/// Runs `unpack` on a root whose database `spoil` changed, and checks exit code, message and
+/// that nothing changed.
+fn refused(spoil: impl Fn(&Path), args: &[&str], code: i32, says: &[&str]) {
+    let work = tempfile::tempdir().unwrap();
+    let (v1, v2) = pair(work.path());
+    let root = DbRoot::new();
+    unpack_db(root.path(), &[&v1]);
+    dpkg_configure(root.path(), &[]);
+    spoil(root.path());
+    let before = snapshot(root.path());
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend([v2.to_str().unwrap(), root.path().to_str().unwrap()]);
+    let r = unpack(all);
+    assert_eq!(r.code, code, "{says:?}: {}", r.stderr);
+    for s in says {
+        assert!(r.stderr.contains(s), "{s:?} not in: {}", r.stderr);
+    }
+    let after = snapshot(root.path());
+    let changed: Vec<_> = after.iter().filter(|(p, n)| !p.starts_with("var/lib/unpack") && before.get(*p) != Some(n)).map(|(p, _)| p).collect();
+    assert!(changed.is_empty(), "{says:?}: changed {changed:?}");
+}
+
+#[test]
+fn an_unparseable_status_is_exit_4_naming_the_file_and_line() {
+    refused(
+        |root| {
+            let status = root.join("var/lib/dpkg/status");
+            let mut text = std::fs::read_to_string(&status).unwrap();
+            text.push_str("Package: broken\nno colon here\n");
+            std::fs::write(status, text).unwrap();
+        },
+        &[],
+        4,
+        &["var/lib/dpkg/status", "line", "reading dpkg's database"],
+    );
+}
+
+#[test]
+fn a_missing_list_of_an_installed_package_is_exit_4() {
+    refused(|root| std::fs::remove_file(root.join("var/lib/dpkg/info/crashdb.list")).unwrap(), &[], 4, &["crashdb.list", "missing"]);
+}
+
+#[test]
+fn records_dpkg_has_not_merged_are_exit_4_saying_what_to_run() {
+    refused(|root| std::fs::write(root.join("var/lib/dpkg/updates/0000"), "Package: crashdb\n").unwrap(), &[], 4, &["updates", "dpkg --configure -a"]);
+}
+
+#[test]
+fn an_admindir_outside_the_root_or_without_status_is_exit_2() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("status"), "").unwrap();
+    let dir = outside.path().to_str().unwrap().to_string();
+    refused(|_| {}, &["--admindir", &dir], 2, &["not inside the root"]);
+    refused(|root| std::fs::create_dir_all(root.join("srv/empty")).unwrap(), &["--admindir", "/nonexistent-admindir"], 2, &["--admindir"]);
+}
+
+#[test]
+fn an_admindir_that_is_not_dpkg_s_is_exit_2() {
+    let work = tempfile::tempdir().unwrap();
+    let (v1, _) = pair(work.path());
+    let root = DbRoot::new();
+    std::fs::create_dir_all(root.path().join("srv/empty")).unwrap();
+    let r = unpack(["--admindir", root.path().join("srv/empty").to_str().unwrap(), v1.to_str().unwrap(), root.path().to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("no status file"), "{}", r.stderr);
+}
+
+/// A list may name as a file what the root now has as a directory with something in it: the
+/// upgrade that drops it leaves the directory and what it holds.
+#[test]
+fn a_dropped_path_that_is_now_a_non_empty_directory_is_left() {
+    let work = tempfile::tempdir().unwrap();
+    let (v1, v2) = pair(work.path());
+    let root = DbRoot::new();
+    unpack_db(root.path(), &[&v1]);
+    dpkg_configure(root.path(), &[]);
+    let dropped = root.path().join("usr/share/crashdb/dropped");
+    std::fs::remove_file(&dropped).unwrap();
+    std::fs::create_dir(&dropped).unwrap();
+    std::fs::write(dropped.join("mine"), b"the administrator's").unwrap();
+    unpack_db(root.path(), &[&v2]);
+    assert_eq!(std::fs::read(dropped.join("mine")).unwrap(), b"the administrator's");
+    assert!(!root.path().join("usr/share/crashdb/old/only").exists());
+}
+
+/// No package writes a file into dpkg's database (exit 3, nothing changed); its directories
+/// (the dpkg package ships var/lib/dpkg/info/ and others) are fine.
+#[test]
+fn a_package_file_in_dpkg_s_database_is_exit_3() {
+    let work = tempfile::tempdir().unwrap();
+    let root = DbRoot::new();
+    let dirs_only = Pkg::new("dirs", "1", "all").dir("/var/lib/dpkg/parts", 0o755).file("/usr/share/dirs/f", b"f", 0o644).build(work.path());
+    unpack_db(root.path(), &[&dirs_only]);
+    for path in ["/var/lib/dpkg/status", "/var/lib/dpkg/info/other.postinst"] {
+        let evil = Pkg::new("evil", "1", "all").file(path, b"Package: evil\n", 0o644).build(work.path());
+        let before = snapshot(root.path());
+        let r = unpack([evil.to_str().unwrap(), root.path().to_str().unwrap()]);
+        assert_eq!(r.code, 3, "{path}: {}", r.stderr);
+        assert!(r.stderr.contains("dpkg's database"), "{}", r.stderr);
+        assert_eq!(snapshot(root.path()).into_iter().filter(|(p, _)| !p.starts_with("var/lib/unpack")).collect::<BTreeMap<_, _>>(), before.into_iter().filter(|(p, _)| !p.starts_with("var/lib/unpack")).collect::<BTreeMap<_, _>>());
+    }
+}
+
+/// Hostile databases: names with `..`, NUL, relative or oversized entries are exit 4 before
+/// anything changes; names that lead through a symlink out of the root are resolved inside it,
+/// so a removal never touches a file outside.
+#[test]
+fn hostile_database_entries_never_touch_a_path_outside_the_root() {
+    let append = |file: &'static str, text: &'static [u8]| {
+        move |root: &Path| {
+            let path = root.join("var/lib/dpkg").join(file);
+            let mut bytes = std::fs::read(&path).unwrap_or_default();
+            bytes.extend_from_slice(text);
+            std::fs::write(path, bytes).unwrap();
+        }
+    };
+    refused(append("info/crashdb.list", b"/usr/../../../etc/passwd\n"), &[], 4, &["crashdb.list", "'..'"]);
+    refused(append("info/crashdb.list", b"usr/relative\n"), &[], 4, &["crashdb.list", "not absolute"]);
+    refused(append("info/crashdb.list", b"/usr/nul\0byte\n"), &[], 4, &["crashdb.list", "NUL"]);
+    refused(append("diversions", b"/usr/share/crashdb/kept\n/../../tmp/x\n:\n"), &[], 4, &["diversions"]);
+    refused(append("statoverride", b"root root 0755 /usr/../x\n"), &[], 4, &["statoverride"]);
+    refused(
+        |root| {
+            let f = std::fs::File::create(root.join("var/lib/dpkg/info/crashdb.list")).unwrap();
+            f.set_len(65 << 20).unwrap(); // sparse
+        },
+        &[],
+        4,
+        &["crashdb.list", "more than"],
+    );
+    // A dropped path whose directory is now a symlink to a host directory holding a file of
+    // that name: resolved inside the root, where there is none; the host's file stays.
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("dropped"), b"the host's").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let (v1, v2) = pair(work.path());
+    let root = DbRoot::new();
+    unpack_db(root.path(), &[&v1]);
+    dpkg_configure(root.path(), &[]);
+    let dir = root.path().join("usr/share/crashdb");
+    std::fs::rename(&dir, root.path().join("usr/share/crashdb-moved")).unwrap();
+    std::os::unix::fs::symlink(host.path(), &dir).unwrap();
+    let r = unpack(["-q", v2.to_str().unwrap(), root.path().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read(host.path().join("dropped")).unwrap(), b"the host's");
+    assert!(root.path().join(host.path().strip_prefix("/").unwrap()).join("kept").exists(), "written inside the root, through the symlink resolved there");
+}
+
+/// The JSON report says per package what happened in the database; the human report says it
+/// in a line. A root without a database gets none (an extraction, no var/lib/dpkg).
+#[test]
+fn the_reports_say_installed_or_upgraded_what_was_removed_and_which_conffiles_wait() {
+    let work = tempfile::tempdir().unwrap();
+    let (v1, v2) = pair(work.path());
+    let root = DbRoot::new();
+    let r = unpack(["--json", v1.to_str().unwrap(), root.path().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let db = &r.json()["packages"][0]["database"];
+    assert_eq!(db["action"], "installed");
+    assert!(db["previous_version"].is_null());
+    assert_eq!(db["conffiles_new"], serde_json::json!(["/etc/crashdb/changed.conf", "/etc/crashdb/gone.conf"]));
+    dpkg_configure(root.path(), &[]);
+    let r = unpack([v2.to_str().unwrap(), root.path().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("upgraded from 1.0") && r.stdout.contains("/etc/crashdb/changed.conf.dpkg-new"), "{}", r.stdout);
+    // dropped, old/only and the directory old/ go; the obsolete conffile stays.
+    assert!(r.stdout.contains("removed 3 paths"), "{}", r.stdout);
+    let bare = tempfile::tempdir().unwrap();
+    let r = unpack(["--json", v1.to_str().unwrap(), bare.path().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.json()["packages"][0].get("database").is_none());
+    assert!(!bare.path().join("var/lib/dpkg").exists());
+    assert!(bare.path().join("etc/crashdb/changed.conf").exists(), "no database: conffiles are plain files");
+}
