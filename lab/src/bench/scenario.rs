@@ -21,17 +21,22 @@ use std::process::Command;
 pub enum Scenario {
     Install,
     Upgrade,
+    /// An upgrade in a root with dpkg's database, the older version installed and configured by
+    /// dpkg, with a conffile and a file the newer version drops (`unpack-crashtest` only).
+    #[serde(rename = "upgrade-db")]
+    UpgradeDb,
 }
 
 impl Scenario {
     /// Every scenario, in the order the tables show them.
-    pub const ALL: [Scenario; 2] = [Scenario::Install, Scenario::Upgrade];
+    pub const ALL: [Scenario; 3] = [Scenario::Install, Scenario::Upgrade, Scenario::UpgradeDb];
 
     /// The name users type.
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Install => "install",
             Scenario::Upgrade => "upgrade",
+            Scenario::UpgradeDb => "upgrade-db",
         }
     }
 
@@ -41,6 +46,7 @@ impl Scenario {
         match self {
             Scenario::Install => Ok(()),
             Scenario::Upgrade => engine.install_unsafely(old, root),
+            Scenario::UpgradeDb => Err(Error::Usage("unpack-bench does not run the upgrade-db scenario yet".into())),
         }
     }
 }
@@ -52,7 +58,7 @@ impl std::str::FromStr for Scenario {
         Scenario::ALL
             .into_iter()
             .find(|c| c.name() == s)
-            .ok_or_else(|| format!("unknown scenario '{s}' (known: install, upgrade)"))
+            .ok_or_else(|| format!("unknown scenario '{s}' (known: install, upgrade, upgrade-db)"))
     }
 }
 

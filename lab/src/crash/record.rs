@@ -36,8 +36,11 @@ pub struct Setup<'a> {
     pub options: &'a str,
     pub strategy: &'a str,
     pub package: &'a Path,
-    /// The older version to install first (the upgrade scenario).
+    /// The older version to install first (the upgrade scenarios).
     pub older: Option<&'a Path>,
+    /// The root keeps dpkg's database: the older version is installed and configured by the
+    /// real dpkg (`upgrade-db`) rather than by `unpack -s none`.
+    pub database: bool,
     /// The `unpack` binary.
     pub unpack: &'a Path,
     pub settle: Duration,
@@ -77,8 +80,10 @@ fn run_on(disk: &VDisk, setup: &Setup<'_>) -> Result<(), CrashError> {
     let fs = disk.scratch_fs(setup.fstype, &setup.dir.join("mnt"), setup.options)?;
     let root = fs.path().join(ROOT_DIR);
     std::fs::create_dir(&root).map_err(|source| CrashError::Io { path: root.clone(), what: "creating", source })?;
-    if let Some(older) = setup.older {
-        unpack(setup.unpack, "none", older, &root)?;
+    match setup.older {
+        Some(older) if setup.database => install_with_dpkg(older, &root)?,
+        Some(older) => unpack(setup.unpack, "none", older, &root)?,
+        None => {}
     }
     syncfs(&root)?;
     disk.mark(super::states::MARK_START)?;
@@ -124,6 +129,32 @@ fn unpack(bin: &Path, strategy: &str, package: &Path, root: &Path) -> Result<(),
             String::from_utf8_lossy(&out.stderr).trim()
         ),
     })
+}
+
+/// Makes dpkg's admin directory in `root` and installs `package` there as dpkg does:
+/// `dpkg --unpack`, then `dpkg --configure -a`, so that the old state is exactly dpkg's.
+pub fn install_with_dpkg(package: &Path, root: &Path) -> Result<(), CrashError> {
+    let admin = root.join(super::database::ADMIN_DIR);
+    for dir in ["info", "updates"] {
+        let dir = admin.join(dir);
+        std::fs::create_dir_all(&dir).map_err(|source| CrashError::Io { path: dir, what: "creating", source })?;
+    }
+    let status = admin.join("status");
+    std::fs::write(&status, "").map_err(|source| CrashError::Io { path: status, what: "creating", source })?;
+    let root_arg = format!("--root={}", root.display());
+    for args in [&["--unpack".as_ref(), package.as_os_str()][..], &["--configure".as_ref(), "-a".as_ref()][..]] {
+        let out = Command::new("dpkg")
+            .arg(&root_arg)
+            .args(args)
+            .output()
+            .map_err(|e| CrashError::Tool { path: "dpkg".into(), reason: format!("cannot run it: {e}") })?;
+        if !out.status.success() {
+            let said = String::from_utf8_lossy(&out.stderr);
+            let reason = format!("{root_arg} {args:?} exited {}: {}", out.status.code().unwrap_or(-1), said.trim());
+            return Err(CrashError::Tool { path: "dpkg".into(), reason });
+        }
+    }
+    Ok(())
 }
 
 fn syncfs(path: &Path) -> Result<(), CrashError> {
