@@ -437,6 +437,17 @@ fn the_database_invariant_names_what_a_doctored_root_breaks() {
     std::fs::remove_file(root.join(file)).unwrap();
     let found = database::check(&root, &db, 0);
     assert!(found.iter().any(|v| v.found.to_string().starts_with("dpkg --verify: missing")), "{found:#?}");
+    // The status is dpkg's: with the records in updates/ it has not merged yet (here, what dpkg
+    // journals as it starts to unpack the newer version over a configured older one).
+    let root = copy_root(&old_root, dir.path(), "journaled");
+    let record = format!(
+        "Package: {}\nStatus: install reinstreq half-installed\nVersion: {}\nConfig-Version: {}\nArchitecture: all\nMaintainer: t <t@example.org>\nDescription: x\n",
+        db.package, db.new.version, db.old.version
+    );
+    std::fs::write(root.join("var/lib/dpkg/updates/0000"), record).unwrap();
+    let found = database::check(&root, &db, 0);
+    assert_eq!(kinds_and_paths(&found), [("half-registered", "var/lib/dpkg/status".to_string())], "{found:#?}");
+    assert!(found[0].found.to_string().contains("half-installed"), "{found:#?}");
     // dpkg --audit is the other: a package the transaction does not know of, left half
     // installed, is named by it.
     for (root, name) in [(&old_root, "old-audited"), (&new_root, "new-audited")] {

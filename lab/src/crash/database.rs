@@ -3,7 +3,8 @@
 //!
 //! After recovery, the transaction's package must be registered entirely as one version, and
 //! the tree must be that version's:
-//! - `half-registered`: the status stanza is neither the old side (`install ok installed`, the
+//! - `half-registered`: the package's status (as `dpkg-query` reads it: `status` and the
+//!   records in `updates/`) is neither the old side (`install ok installed`, the
 //!   older version, as `dpkg --configure` leaves it) nor the new side (`install ok unpacked`, the
 //!   newer version, `Config-Version` the older one, as `dpkg --unpack` leaves it), or
 //!   `info/PKG.list`, `info/PKG.conffiles` or the paths of `info/PKG.md5sums` are not the ones
@@ -25,7 +26,7 @@ use super::check::{probe, violation, Kind, Violation};
 use super::expect::{Content, Tree};
 use super::CrashError;
 use rustix::fs::{Mode, OFlags, ResolveFlags};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -38,7 +39,7 @@ pub const ADMIN_DIR: &str = "var/lib/dpkg";
 pub const CONFFILE: &str = "etc/unpack-crashtest/crashtest.conf";
 pub const DROPPED: &str = "etc/unpack-crashtest/dropped";
 
-/// The biggest database file read (a status file of a full system is a few MiB).
+/// The biggest info file read (the list of a big package is a few MiB).
 const MAX_DB_FILE: u64 = 64 << 20;
 
 /// One version of the package, as the `.deb` says.
@@ -150,7 +151,7 @@ pub fn check(root: &Path, db: &Db, id: usize) -> Vec<Violation> {
             return vec![db_violation(id, Path::new(""), Kind::HalfRegistered, "a root".into(), "a root".into(), found)];
         }
     };
-    let side = match registered_side(&dir, db) {
+    let side = match registered_side(root, db) {
         Ok(side) => side,
         Err(found) => {
             let status = Path::new(ADMIN_DIR).join("status");
@@ -166,18 +167,22 @@ pub fn check(root: &Path, db: &Db, id: usize) -> Vec<Violation> {
     found
 }
 
-/// The side the status stanza of the package registers, or what it says instead.
-fn registered_side(dir: &OwnedFd, db: &Db) -> Result<Side, String> {
-    let status = read_db_file(dir, "status").map_err(|e| format!("status: {e}"))?;
-    let stanza = stanzas(&status)
-        .into_iter()
-        .find(|s| s.get("Package").map(String::as_str) == Some(db.package.as_str()))
-        .ok_or_else(|| format!("no stanza for {}", db.package))?;
-    let field = |name: &str| stanza.get(name).cloned().unwrap_or_default();
-    let (version, status, config) = (field("Version"), field("Status"), field("Config-Version"));
-    match (status.as_str(), config.as_str()) {
-        ("install ok installed", _) if version == db.old.version => Ok(Side::Old),
-        ("install ok unpacked", c) if version == db.new.version && c == db.old.version => Ok(Side::New),
+/// The side the package's status registers, as `dpkg-query` reads it (`status` with the
+/// records in `updates/` that dpkg has not merged yet), or what it says instead.
+fn registered_side(root: &Path, db: &Db) -> Result<Side, String> {
+    let format = "--showformat=${Version}\n${Status}\n${Config-Version}\n";
+    let out = Command::new("dpkg-query").arg(format!("--root={}", root.display())).arg(format).arg("--show").arg(&db.package).output();
+    let said = match out {
+        Ok(out) if out.status.success() => text(&out),
+        Ok(out) => return Err(format!("dpkg-query: {}", one_line(&String::from_utf8_lossy(&out.stderr)))),
+        Err(e) => return Err(format!("cannot run dpkg-query: {e}")),
+    };
+    let mut fields = said.split('\n');
+    let mut field = || fields.next().unwrap_or_default().to_string();
+    let (version, status, config) = (field(), field(), field());
+    match status.as_str() {
+        "install ok installed" if version == db.old.version => Ok(Side::Old),
+        "install ok unpacked" if version == db.new.version && config == db.old.version => Ok(Side::New),
         _ => Err(format!("Version {version}, Status {status}, Config-Version {config}")),
     }
 }
@@ -207,9 +212,10 @@ fn info_files(dir: &OwnedFd, db: &Db, side: Side, id: usize) -> Vec<Violation> {
             Ok(paths) => differ(&paths, &expected(want)),
             Err(e) => e,
         };
-        let says = format!("the {suffix} of version {}", want.version);
+        let says = |v: &Version| format!("the {suffix} of version {}", v.version);
+        let what = Content::Other(format!("{what}, where the status registers version {}", want.version));
         let path = Path::new(ADMIN_DIR).join(&name);
-        found.push(db_violation(id, &path, Kind::HalfRegistered, says.clone(), says, Content::Other(what)));
+        found.push(db_violation(id, &path, Kind::HalfRegistered, says(&db.old), says(&db.new), what));
     }
     found
 }
@@ -274,7 +280,7 @@ fn audit(root: &Path, db: &Db, side: Side, id: usize) -> Vec<Violation> {
     }
     let old = "nothing".to_string();
     let new = format!("{} unpacked but not yet configured", db.package);
-    vec![db_violation(id, Path::new(ADMIN_DIR), Kind::DbAudit, old, new, Content::Other(format!("dpkg --audit: {}", said.trim())))]
+    vec![db_violation(id, Path::new(ADMIN_DIR), Kind::DbAudit, old, new, Content::Other(format!("dpkg --audit: {}", one_line(&said))))]
 }
 
 /// `dpkg --root=ROOT ARGS`; its output, or why it could not be run.
@@ -282,7 +288,7 @@ fn dpkg(root: &Path, args: &[&str]) -> Result<Output, String> {
     let out = Command::new("dpkg").arg(format!("--root={}", root.display())).args(args).output();
     match out {
         Ok(out) if out.status.success() => Ok(out),
-        Ok(out) => Err(format!("exit {}: {}", out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).trim())),
+        Ok(out) => Err(format!("exit {}: {}", out.status.code().unwrap_or(-1), one_line(&String::from_utf8_lossy(&out.stderr)))),
         Err(e) => Err(format!("cannot run dpkg: {e}")),
     }
 }
@@ -310,29 +316,9 @@ fn read_db_file(dir: &OwnedFd, name: &str) -> std::io::Result<String> {
     String::from_utf8(bytes).map_err(|_| std::io::Error::other("not UTF-8"))
 }
 
-/// The stanzas of a status file: field name to value (continuation lines joined by `\n`).
-fn stanzas(text: &str) -> Vec<BTreeMap<String, String>> {
-    let mut all = Vec::new();
-    for block in text.split("\n\n") {
-        let mut stanza = BTreeMap::new();
-        let mut last: Option<String> = None;
-        for line in block.lines() {
-            if line.starts_with([' ', '\t']) {
-                if let Some(v) = last.as_ref().and_then(|k| stanza.get_mut(k)) {
-                    let v: &mut String = v;
-                    v.push('\n');
-                    v.push_str(line.trim());
-                }
-            } else if let Some((k, v)) = line.split_once(':') {
-                stanza.insert(k.to_string(), v.trim().to_string());
-                last = Some(k.to_string());
-            }
-        }
-        if !stanza.is_empty() {
-            all.push(stanza);
-        }
-    }
-    all
+/// `text` on one line: its non-empty lines joined by ` | `, for a violation's one line.
+fn one_line(text: &str) -> String {
+    lines(text).map(str::trim).collect::<Vec<_>>().join(" | ")
 }
 
 fn lines(text: &str) -> impl Iterator<Item = &str> {
