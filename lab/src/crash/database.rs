@@ -32,8 +32,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// dpkg's admin directory, relative to the root.
-pub const ADMIN_DIR: &str = "var/lib/dpkg";
+pub use crate::bench::peers::ADMIN_DIR;
 
 /// The conffile the scenario's packages add, and the file only the older version ships.
 pub const CONFFILE: &str = "etc/unpack-crashtest/crashtest.conf";

@@ -134,27 +134,10 @@ fn unpack(bin: &Path, strategy: &str, package: &Path, root: &Path) -> Result<(),
 /// Makes dpkg's admin directory in `root` and installs `package` there as dpkg does:
 /// `dpkg --unpack`, then `dpkg --configure -a`, so that the old state is exactly dpkg's.
 pub fn install_with_dpkg(package: &Path, root: &Path) -> Result<(), CrashError> {
-    let admin = root.join(super::database::ADMIN_DIR);
-    for dir in ["info", "updates"] {
-        let dir = admin.join(dir);
-        std::fs::create_dir_all(&dir).map_err(|source| CrashError::Io { path: dir, what: "creating", source })?;
-    }
-    let status = admin.join("status");
-    std::fs::write(&status, "").map_err(|source| CrashError::Io { path: status, what: "creating", source })?;
-    let root_arg = format!("--root={}", root.display());
-    for args in [&["--unpack".as_ref(), package.as_os_str()][..], &["--configure".as_ref(), "-a".as_ref()][..]] {
-        let out = Command::new("dpkg")
-            .arg(&root_arg)
-            .args(args)
-            .output()
-            .map_err(|e| CrashError::Tool { path: "dpkg".into(), reason: format!("cannot run it: {e}") })?;
-        if !out.status.success() {
-            let said = String::from_utf8_lossy(&out.stderr);
-            let reason = format!("{root_arg} {args:?} exited {}: {}", out.status.code().unwrap_or(-1), said.trim());
-            return Err(CrashError::Tool { path: "dpkg".into(), reason });
-        }
-    }
-    Ok(())
+    crate::bench::peers::install_configured(&[package.to_path_buf()], root).map_err(|e| CrashError::Tool {
+        path: "dpkg".into(),
+        reason: format!("installing {} in {}: {e}", package.display(), root.display()),
+    })
 }
 
 fn syncfs(path: &Path) -> Result<(), CrashError> {
