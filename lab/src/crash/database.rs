@@ -20,7 +20,7 @@
 //! What each version holds comes from the packages (their data read as [`Tree::of_deb`] reads
 //! it, their control fields read by `dpkg-deb`), never from the root under test; the tools that
 //! judge the root are the real dpkg's. This module reads the root through
-//! [`super::check::probe`] and files opened with RESOLVE_IN_ROOT, and changes nothing in it.
+//! the checker's `probe` and files opened with RESOLVE_IN_ROOT, and changes nothing in it.
 
 use super::check::{probe, violation, Kind, Violation};
 use super::expect::{Content, Tree};
@@ -71,9 +71,12 @@ impl Version {
     /// member with `dpkg-deb`.
     pub fn of_deb(deb: &Path) -> Result<Version, CrashError> {
         let tree = Tree::of_deb(deb)?;
-        let version = text(&tool(Command::new("dpkg-deb").arg("--field").arg(deb).arg("Version"), deb)?).trim().to_string();
+        let version =
+            text(&tool(Command::new("dpkg-deb").arg("--field").arg(deb).arg("Version"), deb)?).trim().to_string();
         let conffiles = match Command::new("dpkg-deb").arg("--info").arg(deb).arg("conffiles").output() {
-            Ok(out) if out.status.success() => lines(&text(&out)).map(|l| PathBuf::from(l.trim_start_matches('/'))).collect(),
+            Ok(out) if out.status.success() => {
+                lines(&text(&out)).map(|l| PathBuf::from(l.trim_start_matches('/'))).collect()
+            }
             _ => BTreeSet::new(),
         };
         Ok(Version { version, tree, conffiles })
@@ -91,14 +94,20 @@ impl Version {
 
     /// The paths of `info/PKG.md5sums`: every regular file, conffiles included.
     fn md5sum_paths(&self) -> BTreeSet<String> {
-        self.tree.0.iter().filter(|(_, c)| matches!(c, Content::File { .. })).map(|(p, _)| p.display().to_string()).collect()
+        self.tree
+            .0
+            .iter()
+            .filter(|(_, c)| matches!(c, Content::File { .. }))
+            .map(|(p, _)| p.display().to_string())
+            .collect()
     }
 }
 
 impl Db {
     /// The package pair `older` (installed and configured before the transaction) and `newer`.
     pub fn of_debs(older: &Path, newer: &Path) -> Result<Db, CrashError> {
-        let package = text(&tool(Command::new("dpkg-deb").arg("--field").arg(newer).arg("Package"), newer)?).trim().to_string();
+        let package =
+            text(&tool(Command::new("dpkg-deb").arg("--field").arg(newer).arg("Package"), newer)?).trim().to_string();
         Ok(Db { package, old: Version::of_deb(older)?, new: Version::of_deb(newer)? })
     }
 
@@ -147,7 +156,14 @@ pub fn check(root: &Path, db: &Db, id: usize) -> Vec<Violation> {
         Ok(dir) => dir,
         Err(e) => {
             let found = Content::Other(format!("unreadable root: {e}"));
-            return vec![db_violation(id, Path::new(""), Kind::HalfRegistered, "a root".into(), "a root".into(), found)];
+            return vec![db_violation(
+                id,
+                Path::new(""),
+                Kind::HalfRegistered,
+                "a root".into(),
+                "a root".into(),
+                found,
+            )];
         }
     };
     let side = match registered_side(root, db) {
@@ -170,7 +186,12 @@ pub fn check(root: &Path, db: &Db, id: usize) -> Vec<Violation> {
 /// records in `updates/` that dpkg has not merged yet), or what it says instead.
 fn registered_side(root: &Path, db: &Db) -> Result<Side, String> {
     let format = "--showformat=${Version}\n${Status}\n${Config-Version}\n";
-    let out = Command::new("dpkg-query").arg(format!("--root={}", root.display())).arg(format).arg("--show").arg(&db.package).output();
+    let out = Command::new("dpkg-query")
+        .arg(format!("--root={}", root.display()))
+        .arg(format)
+        .arg("--show")
+        .arg(&db.package)
+        .output();
     let said = match out {
         Ok(out) if out.status.success() => text(&out),
         Ok(out) => return Err(format!("dpkg-query: {}", one_line(&String::from_utf8_lossy(&out.stderr)))),
@@ -193,7 +214,9 @@ fn info_files(dir: &OwnedFd, db: &Db, side: Side, id: usize) -> Vec<Violation> {
     type Paths = BTreeSet<String>;
     let files: [(&str, fn(&Version) -> Paths, fn(&str) -> Paths); 3] = [
         ("list", Version::list, |t| lines(t).map(str::to_string).collect()),
-        ("md5sums", Version::md5sum_paths, |t| lines(t).filter_map(|l| l.split_once("  ")).map(|(_, p)| p.to_string()).collect()),
+        ("md5sums", Version::md5sum_paths, |t| {
+            lines(t).filter_map(|l| l.split_once("  ")).map(|(_, p)| p.to_string()).collect()
+        }),
         ("conffiles", Version::conffile_list, |t| lines(t).map(str::to_string).collect()),
     ];
     let mut found = Vec::new();
@@ -235,7 +258,8 @@ fn tree(dir: &OwnedFd, db: &Db, side: Side, id: usize) -> Vec<Violation> {
         .into_iter()
         .filter_map(|path| {
             let found = probe(dir, path);
-            (found != want.get(path)).then(|| violation(id, path, Kind::DbTree, &old.get(path), &new.get(path), &found, None))
+            (found != want.get(path))
+                .then(|| violation(id, path, Kind::DbTree, &old.get(path), &new.get(path), &found, None))
         })
         .collect()
 }
@@ -252,7 +276,14 @@ fn verify(root: &Path, db: &Db, side: Side, id: usize) -> Vec<Violation> {
         .map(|l| {
             let path = l.rsplit(' ').next().unwrap_or_default().trim_start_matches('/');
             let says = "nothing from dpkg --verify".to_string();
-            db_violation(id, Path::new(path), Kind::DbTree, says.clone(), says, Content::Other(format!("dpkg --verify: {l}")))
+            db_violation(
+                id,
+                Path::new(path),
+                Kind::DbTree,
+                says.clone(),
+                says,
+                Content::Other(format!("dpkg --verify: {l}")),
+            )
         })
         .collect()
 }
@@ -272,14 +303,23 @@ fn audit(root: &Path, db: &Db, side: Side, id: usize) -> Vec<Violation> {
         said.lines().filter(|l| l.starts_with(' ')).filter_map(|l| l.split_whitespace().next()).collect();
     let fine = match side {
         Side::Old => said.trim().is_empty(),
-        Side::New => said.contains("unpacked but not yet configured") && listed == BTreeSet::from([db.package.as_str()]),
+        Side::New => {
+            said.contains("unpacked but not yet configured") && listed == BTreeSet::from([db.package.as_str()])
+        }
     };
     if fine {
         return Vec::new();
     }
     let old = "nothing".to_string();
     let new = format!("{} unpacked but not yet configured", db.package);
-    vec![db_violation(id, Path::new(ADMIN_DIR), Kind::DbAudit, old, new, Content::Other(format!("dpkg --audit: {}", one_line(&said))))]
+    vec![db_violation(
+        id,
+        Path::new(ADMIN_DIR),
+        Kind::DbAudit,
+        old,
+        new,
+        Content::Other(format!("dpkg --audit: {}", one_line(&said))),
+    )]
 }
 
 /// `dpkg --root=ROOT ARGS`; its output, or why it could not be run.
@@ -287,7 +327,11 @@ fn dpkg(root: &Path, args: &[&str]) -> Result<Output, String> {
     let out = Command::new("dpkg").arg(format!("--root={}", root.display())).args(args).output();
     match out {
         Ok(out) if out.status.success() => Ok(out),
-        Ok(out) => Err(format!("exit {}: {}", out.status.code().unwrap_or(-1), one_line(&String::from_utf8_lossy(&out.stderr)))),
+        Ok(out) => Err(format!(
+            "exit {}: {}",
+            out.status.code().unwrap_or(-1),
+            one_line(&String::from_utf8_lossy(&out.stderr))
+        )),
         Err(e) => Err(format!("cannot run dpkg: {e}")),
     }
 }
@@ -306,7 +350,8 @@ fn db_violation(id: usize, path: &Path, kind: Kind, old: String, new: String, fo
 fn read_db_file(dir: &OwnedFd, name: &str) -> std::io::Result<String> {
     let path = Path::new(ADMIN_DIR).join(name);
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat2(dir, &path, flags, Mode::empty(), ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS)?;
+    let fd =
+        rustix::fs::openat2(dir, &path, flags, Mode::empty(), ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS)?;
     let mut bytes = Vec::new();
     std::fs::File::from(fd).take(MAX_DB_FILE + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_DB_FILE {
@@ -331,12 +376,16 @@ fn text(out: &Output) -> String {
 /// Runs a tool that must succeed, about `path`.
 fn tool(cmd: &mut Command, path: &Path) -> Result<Output, CrashError> {
     let program = PathBuf::from(cmd.get_program());
-    let out = cmd.output().map_err(|e| CrashError::Tool { path: program.clone(), reason: format!("cannot run it: {e}") })?;
+    let out =
+        cmd.output().map_err(|e| CrashError::Tool { path: program.clone(), reason: format!("cannot run it: {e}") })?;
     if out.status.success() {
         return Ok(out);
     }
     let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    Err(CrashError::Tool { path: program, reason: format!("on {}: exit {}: {said}", path.display(), out.status.code().unwrap_or(-1)) })
+    Err(CrashError::Tool {
+        path: program,
+        reason: format!("on {}: exit {}: {said}", path.display(), out.status.code().unwrap_or(-1)),
+    })
 }
 
 /// Writes the scenario's package pair into `dir` from `package`: the newer version is the
@@ -391,4 +440,85 @@ fn rebuild(from: &Path, to: &Path, dir: &Path, suffix: Option<&str>, conffile: &
     }
     tool(Command::new("dpkg-deb").args(["-Zgzip", "--build"]).arg(&stage).arg(to), from)?;
     std::fs::remove_dir_all(&stage).map_err(io(&stage, "removing"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(len: u64, hash: u64) -> Content {
+        Content::File { len, hash }
+    }
+
+    fn version(v: &str, paths: &[(&str, Content)], conffiles: &[&str]) -> Version {
+        Version {
+            version: v.to_string(),
+            tree: Tree(paths.iter().map(|(p, c)| (PathBuf::from(p), c.clone())).collect()),
+            conffiles: conffiles.iter().map(PathBuf::from).collect(),
+        }
+    }
+
+    #[test]
+    fn after_dpkg_unpack_a_conffile_keeps_its_old_content_beside_the_new_one_and_dropped_files_go() {
+        let old = version(
+            "1",
+            &[
+                ("etc", Content::Dir),
+                ("etc/a", file(1, 1)),
+                ("etc/gone", file(2, 2)),
+                ("usr/f", file(3, 3)),
+                ("usr/x", file(4, 4)),
+            ],
+            &["etc/a", "etc/gone"],
+        );
+        let new = version(
+            "2",
+            &[("etc", Content::Dir), ("etc/a", file(5, 5)), ("etc/b", file(6, 6)), ("usr/f", file(7, 7))],
+            &["etc/a", "etc/b"],
+        );
+        let db = Db { package: "p".into(), old, new };
+        let tree = db.new_tree();
+        assert_eq!(tree.get(Path::new("etc/a")), file(1, 1), "the old conffile stays");
+        assert_eq!(tree.get(Path::new("etc/a.dpkg-new")), file(5, 5));
+        assert_eq!(tree.get(Path::new("etc/b")), Content::Absent, "a new conffile is only .dpkg-new");
+        assert!(tree.0.contains_key(Path::new("etc/b")), "and its absence is checked");
+        assert_eq!(tree.get(Path::new("etc/b.dpkg-new")), file(6, 6));
+        assert_eq!(tree.get(Path::new("etc/gone")), file(2, 2), "an obsolete conffile stays");
+        assert_eq!(tree.get(Path::new("usr/f")), file(7, 7));
+        assert_eq!(tree.get(Path::new("usr/x")), Content::Absent, "a dropped file goes");
+        assert_eq!(db.old_tree(), db.old.tree);
+    }
+
+    #[test]
+    fn what_dpkg_registers_for_a_version() {
+        let v = version(
+            "1",
+            &[
+                ("etc", Content::Dir),
+                ("etc/a", file(1, 1)),
+                ("usr/l", Content::Symlink("a".into())),
+                ("usr/f", file(2, 2)),
+            ],
+            &["etc/a"],
+        );
+        let set = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        assert_eq!(v.list(), set(&["/.", "/etc", "/etc/a", "/usr/f", "/usr/l"]));
+        assert_eq!(v.md5sum_paths(), set(&["etc/a", "usr/f"]));
+        assert_eq!(v.conffile_list(), set(&["/etc/a"]));
+    }
+
+    #[test]
+    fn conffile_lines_of_dpkg_verify_are_told_apart() {
+        assert!(is_conffile_line("??5?????? c /etc/ct/ct.conf"));
+        assert!(!is_conffile_line("??5??????   /usr/share/ct/f"));
+        assert!(!is_conffile_line("missing     /usr/share/ct/f"));
+    }
+
+    #[test]
+    fn tool_output_is_reported_on_one_line() {
+        assert_eq!(
+            one_line("The following packages\n are broken:\n\n pkg   x\n"),
+            "The following packages | are broken: | pkg   x"
+        );
+    }
 }

@@ -15,7 +15,8 @@
 //! ```
 //!
 //! What the old and new contents are comes from the packages ([`expect`]), the older version
-//! from [`older`]. This module must never trust a tree the unpacker wrote to say what is
+//! from [`older`]; for `upgrade-db`, from the package pair and what dpkg makes of it
+//! ([`database`], which also checks the database). This module must never trust a tree the unpacker wrote to say what is
 //! right, never build a state on an image that was mounted since mkfs, and never leave a
 //! mount, loop device or FUSE mount behind.
 

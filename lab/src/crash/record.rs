@@ -2,7 +2,8 @@
 //! write and flush, with marks at the moments that matter.
 //!
 //! The run, in order: mkfs and mount on the disk; a `root` directory; for an upgrade, the older
-//! version installed with `unpack -s none`; syncfs; mark `start`; the real `unpack` binary with
+//! version installed with `unpack -s none` (for `upgrade-db`, installed and configured by the
+//! real dpkg in a new admin directory, which puts the engine in its database mode); syncfs; mark `start`; the real `unpack` binary with
 //! the strategy under test; mark `returned`; the settle time, while the filesystem runs on by
 //! itself (periodic journal commits, writeback); mark `settled`; unmount; stop the disk. The
 //! log is everything [`super::states`] needs.
