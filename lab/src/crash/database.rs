@@ -274,7 +274,7 @@ fn verify(root: &Path, db: &Db, side: Side, id: usize) -> Vec<Violation> {
     lines(&text(&out))
         .filter(|l| !(side == Side::New && is_conffile_line(l)))
         .map(|l| {
-            let path = l.rsplit(' ').next().unwrap_or_default().trim_start_matches('/');
+            let path = l.split_once(" /").map_or("", |(_, path)| path);
             let says = "nothing from dpkg --verify".to_string();
             db_violation(
                 id,
