@@ -11,6 +11,9 @@ use common::{fixture, is_root, run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use unpack_lab::crash::check::Violation;
+use unpack_lab::crash::database;
+use unpack_lab::crash::record::install_with_dpkg;
 use unpack_lab::scratchfs::{LoopDevice, Mounted};
 
 fn crashtest() -> Command {
@@ -315,4 +318,167 @@ fn a_missing_mkfs_fails_before_any_cell_and_names_the_package_to_install() {
         assert!(r.stdout.is_empty(), "no matrix: {}", r.stdout);
     }
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "nothing was made");
+}
+
+/// The `upgrade-db` pair made from the small package, and the scenario's old and new states
+/// as the real dpkg leaves them: a root where it installed and configured the older version,
+/// and a copy of it where it then unpacked the newer one.
+fn dpkg_roots(dir: &Path) -> (database::Db, PathBuf, PathBuf) {
+    let package = small_package(dir);
+    let (older, newer) = database::write_pair(&package, dir).unwrap();
+    let db = database::Db::of_debs(&older, &newer).unwrap();
+    let old_root = dir.join("old-root");
+    std::fs::create_dir(&old_root).unwrap();
+    install_with_dpkg(&older, &old_root).unwrap();
+    let new_root = copy_root(&old_root, dir, "new-root");
+    let r = run(Command::new("dpkg").arg(format!("--root={}", new_root.display())).arg("--unpack").arg(&newer));
+    assert_eq!(r.code, 0, "dpkg --unpack: {}", r.stderr);
+    (db, old_root, new_root)
+}
+
+/// A copy of `root` in a new directory of `dir`, owners and modes kept.
+fn copy_root(root: &Path, dir: &Path, name: &str) -> PathBuf {
+    let copy = dir.join(name);
+    let r = run(Command::new("cp").arg("-a").arg(root).arg(&copy));
+    assert_eq!(r.code, 0, "cp: {}", r.stderr);
+    copy
+}
+
+/// (kind, path) of every violation.
+fn kinds_and_paths(violations: &[Violation]) -> Vec<(&'static str, String)> {
+    violations.iter().map(|v| (v.kind.name(), v.path.display().to_string())).collect()
+}
+
+#[test]
+fn the_database_invariant_holds_on_the_roots_the_real_dpkg_leaves_before_and_after_the_upgrade() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (db, old_root, new_root) = dpkg_roots(dir.path());
+    // The pair is what the scenario promises: versions in dpkg's order, a conffile, a dropped file.
+    assert_eq!(db.package, "crashy");
+    assert_eq!((db.old.version.as_str(), db.new.version.as_str()), ("1.0~older", "1.0"));
+    let r = run(Command::new("dpkg").args(["--compare-versions", "1.0~older", "lt", "1.0"]));
+    assert_eq!(r.code, 0);
+    let conffile = Path::new(database::CONFFILE);
+    assert!(db.old.conffiles.contains(conffile) && db.new.conffiles.contains(conffile));
+    assert!(db.old.tree.0.contains_key(Path::new(database::DROPPED)));
+    assert!(!db.new.tree.0.contains_key(Path::new(database::DROPPED)));
+    let pending = PathBuf::from(format!("{}.dpkg-new", database::CONFFILE));
+    assert_eq!(db.new_tree().get(&pending), db.new.tree.get(conffile));
+    assert_eq!(db.new_tree().get(conffile), db.old.tree.get(conffile));
+    assert_ne!(db.old.tree.get(conffile), db.new.tree.get(conffile));
+
+    // Old: the older version configured by dpkg.
+    let found = database::check(&old_root, &db, 0);
+    assert!(found.is_empty(), "old state: {found:#?}");
+    // New: dpkg --unpack of the newer version over it.
+    assert!(new_root.join(&pending).exists() && !new_root.join(database::DROPPED).exists());
+    let found = database::check(&new_root, &db, 0);
+    assert!(found.is_empty(), "new state: {found:#?}");
+}
+
+#[test]
+fn the_database_invariant_names_what_a_doctored_root_breaks() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (db, old_root, new_root) = dpkg_roots(dir.path());
+    let file = "usr/share/crashy/d1/f05";
+    let list = format!("var/lib/dpkg/info/{}.list", db.package);
+    let pending = format!("{}.dpkg-new", database::CONFFILE);
+    type Doctor = fn(&Path, &Path, &str, &str);
+    let cases: [(&str, Doctor, Vec<(&str, &str)>); 5] = [
+        ("a listed file missing", |root, _, file, _| std::fs::remove_file(root.join(file)).unwrap(), vec![("db-tree", file)]),
+        ("a file with another md5sum", |root, _, file, _| std::fs::write(root.join(file), "other bytes").unwrap(), vec![("db-tree", file)]),
+        (
+            "the status says the newer version, the list is the older one's",
+            |root, old_root, _, list| {
+                std::fs::copy(old_root.join(list), root.join(list)).unwrap();
+            },
+            // dpkg --verify, reading the older list, misses the dropped file.
+            vec![("half-registered", list.as_str()), ("db-tree", database::DROPPED)],
+        ),
+        (
+            "a .dpkg-new with the wrong content",
+            |root, _, _, _| std::fs::write(root.join(format!("{}.dpkg-new", database::CONFFILE)), "edited\n").unwrap(),
+            vec![("db-tree", pending.as_str())],
+        ),
+        (
+            "the status says the newer version is installed",
+            |root, _, _, _| {
+                let status = root.join("var/lib/dpkg/status");
+                let text = std::fs::read_to_string(&status).unwrap().replace("install ok unpacked", "install ok installed");
+                std::fs::write(status, text).unwrap();
+            },
+            vec![("half-registered", "var/lib/dpkg/status")],
+        ),
+    ];
+    for (i, (what, doctor, want)) in cases.into_iter().enumerate() {
+        let root = copy_root(&new_root, dir.path(), &format!("doctored-{i}"));
+        doctor(&root, &old_root, file, &list);
+        let found = database::check(&root, &db, 7);
+        let got = kinds_and_paths(&found);
+        let want: Vec<(&str, String)> = want.into_iter().map(|(k, p)| (k, p.to_string())).collect();
+        // Each expected violation is there, and nothing of another kind or path.
+        for w in &want {
+            assert!(got.contains(w), "{what}: no {w:?} in {found:#?}");
+        }
+        assert!(got.iter().all(|g| want.contains(g)), "{what}: {found:#?}");
+        assert!(found.iter().all(|v| v.state == 7), "{what}");
+    }
+
+    // dpkg --verify is one of the judges: a missing file is named by it too.
+    let root = copy_root(&new_root, dir.path(), "missing");
+    std::fs::remove_file(root.join(file)).unwrap();
+    let found = database::check(&root, &db, 0);
+    assert!(found.iter().any(|v| v.found.to_string().starts_with("dpkg --verify: missing")), "{found:#?}");
+    // The status is dpkg's: with the records in updates/ it has not merged yet (here, what dpkg
+    // journals as it starts to unpack the newer version over a configured older one).
+    let root = copy_root(&old_root, dir.path(), "journaled");
+    let record = format!(
+        "Package: {}\nStatus: install reinstreq half-installed\nVersion: {}\nConfig-Version: {}\nArchitecture: all\nMaintainer: t <t@example.org>\nDescription: x\n",
+        db.package, db.new.version, db.old.version
+    );
+    std::fs::write(root.join("var/lib/dpkg/updates/0000"), record).unwrap();
+    let found = database::check(&root, &db, 0);
+    assert_eq!(kinds_and_paths(&found), [("half-registered", "var/lib/dpkg/status".to_string())], "{found:#?}");
+    assert!(found[0].found.to_string().contains("half-installed"), "{found:#?}");
+    // dpkg --audit is the other: a package the transaction does not know of, left half
+    // installed, is named by it.
+    for (root, name) in [(&old_root, "old-audited"), (&new_root, "new-audited")] {
+        let root = copy_root(root, dir.path(), name);
+        let status = root.join("var/lib/dpkg/status");
+        let mut text = std::fs::read_to_string(&status).unwrap();
+        text.push_str("\nPackage: bystander\nStatus: install reinstreq half-installed\nVersion: 1\nArchitecture: all\nMaintainer: t <t@example.org>\nDescription: x\n");
+        std::fs::write(&status, text).unwrap();
+        let found = database::check(&root, &db, 0);
+        assert_eq!(kinds_and_paths(&found), [("db-audit", "var/lib/dpkg".to_string())], "{name}: {found:#?}");
+        assert!(found[0].found.to_string().contains("bystander"), "{found:#?}");
+    }
+}
+
+/// Awaits the engine's database mode: until `unpack` writes dpkg's database, its upgrade in a
+/// root with one overwrites the conffile and keeps the dropped file, which this cell reports.
+#[test]
+fn an_upgrade_db_cell_of_fsync_finds_no_violation_of_the_files_or_the_database() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let package = small_package(dir.path());
+    let args = ["-s", "fsync", "--fs", "ext4", "-o", "defaults", "--scenario", "upgrade-db", "--states", "30", "--seed", "3"];
+    let (json, _out) = crash_json(&args, &package);
+    let cell = &cells(&json)[0];
+    assert_eq!(cell["id"], "ext4/defaults/upgrade-db/fsync");
+    assert_eq!(cell["error"], Value::Null, "{cell}");
+    assert_eq!(cell["states_recovered"], cell["states"], "{cell}");
+    assert!(cell["states"].as_u64().unwrap() > 0);
+    let violations = cell["violations"].as_array().unwrap();
+    assert!(violations.is_empty(), "{violations:#?}");
 }

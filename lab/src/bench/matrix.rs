@@ -273,7 +273,7 @@ fn prepare_workloads(config: &Config, scratch: &std::path::Path) -> Result<Vec<W
             old_packages: Vec::new(),
         });
     }
-    if config.scenarios.contains(&Scenario::Upgrade) {
+    if config.scenarios.iter().any(|s| matches!(s, Scenario::Upgrade | Scenario::UpgradeDb)) {
         for workload in &mut workloads {
             workload.old_packages =
                 workload.packages.iter().map(|p| make_old_version(&p.path, scratch)).collect::<Result<_>>()?;

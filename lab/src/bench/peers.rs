@@ -23,6 +23,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+/// dpkg's admin directory, relative to the root.
+pub const ADMIN_DIR: &str = "var/lib/dpkg";
+
 /// A peer unpacker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -75,10 +78,7 @@ impl Peer {
     /// Makes `root` ready for this peer (untimed): dpkg's admin directory.
     pub fn prepare_root(self, root: &Path) -> io::Result<()> {
         if matches!(self, Peer::Dpkg | Peer::DpkgUnsafe) {
-            let admin = root.join("var/lib/dpkg");
-            fs::create_dir_all(admin.join("updates"))?;
-            fs::create_dir_all(admin.join("info"))?;
-            fs::write(admin.join("status"), b"")?;
+            make_admin_dir(root)?;
         }
         Ok(())
     }
@@ -133,6 +133,40 @@ fn each_package(packages: &[PathBuf], one: impl Fn(&Path) -> io::Result<Output>)
         last = Some(out);
     }
     last.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no package given"))
+}
+
+/// Makes dpkg's admin directory under `root` (`var/lib/dpkg` with `updates/`, `info/` and a
+/// `status` file), keeping the database a scenario installed there already.
+pub fn make_admin_dir(root: &Path) -> io::Result<()> {
+    let admin = root.join(ADMIN_DIR);
+    fs::create_dir_all(admin.join("updates"))?;
+    fs::create_dir_all(admin.join("info"))?;
+    fs::OpenOptions::new().write(true).create(true).truncate(false).open(admin.join("status")).map(drop)
+}
+
+/// Installs and configures `packages` in `root` with the real dpkg (`--unpack`, then
+/// `--configure -a`, dependencies not checked): a root whose database says they are installed,
+/// exactly as dpkg leaves it. Untimed preparation, never a measured run.
+pub fn install_configured(packages: &[PathBuf], root: &Path) -> io::Result<()> {
+    make_admin_dir(root)?;
+    let mut root_arg = std::ffi::OsString::from("--root=");
+    root_arg.push(root);
+    for action in [&["--unpack"][..], &["--configure", "-a"][..]] {
+        let args = if action[0] == "--unpack" { packages } else { &[] };
+        let out = Command::new("dpkg")
+            .arg(&root_arg)
+            .args(["--force-depends", "--no-triggers"])
+            .args(action)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()?;
+        if !out.status.success() {
+            let said = String::from_utf8_lossy(&out.stderr);
+            let code = out.status.code().unwrap_or(-1);
+            return Err(io::Error::other(format!("dpkg {} exited {code}: {}", action.join(" "), said.trim())));
+        }
+    }
+    Ok(())
 }
 
 /// `dpkg-deb --fsys-tarfile PKG > /dev/null`.

@@ -1,5 +1,6 @@
 //! What the root holds before a measured run: nothing (`install`), or an installed copy of the
-//! same paths with other contents (`upgrade`).
+//! same paths with other contents (`upgrade`), or that copy installed and configured by dpkg in
+//! a root with dpkg's database (`upgrade-db`: the tool under test upgrades a database too).
 //!
 //! Why upgrade matters: replacing files is where atomicity costs most (the old content must
 //! survive until the new one is durable), and filesystems treat a rename over an existing file
@@ -21,17 +22,22 @@ use std::process::Command;
 pub enum Scenario {
     Install,
     Upgrade,
+    /// An upgrade in a root with dpkg's database, the older version installed and configured by
+    /// dpkg (`unpack-crashtest` adds a conffile and a file the newer version drops).
+    #[serde(rename = "upgrade-db")]
+    UpgradeDb,
 }
 
 impl Scenario {
     /// Every scenario, in the order the tables show them.
-    pub const ALL: [Scenario; 2] = [Scenario::Install, Scenario::Upgrade];
+    pub const ALL: [Scenario; 3] = [Scenario::Install, Scenario::Upgrade, Scenario::UpgradeDb];
 
     /// The name users type.
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Install => "install",
             Scenario::Upgrade => "upgrade",
+            Scenario::UpgradeDb => "upgrade-db",
         }
     }
 
@@ -41,6 +47,7 @@ impl Scenario {
         match self {
             Scenario::Install => Ok(()),
             Scenario::Upgrade => engine.install_unsafely(old, root),
+            Scenario::UpgradeDb => super::peers::install_configured(old, root).map_err(Error::io(root)),
         }
     }
 }
@@ -52,7 +59,7 @@ impl std::str::FromStr for Scenario {
         Scenario::ALL
             .into_iter()
             .find(|c| c.name() == s)
-            .ok_or_else(|| format!("unknown scenario '{s}' (known: install, upgrade)"))
+            .ok_or_else(|| format!("unknown scenario '{s}' (known: install, upgrade, upgrade-db)"))
     }
 }
 
@@ -111,6 +118,39 @@ mod tests {
         for len in [0u64, 1, 2, 3, 4, 5, 100, 4096, 1 << 20] {
             assert_ne!(old_content(len).len() as u64, len, "{len}");
         }
+    }
+
+    /// The upgrade-db preparation leaves the old copy installed and configured in dpkg's
+    /// database, which the dpkg peer's own preparation keeps and its run upgrades.
+    #[test]
+    fn upgrade_db_installs_the_old_copy_with_dpkg_and_the_dpkg_peer_upgrades_it() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: dpkg --root installs as root");
+            return;
+        }
+        use super::super::peers::{install_configured, Peer};
+        let dir = tempfile::tempdir().unwrap();
+        let deb = super::super::synthetic::Spec { files: 3, size: 100 }.generate(dir.path()).unwrap();
+        let old = make_old_version(&deb, dir.path()).unwrap();
+        let root = dir.path().join("root");
+        fs::create_dir(&root).unwrap();
+        let status = || {
+            let out = Command::new("dpkg-query")
+                .arg(format!("--root={}", root.display()))
+                .args(["--showformat=${Status}", "--show", "synthetic-3-100"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        install_configured(&[old], &root).unwrap();
+        assert_eq!(status(), "install ok installed");
+        Peer::Dpkg.prepare_root(&root).unwrap();
+        assert_eq!(status(), "install ok installed", "the peer's preparation keeps the database");
+        let out = Peer::Dpkg.run(&[deb], &root).unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(status(), "install ok unpacked");
+        let f = root.join("usr/share/synthetic-3-100/d0000/f0000001");
+        assert_eq!(fs::metadata(f).unwrap().len(), 100, "the new content");
     }
 
     #[test]

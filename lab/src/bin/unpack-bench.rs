@@ -29,7 +29,8 @@ How the numbers are made (fairness rules):
     --force-not-root --force-depends --no-triggers, which keep it to the unpack.
   - A run that fails counts as failed in the table, never as a time.
   - The upgrade scenario first installs a rewritten copy of the package (same paths, other
-    contents) with `unpack -s none` and a sync, untimed.";
+    contents) with `unpack -s none` and a sync, untimed; upgrade-db installs and configures it
+    with dpkg in a root with dpkg's database instead, so that every tool upgrades a database.";
 
 /// The benchmark matrix: our durability strategies and peers (dpkg, tar) x filesystems x mount
 /// options x page cache x scenario -> seconds until exit and until the data is stable.
@@ -65,7 +66,8 @@ struct Args {
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "warm")]
     cache: Vec<Cache>,
 
-    /// install (into an empty root), upgrade (over an installed copy with other contents).
+    /// install (into an empty root), upgrade (over an installed copy with other contents),
+    /// upgrade-db (the same copy installed by dpkg, in a root with dpkg's database).
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "install")]
     scenario: Vec<Scenario>,
 

@@ -22,7 +22,10 @@ fsck'ed. Invariants, per path of the package:
   2. in a state a crash after the unpacker's exit can leave: new content (not-durable);
   3. after `unpack --recover ROOT` on the state: each package entirely old or entirely new
      (mixed, recover-failed);
-  4. the state mounts and fsck is clean (reported apart: it points at the filesystem).
+  4. with dpkg's database (upgrade-db), after recovery: the package registered entirely as
+     one version, the tree that version's as dpkg leaves it (conffiles as NAME.dpkg-new), and
+     `dpkg --audit` listing it as unpacked or nothing (half-registered, db-tree, db-audit);
+  5. the state mounts and fsck is clean (reported apart: it points at the filesystem).
 Needs root (loop devices, FUSE, mounts).";
 
 /// The data-safety matrix: strategies x filesystems x mount options x scenario -> crash states
@@ -48,7 +51,9 @@ struct Args {
     #[arg(short = 'o', long = "mount-options", value_name = "SET")]
     option_sets: Vec<String>,
 
-    /// install (into an empty root), upgrade (over an older version the tool makes).
+    /// install (into an empty root), upgrade (over an older version the tool makes),
+    /// upgrade-db (the same with a conffile and a dropped file, in a root with dpkg's database
+    /// where dpkg installed and configured the older version).
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "install,upgrade")]
     scenario: Vec<Scenario>,
 

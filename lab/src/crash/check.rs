@@ -13,6 +13,9 @@
 //!    entirely old but for new directories still there (a roll-back that did not know them), they
 //!    are `leftover-dirs`; otherwise the paths on the side fewer paths took are `mixed`; a
 //!    recovery that fails is `recover-failed`;
+//! 4. in a root with dpkg's database (the `upgrade-db` scenario), after recovery too: the
+//!    database registers the package entirely as one version and the tree is that version's
+//!    (`half-registered`, `db-tree`, `db-audit`: see [`super::database`]);
 //!
 //! and, apart from them, because it points at the filesystem rather than at the unpacker: the
 //! state mounts, and fsck (`e2fsck -fn`, `xfs_repair -n`, `btrfs check --readonly`) finds
@@ -44,11 +47,14 @@ pub enum Kind {
     LeftoverDirs,
     Mixed,
     RecoverFailed,
+    HalfRegistered,
+    DbTree,
+    DbAudit,
 }
 
 impl Kind {
     /// Every kind, in the order the reports list them.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 10] = [
         Kind::ZeroLength,
         Kind::Torn,
         Kind::LostOld,
@@ -56,6 +62,9 @@ impl Kind {
         Kind::LeftoverDirs,
         Kind::Mixed,
         Kind::RecoverFailed,
+        Kind::HalfRegistered,
+        Kind::DbTree,
+        Kind::DbAudit,
     ];
 
     /// The name the reports use.
@@ -68,6 +77,9 @@ impl Kind {
             Kind::LeftoverDirs => "leftover-dirs",
             Kind::Mixed => "mixed",
             Kind::RecoverFailed => "recover-failed",
+            Kind::HalfRegistered => "half-registered",
+            Kind::DbTree => "db-tree",
+            Kind::DbAudit => "db-audit",
         }
     }
 }
@@ -84,6 +96,9 @@ pub struct Expected<'a> {
     /// The `unpack` binary, and the strategy it recovers with (the cell's).
     pub unpack: &'a Path,
     pub strategy: &'a str,
+    /// The package pair whose database the root keeps (the `upgrade-db` scenario): after
+    /// recovery, [`super::database::check`] runs too.
+    pub database: Option<&'a super::database::Db>,
 }
 
 /// One path of one state that broke an invariant.
@@ -153,6 +168,9 @@ pub fn check_state(
                     intent: root.join(STATE_DIR).join(INTENT).exists(),
                 };
                 outcome.violations.extend(recover(&root, expected, id));
+                if let Some(db) = expected.database {
+                    outcome.violations.extend(super::database::check(&root, db, id));
+                }
                 outcome.recovered = true;
                 let at = mounted.path().to_path_buf();
                 if let Err(e) = mounted.unmount() {
@@ -180,20 +198,19 @@ fn mount_options(fstype: &str) -> &'static str {
     }
 }
 
-/// What each path of the package holds under `root`: (path, old, new, found).
+/// What each path of either version holds under `root`: (path, old, new, found).
 fn survey(root: &Path, expected: &Expected<'_>) -> Vec<(PathBuf, Content, Content, Content)> {
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let root = rustix::fs::open(root, flags, Mode::empty()).map_err(|e| format!("{}: {e}", root.display()));
-    expected
-        .new
-        .0
-        .iter()
-        .map(|(path, new)| {
+    let paths: std::collections::BTreeSet<&PathBuf> = expected.old.0.keys().chain(expected.new.0.keys()).collect();
+    paths
+        .into_iter()
+        .map(|path| {
             let found = match &root {
                 Ok(root) => probe(root, path),
                 Err(e) => Content::Other(format!("unreadable root: {e}")),
             };
-            (path.clone(), expected.old.get(path), new.clone(), found)
+            (path.clone(), expected.old.get(path), expected.new.get(path), found)
         })
         .collect()
 }
@@ -265,7 +282,7 @@ fn one_side(survey: &[(PathBuf, Content, Content, Content)]) -> Vec<(usize, Kind
     sides.into_iter().filter(|i| if new_side { !is_new(i) } else { !is_old(i) }).map(|i| (i, Kind::Mixed)).collect()
 }
 
-fn violation(
+pub(super) fn violation(
     state: usize,
     path: &Path,
     kind: Kind,
@@ -301,7 +318,7 @@ pub fn classify(old: &Content, new: &Content, found: &Content, after_returned: b
 }
 
 /// What `path` holds under `root`, looked up without ever leaving it.
-fn probe(root: &OwnedFd, path: &Path) -> Content {
+pub(super) fn probe(root: &OwnedFd, path: &Path) -> Content {
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let Some(name) = path.file_name() else { return Content::Other("no file name".into()) };
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;

@@ -15,11 +15,13 @@
 //! ```
 //!
 //! What the old and new contents are comes from the packages ([`expect`]), the older version
-//! from [`older`]. This module must never trust a tree the unpacker wrote to say what is
+//! from [`older`]; for `upgrade-db`, from the package pair and what dpkg makes of it
+//! ([`database`], which also checks the database). This module must never trust a tree the unpacker wrote to say what is
 //! right, never build a state on an image that was mounted since mkfs, and never leave a
 //! mount, loop device or FUSE mount behind.
 
 pub mod check;
+pub mod database;
 pub mod expect;
 pub mod image;
 pub mod older;
@@ -202,8 +204,16 @@ pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matr
         Tree::default()
     };
     let empty = Tree::default();
-    let bytes: u64 = [&new, &old]
-        .iter()
+    let db = if config.scenarios.contains(&Scenario::UpgradeDb) {
+        let (older, newer) = database::write_pair(&config.package, work.path())?;
+        Some((database::Db::of_debs(&older, &newer)?, older, newer))
+    } else {
+        None
+    };
+    let db_trees = db.as_ref().map(|(db, _, _)| (db.old_tree(), db.new_tree()));
+    let bytes: u64 = [Some(&new), Some(&old), db_trees.as_ref().map(|t| &t.0), db_trees.as_ref().map(|t| &t.1)]
+        .into_iter()
+        .flatten()
         .flat_map(|t| t.0.values())
         .map(|c| if let Content::File { len, .. } = c { *len } else { 0 })
         .sum();
@@ -224,16 +234,20 @@ pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matr
                     let settle = config.settle.unwrap_or_else(|| record::default_settle(fs, options));
                     let mut cell = CellResult::new(fs, options, scenario, strategy, settle, disk_bytes);
                     let dir = work.path().join(format!("cell-{index}"));
-                    let (older, old) = match scenario {
-                        Scenario::Install => (None, &empty),
-                        Scenario::Upgrade => (Some(older_deb.as_path()), &old),
+                    let (package, older, old, new, database) = match (scenario, &db, &db_trees) {
+                        (Scenario::UpgradeDb, Some((db, older, newer)), Some((old, new))) => {
+                            (newer.as_path(), Some(older.as_path()), old, new, Some(db))
+                        }
+                        (Scenario::Upgrade, ..) => (config.package.as_path(), Some(older_deb.as_path()), &old, &new, None),
+                        _ => (config.package.as_path(), None, &empty, &new, None),
                     };
                     let setup = record::Setup {
                         fstype: fs,
                         options,
                         strategy,
-                        package: &config.package,
+                        package,
                         older,
+                        database: database.is_some(),
                         unpack: &config.unpack,
                         settle,
                         disk_bytes,
@@ -241,11 +255,12 @@ pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matr
                     };
                     let expected = Expected {
                         old,
-                        new: &new,
+                        new,
                         root: Path::new(record::ROOT_DIR),
                         fstype: fs,
                         unpack: &config.unpack,
                         strategy,
+                        database,
                     };
                     let ran = run_cell(config, index, &setup, &expected, &mut cell);
                     let _ = std::fs::remove_dir_all(&dir);

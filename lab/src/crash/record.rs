@@ -2,7 +2,8 @@
 //! write and flush, with marks at the moments that matter.
 //!
 //! The run, in order: mkfs and mount on the disk; a `root` directory; for an upgrade, the older
-//! version installed with `unpack -s none`; syncfs; mark `start`; the real `unpack` binary with
+//! version installed with `unpack -s none` (for `upgrade-db`, installed and configured by the
+//! real dpkg in a new admin directory, which puts the engine in its database mode); syncfs; mark `start`; the real `unpack` binary with
 //! the strategy under test; mark `returned`; the settle time, while the filesystem runs on by
 //! itself (periodic journal commits, writeback); mark `settled`; unmount; stop the disk. The
 //! log is everything [`super::states`] needs.
@@ -36,8 +37,11 @@ pub struct Setup<'a> {
     pub options: &'a str,
     pub strategy: &'a str,
     pub package: &'a Path,
-    /// The older version to install first (the upgrade scenario).
+    /// The older version to install first (the upgrade scenarios).
     pub older: Option<&'a Path>,
+    /// The root keeps dpkg's database: the older version is installed and configured by the
+    /// real dpkg (`upgrade-db`) rather than by `unpack -s none`.
+    pub database: bool,
     /// The `unpack` binary.
     pub unpack: &'a Path,
     pub settle: Duration,
@@ -77,8 +81,10 @@ fn run_on(disk: &VDisk, setup: &Setup<'_>) -> Result<(), CrashError> {
     let fs = disk.scratch_fs(setup.fstype, &setup.dir.join("mnt"), setup.options)?;
     let root = fs.path().join(ROOT_DIR);
     std::fs::create_dir(&root).map_err(|source| CrashError::Io { path: root.clone(), what: "creating", source })?;
-    if let Some(older) = setup.older {
-        unpack(setup.unpack, "none", older, &root)?;
+    match setup.older {
+        Some(older) if setup.database => install_with_dpkg(older, &root)?,
+        Some(older) => unpack(setup.unpack, "none", older, &root)?,
+        None => {}
     }
     syncfs(&root)?;
     disk.mark(super::states::MARK_START)?;
@@ -123,6 +129,15 @@ fn unpack(bin: &Path, strategy: &str, package: &Path, root: &Path) -> Result<(),
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stderr).trim()
         ),
+    })
+}
+
+/// Makes dpkg's admin directory in `root` and installs `package` there as dpkg does:
+/// `dpkg --unpack`, then `dpkg --configure -a`, so that the old state is exactly dpkg's.
+pub fn install_with_dpkg(package: &Path, root: &Path) -> Result<(), CrashError> {
+    crate::bench::peers::install_configured(&[package.to_path_buf()], root).map_err(|e| CrashError::Tool {
+        path: "dpkg".into(),
+        reason: format!("installing {} in {}: {e}", package.display(), root.display()),
     })
 }
 

@@ -29,7 +29,8 @@ pub fn markdown(m: &Matrix) -> String {
         "Each cell: states with a violation / crash states checked (at most {} per cell, seed {}), and for \
          each kind of violation seen, the number of states showing it. Kinds: zero-length, torn, lost-old \
          (invariant 1: old or new), not-durable (2: new after exit 0), leftover-dirs, mixed, recover-failed (3: \
-         entirely old or entirely new after `unpack --recover`).\n",
+         entirely old or entirely new after `unpack --recover`), half-registered, db-tree, db-audit (4, with \
+         dpkg's database: the database and the tree agree on one version after recovery).\n",
         m.states_per_cell, m.seed
     );
     let mut filesystems: Vec<&str> = Vec::new();
