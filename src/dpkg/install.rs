@@ -208,7 +208,15 @@ impl Database {
             (entry.uid, entry.gid, entry.mode) = (uid, gid, mode);
         }
         if let Kind::Hardlink { target: link } = &mut entry.kind {
-            if let Some(to) = inc.written_as.get(&list_path(link)) {
+            let link_listed = list_path(link);
+            // A hard link has its target's content: dpkg lists its md5 too.
+            if let Some(sums) = inc.md5sums.as_mut() {
+                if let Some((md5, _)) = sums.iter().rev().find(|(_, p)| *p == link_listed) {
+                    let md5 = md5.clone();
+                    sums.push((md5, listed.clone()));
+                }
+            }
+            if let Some(to) = inc.written_as.get(&link_listed) {
                 *link = relative(to);
             }
         }
