@@ -115,6 +115,11 @@ pub enum Error {
     #[error("{}: stopped by signal {signal} before any rename; removed the temporary files, the root is as it was", escape(.root))]
     Interrupted { signal: i32, root: PathBuf },
 
+    /// A maintainer script failed (database mode): `what` is the package, the script and its
+    /// arguments, and what was done about it.
+    #[error("maintainer script failed: {what}")]
+    Script { what: String },
+
     /// Something failed once the journal was on disk (a rename refused, a directory's fsync):
     /// the transaction cannot be rolled back any more, only finished, and the person must be
     /// told how. Its exit code is its cause's.
@@ -128,7 +133,7 @@ impl Error {
         match self {
             Error::BadPackage { .. } => ExitCode::BadPackage,
             Error::Root { .. } => ExitCode::RootIo,
-            Error::Conflict { .. } => ExitCode::Failure,
+            Error::Conflict { .. } | Error::Script { .. } => ExitCode::Failure,
             Error::Locked { .. } => ExitCode::Locked,
             Error::Usage(_) => ExitCode::Usage,
             Error::Interrupted { signal, .. } if *signal == libc::SIGINT => ExitCode::Interrupted,

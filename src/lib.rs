@@ -104,11 +104,16 @@ pub struct Options {
     /// dpkg's admin directory, inside the root; `None`: `ROOT/var/lib/dpkg` if it has a
     /// `status` file (database mode), else no database (an extraction).
     pub admindir: Option<PathBuf>,
+    /// Database mode: run the unpack phase's maintainer scripts (`--no-scripts` turns it off).
+    pub scripts: bool,
+    /// Maintainer scripts write their standard output to standard error (the caller prints
+    /// JSON on standard output).
+    pub scripts_stdout_to_stderr: bool,
 }
 
 impl Options {
     pub fn new(strategy: Arc<dyn Strategy>) -> Options {
-        Options { strategy, wait: false, progress: None, stop: None, admindir: None }
+        Options { strategy, wait: false, progress: None, stop: None, admindir: None, scripts: true, scripts_stdout_to_stderr: false }
     }
 }
 
@@ -147,30 +152,34 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
     if let Some(db) = &database {
         tx.set_admin(db.admin_rel());
     }
-    let (sender, receiver) = std::sync::mpsc::sync_channel(pipeline::QUEUE);
-    let progress = options.progress.as_deref();
-    std::thread::scope(|s| {
-        let reader = s.spawn(move || pipeline::read(packages, sender, progress));
-        // Returning drops the receiver, which stops a reader still sending.
-        let written = write_all(&mut tx, receiver, &mut reports, database.as_mut());
-        // Joined here, not left to the scope, which waits only for the closure to return: the
-        // thread would still be running its thread-local destructors after unpack() returned
-        // (LeakSanitizer, in the fuzzer, caught one such moment).
-        if let Err(panic) = reader.join() {
-            std::panic::resume_unwind(panic);
+    if let Some(db) = database.as_mut().filter(|_| options.scripts) {
+        db.run_scripts(root, options.scripts_stdout_to_stderr);
+    }
+    // Until the journal is on disk a failure rolls the transaction back, and the maintainer
+    // scripts that ran are unwound (database mode).
+    let prepared = write_phase(&mut tx, packages, options, &mut reports, database.as_mut());
+    let names: Vec<String> = reports.iter().map(|r: &report::PackageReport| format!("{} {}", r.name, r.version)).collect();
+    let extract_s = started.elapsed().as_secs_f64();
+    let committed = prepared.and_then(|()| commit::commit(&mut tx, &names));
+    let times = match committed {
+        Ok(times) => times,
+        Err(e) => {
+            let committed = matches!(e, Error::Unfinished { .. });
+            drop(tx);
+            if let (Some(db), false) = (database.as_mut(), committed) {
+                db.unwind_all();
+                record(&mut root_handle, db, options, &calls, |db, tx| db.failure_state(tx))?;
+            }
+            return Err(e);
         }
-        written
-    })?;
-    // Held to the end of the call: the database's locks go with it.
-    if let Some(db) = &database {
-        for (report, db) in reports.iter_mut().zip(db.finish(&mut tx)?) {
-            report.database = Some(db);
+    };
+    drop(tx);
+    if let Some(db) = database.as_mut() {
+        if let Some((failed, e)) = db.after_commit()? {
+            record(&mut root_handle, db, options, &calls, |db, tx| db.postrm_failure_state(&failed, tx).map(|()| true))?;
+            return Err(e);
         }
     }
-    let extract_s = started.elapsed().as_secs_f64();
-    let names: Vec<String> = reports.iter().map(|r: &report::PackageReport| format!("{} {}", r.name, r.version)).collect();
-    let times = commit::commit(&mut tx, &names)?;
-    drop(tx);
     let phases = report::Phases {
         extract_s,
         barrier_s: times.barrier_s,
@@ -190,6 +199,56 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
     })
 }
 
+/// After a maintainer script's failure: dpkg's database as `write` makes it (true: something to
+/// write), in a transaction of its own.
+fn record(
+    root: &mut root::Root,
+    db: &dpkg::install::Database,
+    options: &Options,
+    calls: &syscalls::Syscalls,
+    write: impl FnOnce(&dpkg::install::Database, &mut extract::Transaction<'_>) -> Result<bool>,
+) -> Result<()> {
+    let state = root.state_dir()?;
+    let mut tx = extract::Transaction::new(root, state, options.strategy.as_ref(), calls, None)?;
+    tx.set_admin(db.admin_rel());
+    if write(db, &mut tx)? {
+        commit::commit(&mut tx, &["dpkg's database after a maintainer script failed".to_string()])?;
+    }
+    Ok(())
+}
+
+/// The write phase: the reader thread and the writer, then what database mode adds before the
+/// commit (the database files, the old scripts kept aside).
+fn write_phase(
+    tx: &mut extract::Transaction<'_>,
+    packages: &[PathBuf],
+    options: &Options,
+    reports: &mut Vec<report::PackageReport>,
+    mut database: Option<&mut dpkg::install::Database>,
+) -> Result<()> {
+    let (sender, receiver) = std::sync::mpsc::sync_channel(pipeline::QUEUE);
+    let progress = options.progress.as_deref();
+    std::thread::scope(|s| {
+        let reader = s.spawn(move || pipeline::read(packages, sender, progress));
+        // Returning drops the receiver, which stops a reader still sending.
+        let written = write_all(tx, receiver, reports, database.as_deref_mut());
+        // Joined here, not left to the scope, which waits only for the closure to return: the
+        // thread would still be running its thread-local destructors after unpack() returned
+        // (LeakSanitizer, in the fuzzer, caught one such moment).
+        if let Err(panic) = reader.join() {
+            std::panic::resume_unwind(panic);
+        }
+        written
+    })?;
+    if let Some(db) = database {
+        for (report, db) in reports.iter_mut().zip(db.finish(tx)?) {
+            report.database = Some(db);
+        }
+        db.before_commit()?;
+    }
+    Ok(())
+}
+
 /// The writing half: takes what the reader thread sends and writes it into the transaction.
 fn write_all(
     tx: &mut extract::Transaction<'_>,
@@ -205,6 +264,7 @@ fn write_all(
             Message::Package { index, path, control } => {
                 if let Some(db) = database.as_deref_mut() {
                     db.begin(&path, &control)?;
+                    db.before_files()?;
                 }
                 reports.push(report::PackageReport::new(control.control));
                 package = Some((index, path));

@@ -42,6 +42,8 @@ pub struct DatabaseReport {
     pub replaced: Vec<String>,
     /// Of those, the ones left with no file, gone from the database as dpkg makes them go.
     pub disappeared: Vec<String>,
+    /// The unpack phase's maintainer scripts ran (false with `--no-scripts`).
+    pub scripts_run: bool,
 }
 
 impl PackageReport {
@@ -121,6 +123,9 @@ impl DatabaseReport {
         }
         if !self.replaced.is_empty() {
             parts.push(format!("took files of {}", self.replaced.iter().map(|n| escape(n).to_string()).collect::<Vec<_>>().join(", ")));
+        }
+        if !self.scripts_run {
+            parts.push("its unpack-phase maintainer scripts did not run (--no-scripts)".into());
         }
         if !self.disappeared.is_empty() {
             parts.push(format!("{} disappeared", self.disappeared.iter().map(|n| escape(n).to_string()).collect::<Vec<_>>().join(", ")));

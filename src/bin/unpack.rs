@@ -72,6 +72,11 @@ struct Cli {
     #[arg(long, value_name = "DIR")]
     admindir: Option<PathBuf>,
 
+    /// Database mode: do not run the maintainer scripts of the unpack phase (image builders
+    /// that configure later); packages are still recorded `install ok unpacked`.
+    #[arg(long)]
+    no_scripts: bool,
+
     /// Print the strategies with what each guarantees, and exit.
     #[arg(long)]
     list_strategies: bool,
@@ -106,6 +111,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let mut options = unpack::Options::new(durability::by_name(&cli.strategy, jobs)?);
     options.wait = cli.wait;
     options.admindir = cli.admindir.clone();
+    options.scripts = !cli.no_scripts;
+    options.scripts_stdout_to_stderr = cli.json;
     unpack::interrupt::install();
     options.stop = Some(Arc::new(unpack::interrupt::pending));
     if cli.recover {

@@ -45,26 +45,31 @@ pub enum Action {
 }
 
 /// A package of the call.
-struct Incoming {
-    control: Stanza,
-    archive: ControlArchive,
-    name: String,
-    arch: String,
-    multi_arch_same: bool,
+pub(super) struct Incoming {
+    pub(super) control: Stanza,
+    pub(super) archive: ControlArchive,
+    pub(super) name: String,
+    pub(super) arch: String,
+    pub(super) multi_arch_same: bool,
     /// The installed package it upgrades (or whose config files it finds), by index.
-    old: Option<usize>,
-    conffiles: Vec<PathBuf>,
-    replaces: Vec<Relation>,
+    pub(super) old: Option<usize>,
+    pub(super) conffiles: Vec<PathBuf>,
+    pub(super) replaces: Vec<Relation>,
     /// The package's paths as dpkg lists them, in archive order.
-    list: Vec<PathBuf>,
-    listed: HashSet<PathBuf>,
+    pub(super) list: Vec<PathBuf>,
+    pub(super) listed: HashSet<PathBuf>,
     /// What each archive path was written as, when not itself (diverted, `.dpkg-new`): for
     /// hard links to such files.
-    written_as: HashMap<PathBuf, PathBuf>,
+    pub(super) written_as: HashMap<PathBuf, PathBuf>,
     /// Computed while writing when the package has no md5sums member.
-    md5sums: Option<Vec<(String, PathBuf)>>,
+    pub(super) md5sums: Option<Vec<(String, PathBuf)>>,
     /// Paths taken over from other installed packages, by their index.
-    taken: Vec<(usize, PathBuf)>,
+    pub(super) taken: Vec<(usize, PathBuf)>,
+    /// The calls that undo what its scripts did so far, in order (Policy 6.6's error
+    /// unwinding), for when the call fails before its commit.
+    pub(super) unwind: Vec<super::phase::Call>,
+    /// One of its scripts ran (database mode records a failure then, as dpkg does).
+    pub(super) scripts_ran: bool,
 }
 
 /// A root's admin directory found and locked with dpkg's locks, for the whole call: before
@@ -88,16 +93,23 @@ impl Locked {
     /// Reads the database.
     pub fn read(self, root: &mut Root) -> Result<Database> {
         let installed = self.admin.read(root)?;
-        Ok(Database { admin: self.admin, _locks: self.locks, installed, incoming: Vec::new() })
+        Ok(Database { admin: self.admin, _locks: self.locks, installed, incoming: Vec::new(), scripts: None, disappearing: Vec::new(), status: Vec::new() })
     }
 }
 
 /// A root's database for the length of one call, locked and read.
 pub struct Database {
-    admin: Admin,
+    pub(super) admin: Admin,
     _locks: super::lock::DpkgLocks,
-    installed: Installed,
-    incoming: Vec<Incoming>,
+    pub(super) installed: Installed,
+    pub(super) incoming: Vec<Incoming>,
+    /// Runs maintainer scripts; `None` with `--no-scripts`.
+    pub(super) scripts: Option<super::scripts::Runner>,
+    /// Installed packages that disappear (by index), with the package of the call that took
+    /// their last file: their postrm is called `disappear` after the commit.
+    pub(super) disappearing: Vec<(usize, usize)>,
+    /// The status file the transaction writes, once [`Database::finish`] made it.
+    pub(super) status: Vec<Stanza>,
 }
 
 impl Database {
@@ -148,6 +160,8 @@ impl Database {
             written_as: HashMap::new(),
             md5sums,
             taken: Vec::new(),
+            unwind: Vec::new(),
+            scripts_ran: false,
         });
         Ok(())
     }
@@ -239,7 +253,7 @@ impl Database {
 
     /// Hands the transaction the rest of the work: the files to remove after the renames and
     /// every database file. Returns what each package's report says about the database.
-    pub fn finish(&self, tx: &mut Transaction<'_>) -> Result<Vec<DatabaseReport>> {
+    pub fn finish(&mut self, tx: &mut Transaction<'_>) -> Result<Vec<DatabaseReport>> {
         let db = &self.installed;
         let admin_rel = self.admin.rel.clone();
         let info_rel = admin_rel.join("info");
@@ -249,6 +263,7 @@ impl Database {
         let mut removals: Vec<PathBuf> = Vec::new();
         let all_new: HashSet<&PathBuf> = self.incoming.iter().flat_map(|i| i.list.iter()).collect();
         let mut taken_from: HashMap<usize, HashSet<PathBuf>> = HashMap::new();
+        let mut disappearing = Vec::new();
         for inc in &self.incoming {
             for (o, p) in &inc.taken {
                 taken_from.entry(*o).or_default().insert(p.clone());
@@ -325,6 +340,7 @@ impl Database {
                 conffiles_new: conffiles.iter().filter(|c| !c.obsolete).map(|c| c.path.to_string_lossy().into_owned()).collect(),
                 replaced: Vec::new(),
                 disappeared: Vec::new(),
+                scripts_run: self.scripts.is_some(),
             });
         }
         // Packages that lost files: their lists shrink, or they disappear.
@@ -339,15 +355,17 @@ impl Database {
             if disappears(db, *o, &all_new, &self.incoming[by]) {
                 gone.insert(*o);
                 reports[by].disappeared.push(other.name.clone());
+                disappearing.push((*o, by));
                 let stem = other.info_name();
                 removals.extend(db.info_names.iter().filter(|n| n.rsplit_once('.').map(|(s, _)| s) == Some(stem.as_str())).map(|n| info_rel.join(n)));
             } else {
                 tx.add_generated(&info_rel.join(format!("{}.list", other.info_name())), &list::write_list(&left), 0o644)?;
             }
         }
-        let mut stanzas: Vec<&Stanza> = db.packages.iter().enumerate().filter(|(i, _)| !gone.contains(i)).map(|(_, p)| &p.stanza).collect();
-        stanzas.extend(new_stanzas.iter());
-        tx.add_generated(&admin_rel.join("status"), &status::write_status(&stanzas), 0o644)?;
+        let mut stanzas: Vec<Stanza> = db.packages.iter().enumerate().filter(|(i, _)| !gone.contains(i)).map(|(_, p)| p.stanza.clone()).collect();
+        stanzas.extend(new_stanzas);
+        let refs: Vec<&Stanza> = stanzas.iter().collect();
+        tx.add_generated(&admin_rel.join("status"), &status::write_status(&refs), 0o644)?;
         if self.installed.triggers_missing {
             tx.add_generated_dir(&admin_rel.join("triggers"), 0o755)?;
         }
@@ -355,6 +373,8 @@ impl Database {
             tx.add_generated(&info_rel.join("format"), b"1\n", 0o644)?;
         }
         tx.plan_removals(removals)?;
+        self.disappearing = disappearing;
+        self.status = stanzas;
         Ok(reports)
     }
 }

@@ -22,6 +22,8 @@ pub mod install;
 pub mod list;
 pub mod lock;
 pub mod md5;
+pub mod phase;
+pub mod scripts;
 pub mod statoverride;
 pub mod status;
 pub mod version;

@@ -1,0 +1,290 @@
+//! Where the transaction meets the maintainer scripts of the unpack phase (Debian Policy 6.6,
+//! dpkg's src/main/unpack.c): for each package, before any of its files is written, the old
+//! `prerm upgrade` and the new `preinst`; after the commit's renames, the old `postrm upgrade`.
+//!
+//! A failing prerm or preinst ends the call before any rename: the transaction rolls back (the
+//! root's files stay as they were), and every package of the call whose scripts ran is unwound
+//! as 6.6 says (`postrm abort-install` / `abort-upgrade`, the old `postinst abort-upgrade`).
+//! A failing `postrm upgrade` comes after the commit: the new `postrm failed-upgrade` is tried
+//! as dpkg tries it; if that fails too the call reports it (exit 1), and the package stays
+//! committed, unpacked: its files and database are the new version's. The old scripts are
+//! copied aside before the commit, since the commit's renames replace the info files they live
+//! in.
+
+use super::install::Database;
+use super::scripts::{self, Owner, NEW_SCRIPTS};
+use super::deb822::{Field, Stanza};
+use super::status::{self, State, StatusField, Want};
+use crate::extract::Transaction;
+use std::io::Write;
+use crate::durability::Directory;
+use crate::error::Result;
+use std::path::{Path, PathBuf};
+
+/// One script call: the new package's script or the installed one's.
+#[derive(Debug, Clone)]
+pub struct Call {
+    new: bool,
+    script: &'static str,
+    args: Vec<String>,
+}
+
+/// The scripts dpkg keeps and this phase runs.
+const SCRIPTS: [&str; 4] = ["preinst", "postinst", "prerm", "postrm"];
+
+impl Database {
+    /// Turns the scripts on: `root` is chrooted into (unless `/`), standard output goes to
+    /// standard error with `stdout_to_stderr`.
+    pub fn run_scripts(&mut self, root: &Path, stdout_to_stderr: bool) {
+        self.scripts = Some(scripts::Runner::new(root, &self.admin.rel, stdout_to_stderr));
+    }
+
+    /// The scripts of the package begun last that come before its files: the old `prerm
+    /// upgrade`, the new `preinst`. On a failure, unwinds every package of the call whose
+    /// scripts ran, and fails.
+    pub fn before_files(&mut self) -> Result<()> {
+        if self.scripts.is_none() {
+            return Ok(());
+        }
+        let index = self.incoming.len() - 1;
+        self.write_new_scripts(index)?;
+        let result = self.prerm_and_preinst(index);
+        if result.is_err() {
+            self.unwind_all();
+        }
+        result
+    }
+
+    fn prerm_and_preinst(&mut self, index: usize) -> Result<()> {
+        let inc = &self.incoming[index];
+        let new_version = inc.archive.control.version.clone();
+        let old = inc.old.map(|o| (self.installed.packages[o].version.clone(), self.installed.packages[o].status.state));
+        let configured = matches!(old, Some((_, State::HalfConfigured | State::TriggersAwaited | State::TriggersPending | State::Installed)));
+        if let Some((old_version, state)) = &old {
+            if configured {
+                let args = vec!["upgrade".to_string(), new_version.clone()];
+                if self.call_noted(index, &Call { new: false, script: "prerm", args: args.clone() })? == Some(false) {
+                    let fallback = Call { new: true, script: "prerm", args: vec!["failed-upgrade".into(), old_version.clone(), new_version.clone()] };
+                    if self.call_noted(index, &fallback)? != Some(true) {
+                        if *state != State::HalfConfigured {
+                            self.call_noted(index, &Call { new: false, script: "postinst", args: vec!["abort-upgrade".into(), new_version.clone()] })?;
+                        }
+                        return Err(scripts::failed(&self.incoming[index].name, "prerm", &to_str(&args), "the new prerm failed-upgrade failed too; unwound, nothing changed"));
+                    }
+                }
+                if *state != State::HalfConfigured {
+                    self.incoming[index].unwind.push(Call { new: false, script: "postinst", args: vec!["abort-upgrade".into(), new_version.clone()] });
+                }
+            }
+        }
+        let inc = &self.incoming[index];
+        let (args, abort) = match (&old, inc.old.map(|o| self.installed.packages[o].status.state)) {
+            (None, _) => (vec!["install".to_string()], vec!["abort-install".to_string()]),
+            (Some((v, _)), Some(State::ConfigFiles)) => (
+                vec!["install".into(), v.clone(), new_version.clone()],
+                vec!["abort-install".into(), v.clone(), new_version.clone()],
+            ),
+            (Some((v, _)), _) => (
+                vec!["upgrade".into(), v.clone(), new_version.clone()],
+                vec!["abort-upgrade".into(), v.clone(), new_version.clone()],
+            ),
+        };
+        // Undone in reverse: the postrm abort-* first, then the old postinst abort-upgrade.
+        self.incoming[index].unwind.insert(0, Call { new: true, script: "postrm", args: abort });
+        if self.call_noted(index, &Call { new: true, script: "preinst", args: args.clone() })? == Some(false) {
+            return Err(scripts::failed(&self.incoming[index].name, "preinst", &to_str(&args), "unwound as Debian Policy 6.6 says; the root's files are as they were"));
+        }
+        Ok(())
+    }
+
+    /// Runs the unwinding calls of every package whose scripts ran, last package first. Their
+    /// own failures are not fatal here: the call fails anyway, with the first error.
+    pub fn unwind_all(&mut self) {
+        for index in (0..self.incoming.len()).rev() {
+            let calls = std::mem::take(&mut self.incoming[index].unwind);
+            for c in &calls {
+                let _ = self.call_noted(index, c);
+            }
+        }
+        let _ = scripts::remove_new(&self.admin.dir);
+    }
+
+    /// Before the commit: keeps the old postrm of each upgraded package aside (the commit
+    /// replaces the info file it lives in) for [`Database::after_commit`].
+    pub fn before_commit(&mut self) -> Result<()> {
+        if self.scripts.is_none() {
+            return Ok(());
+        }
+        for index in 0..self.incoming.len() {
+            let Some(o) = self.incoming[index].old else { continue };
+            let file = format!("{}.postrm", self.installed.packages[o].info_name());
+            if let Some(bytes) = super::admin::read_file(&self.admin.info, &file, 64 << 20)? {
+                let dir = self.new_dir(index)?;
+                scripts::write_file(&dir, "old-postrm", &bytes)?;
+            }
+        }
+        for &(o, by) in &self.disappearing {
+            let file = format!("{}.postrm", self.installed.packages[o].info_name());
+            if let Some(bytes) = super::admin::read_file(&self.admin.info, &file, 64 << 20)? {
+                scripts::write_file(&self.new_dir(by)?, &format!("disappear-{o}"), &bytes)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After the commit's renames: the old `postrm upgrade NEW` of each upgraded package, and
+    /// the new `postrm failed-upgrade OLD NEW` when it fails. Returns the packages for which
+    /// both failed (see [`Database::postrm_failure_state`]) with the first such error.
+    pub fn after_commit(&mut self) -> Result<Option<(Vec<usize>, crate::Error)>> {
+        if self.scripts.is_none() {
+            return Ok(None);
+        }
+        let mut first_error = None;
+        let mut failed = Vec::new();
+        for index in 0..self.incoming.len() {
+            let Some(o) = self.incoming[index].old else { continue };
+            if self.installed.packages[o].status.state == State::ConfigFiles {
+                continue;
+            }
+            let old_version = self.installed.packages[o].version.clone();
+            let new_version = self.incoming[index].archive.control.version.clone();
+            let args = vec!["upgrade".to_string(), new_version.clone()];
+            let dir = self.new_dir(index)?;
+            let ran = self.run_in(index, &dir, "old-postrm", "postrm", &args)?;
+            if ran == Some(false) {
+                let fallback = vec!["failed-upgrade".to_string(), old_version, new_version];
+                if self.run_in(index, &dir, "postrm", "postrm", &fallback)? != Some(true) {
+                    failed.push(index);
+                    first_error.get_or_insert_with(|| {
+                        scripts::failed(&self.incoming[index].name, "postrm", &to_str(&args), "and the new postrm failed-upgrade failed too: the new version's files are committed, and the package is recorded half-installed, for a reinstall")
+                    });
+                }
+            }
+        }
+        // Packages whose every file another took: `postrm disappear OVERWRITER VERSION`, as
+        // dpkg calls it, its failure only a warning there too.
+        for &(o, by) in &self.disappearing {
+            let gone = &self.installed.packages[o];
+            let inc = &self.incoming[by];
+            let owner = Owner { package: &gone.name, arch: &gone.arch, refcount: 1 };
+            let args = ["disappear", inc.name.as_str(), inc.archive.control.version.as_str()];
+            let dir = self.new_dir(by)?;
+            if let Some(runner) = &self.scripts {
+                let in_root = self.in_root(&dir);
+                if runner.run(&dir, &in_root, &format!("disappear-{o}"), "postrm", &owner, &args)? == Some(false) {
+                    let warning = scripts::failed(&gone.name, "postrm", &args, "ignored, as dpkg ignores it");
+                    let _ = writeln!(std::io::stderr(), "unpack: warning: {warning}");
+                }
+            }
+        }
+        scripts::remove_new(&self.admin.dir)?;
+        Ok(first_error.map(|e| (failed, e)))
+    }
+
+    /// Writes the package's scripts into its own directory under [`NEW_SCRIPTS`].
+    fn write_new_scripts(&mut self, index: usize) -> Result<()> {
+        let dir = self.new_dir(index)?;
+        for m in self.incoming[index].archive.members.iter().filter(|m| SCRIPTS.contains(&m.name.as_str())) {
+            scripts::write_file(&dir, &m.name, &m.bytes)?;
+        }
+        Ok(())
+    }
+
+    /// `ADMIN/tmp.ci.unpack-new/INDEX/`, made if missing.
+    fn new_dir(&self, index: usize) -> Result<Directory> {
+        let top = scripts::open_or_make(&self.admin.dir, NEW_SCRIPTS)?;
+        scripts::open_or_make(&top, &index.to_string())
+    }
+
+    /// [`Database::call`], noting that a script ran.
+    fn call_noted(&mut self, index: usize, call: &Call) -> Result<Option<bool>> {
+        let ran = self.call(index, call)?;
+        self.incoming[index].scripts_ran |= ran.is_some();
+        Ok(ran)
+    }
+
+    /// After a failed call whose scripts ran and were unwound: the database as dpkg leaves a
+    /// package whose preinst failed (`install ok not-installed` for a new one, `install ok
+    /// config-files` for one that had only its config files, an upgraded one as it was), for
+    /// every such package, written through `tx`. False: no script ran, nothing to record (the
+    /// root stays as it was).
+    pub fn failure_state(&self, tx: &mut Transaction<'_>) -> Result<bool> {
+        if !self.incoming.iter().any(|i| i.scripts_ran) {
+            return Ok(false);
+        }
+        let mut stanzas: Vec<Stanza> = self.installed.packages.iter().map(|p| p.stanza.clone()).collect();
+        for inc in self.incoming.iter().filter(|i| i.scripts_ran) {
+            match inc.old {
+                None => stanzas.push(Stanza {
+                    fields: vec![
+                        Field { name: "Package".into(), value: inc.name.clone() },
+                        Field { name: "Status".into(), value: "install ok not-installed".into() },
+                        Field { name: "Architecture".into(), value: inc.arch.clone() },
+                    ],
+                    line: 0,
+                }),
+                Some(o) if self.installed.packages[o].status.state == State::ConfigFiles => {
+                    let status = self.installed.packages[o].status;
+                    let wanted = StatusField { want: Want::Install, ..status };
+                    if let Some(f) = stanzas[o].fields.iter_mut().find(|f| f.name.eq_ignore_ascii_case("Status")) {
+                        f.value = wanted.to_string();
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        let refs: Vec<&Stanza> = stanzas.iter().collect();
+        tx.add_generated(&self.admin.rel.join("status"), &status::write_status(&refs), 0o644)?;
+        if self.installed.triggers_missing {
+            tx.add_generated_dir(&self.admin.rel.join("triggers"), 0o755)?;
+        }
+        Ok(true)
+    }
+
+    /// After both postrms of an upgrade failed behind the commit: the status file the commit
+    /// wrote, those packages `install reinstreq half-installed` (dpkg --audit names them, apt
+    /// reinstalls them), written through `tx`.
+    pub fn postrm_failure_state(&self, failed: &[usize], tx: &mut Transaction<'_>) -> Result<()> {
+        let mut stanzas = self.status.clone();
+        for &index in failed {
+            let inc = &self.incoming[index];
+            let same = |s: &Stanza| s.get("Package") == Some(inc.name.as_str()) && s.get("Architecture") == Some(inc.arch.as_str());
+            for stanza in stanzas.iter_mut().filter(|s| same(s)) {
+                if let Some(f) = stanza.fields.iter_mut().find(|f| f.name == "Status") {
+                    f.value = StatusField { want: Want::Install, flag: status::Flag::Reinstreq, state: State::HalfInstalled }.to_string();
+                }
+            }
+        }
+        let refs: Vec<&Stanza> = stanzas.iter().collect();
+        tx.add_generated(&self.admin.rel.join("status"), &status::write_status(&refs), 0o644)
+    }
+
+    /// Runs `call` for package `index`: its new script, or the installed version's in `info/`.
+    fn call(&self, index: usize, call: &Call) -> Result<Option<bool>> {
+        if call.new {
+            let dir = self.new_dir(index)?;
+            self.run_in(index, &dir, call.script, call.script, &call.args)
+        } else {
+            let Some(o) = self.incoming[index].old else { return Ok(None) };
+            let file = format!("{}.{}", self.installed.packages[o].info_name(), call.script);
+            self.run_in(index, &self.admin.info, &file, call.script, &call.args)
+        }
+    }
+
+    fn run_in(&self, index: usize, dir: &Directory, file: &str, name: &str, args: &[String]) -> Result<Option<bool>> {
+        let Some(runner) = &self.scripts else { return Ok(None) };
+        let inc = &self.incoming[index];
+        let refcount = self.installed.packages.iter().filter(|p| p.name == inc.name && p.status.state != State::NotInstalled).count().max(1);
+        let owner = Owner { package: &inc.name, arch: &inc.arch, refcount };
+        runner.run(dir, &self.in_root(dir), file, name, &owner, &to_str(args))
+    }
+
+    /// Where `dir`, a directory in the admin directory, is as the scripts see it.
+    fn in_root(&self, dir: &Directory) -> PathBuf {
+        dir.path().strip_prefix(self.admin.dir.path()).map(|rel| self.admin.rel.join(rel)).unwrap_or_else(|_| PathBuf::from(&self.admin.rel))
+    }
+}
+
+fn to_str(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}

@@ -1,0 +1,136 @@
+//! Maintainer scripts of the unpack phase, run as dpkg runs them (src/main/script.c): in a
+//! chroot of ROOT when ROOT is not `/`, from `/`, with dpkg's environment, standard input
+//! passed through, standard output to standard error when the JSON report owns standard
+//! output.
+//!
+//! Scripts are root code from the package and from the root's database: a chroot is not a
+//! sandbox, and nothing here tries to make it one (unpack(1) says so). What this module must
+//! never do is run a script it did not mean to: the old scripts are opened in the admin
+//! directory's `info/` without following a symlink, the new ones are written by the engine
+//! itself, from the package's control members, into a directory of its own under a temporary
+//! name (which recovery's rollback removes after a crash).
+
+use crate::durability::Directory;
+use crate::error::{escape, Error, Result};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Where the new package's scripts wait while they run, in the admin directory: dpkg's
+/// `tmp.ci` under the engine's temporary suffix.
+pub const NEW_SCRIPTS: &str = "tmp.ci.unpack-new";
+
+/// How scripts are run in one call.
+pub struct Runner {
+    /// The root as given, chrooted into unless it is `/`.
+    root: PathBuf,
+    /// The admin directory as the scripts see it (`/var/lib/dpkg`).
+    admindir: PathBuf,
+    /// Standard output goes to standard error (the JSON report owns standard output).
+    stdout_to_stderr: bool,
+}
+
+/// Who a script belongs to, for its environment.
+pub struct Owner<'a> {
+    pub package: &'a str,
+    pub arch: &'a str,
+    /// Installed instances of the package (Multi-Arch: same), this one counted.
+    pub refcount: usize,
+}
+
+impl Runner {
+    pub fn new(root: &Path, admin_rel: &Path, stdout_to_stderr: bool) -> Runner {
+        Runner { root: root.to_path_buf(), admindir: Path::new("/").join(admin_rel), stdout_to_stderr }
+    }
+
+    /// Runs `dir/file` (a directory inside the root, `file` checked to be a regular file there
+    /// and not followed through a symlink) as script `name` with `args`. `Ok(None)`: there is no
+    /// such script. `Ok(Some(success))` otherwise.
+    pub fn run(&self, dir: &Directory, dir_in_root: &Path, file: &str, name: &str, owner: &Owner<'_>, args: &[&str]) -> Result<Option<bool>> {
+        let host_path = dir.path().join(file);
+        match rustix::fs::statat(dir.fd(), file, AtFlags::SYMLINK_NOFOLLOW) {
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(Error::root(&host_path, "stat of a maintainer script", e)),
+            Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile => {
+                return Err(Error::root(&host_path, "running a maintainer script", std::io::Error::other("not a regular file")));
+            }
+            Ok(_) => {}
+        }
+        let chroot = self.root != Path::new("/");
+        let inside = Path::new("/").join(dir_in_root).join(file);
+        let mut cmd = Command::new(if chroot { &inside } else { &host_path });
+        cmd.arg0(name)
+            .args(args)
+            .env("DPKG_MAINTSCRIPT_PACKAGE", owner.package)
+            .env("DPKG_MAINTSCRIPT_PACKAGE_REFCOUNT", owner.refcount.to_string())
+            .env("DPKG_MAINTSCRIPT_ARCH", owner.arch)
+            .env("DPKG_MAINTSCRIPT_NAME", name)
+            .env("DPKG_MAINTSCRIPT_DEBUG", "0")
+            .env("DPKG_RUNNING_VERSION", concat!("unpack-", env!("CARGO_PKG_VERSION")))
+            .env("DPKG_ADMINDIR", &self.admindir)
+            .env("DPKG_ROOT", "")
+            .env("DPKG_FORCE", "")
+            .stdin(Stdio::inherit());
+        if self.stdout_to_stderr {
+            cmd.stdout(std::io::stderr());
+        }
+        if chroot {
+            let root = self.root.clone();
+            // SAFETY: chroot and chdir are async-signal-safe system calls, made in the child
+            // between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    rustix::process::chroot(&root)?;
+                    rustix::process::chdir("/")?;
+                    Ok(())
+                });
+            }
+        } else {
+            cmd.current_dir("/");
+        }
+        let _ = std::io::stdout().flush();
+        let status = cmd.status().map_err(|e| Error::root(&host_path, "running a maintainer script", e))?;
+        Ok(Some(status.success()))
+    }
+}
+
+/// Opens the directory `name` in `dir` without following a symlink, making it (0755) if
+/// missing.
+pub fn open_or_make(dir: &Directory, name: &str) -> Result<Directory> {
+    let path = dir.path().join(name);
+    match rustix::fs::mkdirat(dir.fd(), name, Mode::from_raw_mode(0o755)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(Error::root(&path, "creating", e)),
+    }
+    let fd = rustix::fs::openat(dir.fd(), name, crate::tree::DIR_FLAGS, Mode::empty()).map_err(|e| Error::root(&path, "opening", e))?;
+    Directory::new(fd, path.clone()).map_err(|e| Error::root(&path, "stat", e))
+}
+
+/// Writes a script the engine runs (`bytes`) as `dir/name`, executable by its owner, replacing
+/// what was there.
+pub fn write_file(dir: &Directory, name: &str, bytes: &[u8]) -> Result<()> {
+    let path = dir.path().join(name);
+    match rustix::fs::unlinkat(dir.fd(), name, AtFlags::empty()) {
+        Ok(()) | Err(Errno::NOENT) => {}
+        Err(e) => return Err(Error::root(&path, "removing", e)),
+    }
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir.fd(), OsStr::new(name), flags, Mode::from_raw_mode(0o755)).map_err(|e| Error::root(&path, "creating", e))?;
+    std::fs::File::from(fd).write_all(bytes).map_err(|e| Error::root(&path, "writing", e))
+}
+
+/// Removes [`NEW_SCRIPTS`] and what it holds.
+pub fn remove_new(admin: &Directory) -> Result<()> {
+    crate::tree::remove_tree(admin.fd(), OsStr::new(NEW_SCRIPTS), &mut (0, 0))
+        .or_else(|e| if e == Errno::NOENT { Ok(()) } else { Err(e) })
+        .map_err(|e| Error::root(admin.path().join(NEW_SCRIPTS), "removing", e))
+}
+
+/// A script's failure, for the error that ends the call: `then` says what was done about it.
+pub fn failed(package: &str, name: &str, args: &[&str], then: &str) -> Error {
+    Error::Script { what: format!("{} {name} {}: {then}", escape(package), escape(&args.join(" "))) }
+}
