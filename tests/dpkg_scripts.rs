@@ -1,0 +1,513 @@
+//! The dpkg oracle for maintainer scripts and triggers (issue 18): `unpack` then
+//! `dpkg --configure -a` must call the same scripts, with the same arguments and environment,
+//! and leave the same tree and database as `dpkg --unpack` then `dpkg --configure -a`. Every
+//! case takes two roots with a shell (tests/common/dpkg.rs, `DbRoot::with_shell`) through the
+//! same scenario in lockstep and compares, after the unpack and after the configure, the trees
+//! and databases (`DbSnapshot`) and the fixtures' logs.
+//!
+//! The fixtures' four scripts each append one line per call to ROOT/var/log/scripts.log:
+//! `NAME_VERSION SCRIPT [ARG]...`, then the environment dpkg gives them (`DPKG_MAINTSCRIPT_*`,
+//! `DPKG_ROOT`, `DPKG_ADMINDIR`, the working directory and umask), then after ` || ` the two
+//! values that name the caller and may differ: `DPKG_RUNNING_VERSION` and `DPKG_FORCE` (left out
+//! of the comparison). A script exits 1 when ROOT/fail/NAME_VERSION.SCRIPT.ACTION exists.
+//!
+//! What dpkg 1.21 does, per case, is written at each test as the exact sequence of calls: it is
+//! the sequence the engine must make. Its environment, from the log of a fresh install with
+//! `--root=ROOT`: the scripts run chrooted into ROOT with `DPKG_ROOT=` (set, empty),
+//! `DPKG_ADMINDIR=/var/lib/dpkg` (inside the chroot), `DPKG_MAINTSCRIPT_PACKAGE=NAME`,
+//! `DPKG_MAINTSCRIPT_NAME=SCRIPT`, `DPKG_MAINTSCRIPT_ARCH` the package's architecture,
+//! `DPKG_MAINTSCRIPT_PACKAGE_REFCOUNT=1`, `DPKG_MAINTSCRIPT_DEBUG=0`, working directory `/`,
+//! `DPKG_RUNNING_VERSION=1.21.22`, and `DPKG_FORCE` the force options in effect (here those of
+//! the command line and the host's /etc/dpkg/dpkg.cfg.d: `security-mac,downgrade,...`).
+//!
+//! `DPKG_ORACLE_SELF_CHECK=1 cargo test --test dpkg_scripts` runs dpkg on both sides: every test
+//! must pass then but `--no-scripts`' (dpkg has no such option) and the many-package failure's
+//! (dpkg does not unwind the packages before the failing one; the engine must).
+
+mod common;
+
+use common::dpkg::*;
+use common::Run;
+use std::path::{Path, PathBuf};
+
+/// The packages of a test, built into a directory of their own.
+struct Debs {
+    dir: tempfile::TempDir,
+}
+
+impl Debs {
+    fn new() -> Debs {
+        Debs { dir: tempfile::Builder::new().prefix("unpack-scripts-debs").tempdir().unwrap() }
+    }
+
+    /// `NAME_VERSION_amd64.deb` with the four logging scripts and one file of its own,
+    /// `/usr/share/NAME/file`, whose content is the version.
+    fn logged(&self, name: &str, version: &str) -> PathBuf {
+        self.build(logging(Pkg::new(name, version, "amd64"), name, version).file(&format!("/usr/share/{name}/file"), format!("{name} {version}\n").as_bytes(), 0o644))
+    }
+
+    fn build(&self, pkg: Pkg) -> PathBuf {
+        pkg.build(self.dir.path())
+    }
+}
+
+/// The log of the fixtures' scripts.
+const LOG: &str = "var/log/scripts.log";
+
+/// `pkg` with the four maintainer scripts, each logging its call (see the module's doc) and
+/// failing on its marker.
+fn logging(mut pkg: Pkg, name: &str, version: &str) -> Pkg {
+    for script in ["preinst", "postinst", "prerm", "postrm"] {
+        pkg = pkg.script(script, &logging_script(&format!("{name}_{version}"), script));
+    }
+    pkg
+}
+
+fn logging_script(who: &str, script: &str) -> String {
+    format!(
+        r#"#!/bin/sh
+# The dpkg oracle's maintainer script: one line per call, then the failure asked for, if any.
+args=
+for a in "$@"; do args="$args [$a]"; done
+echo "{who} {script}$args | package=${{DPKG_MAINTSCRIPT_PACKAGE-(unset)}} name=${{DPKG_MAINTSCRIPT_NAME-(unset)}} arch=${{DPKG_MAINTSCRIPT_ARCH-(unset)}} refcount=${{DPKG_MAINTSCRIPT_PACKAGE_REFCOUNT-(unset)}} debug=${{DPKG_MAINTSCRIPT_DEBUG-(unset)}} root=${{DPKG_ROOT-(unset)}} admindir=${{DPKG_ADMINDIR-(unset)}} cwd=$PWD umask=$(umask) || running=${{DPKG_RUNNING_VERSION-(unset)}} force=${{DPKG_FORCE-(unset)}}" >> /{LOG}
+if [ -e "/fail/{who}.{script}.$1" ]; then exit 1; fi
+exit 0
+"#
+    )
+}
+
+/// The calls a root's log holds, each without what may differ between dpkg and unpack.
+fn calls(root: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(root.join(LOG)).unwrap_or_default();
+    text.lines().map(|l| l.split_once(" || ").map_or(l, |(call, _)| call).to_string()).collect()
+}
+
+/// The calls alone (`NAME_VERSION SCRIPT [ARG]...`), to assert dpkg's sequence.
+fn sequence(root: &Path) -> Vec<String> {
+    calls(root).iter().map(|l| l.split_once(" | ").map_or(l.as_str(), |(call, _)| call).to_string()).collect()
+}
+
+/// The trigger queue dpkg leaves out of DbSnapshot (it makes it on every run): compared here,
+/// where triggers are the point, an absent file as an empty one.
+fn unincorp(root: &Path) -> String {
+    std::fs::read_to_string(root.join("var/lib/dpkg/triggers/Unincorp")).unwrap_or_default()
+}
+
+/// Two roots with a shell through the same scenario: `theirs` by dpkg, `ours` by `unpack` (or
+/// dpkg under DPKG_ORACLE_SELF_CHECK=1).
+struct Scripted {
+    ours: DbRoot,
+    theirs: DbRoot,
+    what: String,
+}
+
+impl Scripted {
+    fn new(what: &str) -> Scripted {
+        Scripted { ours: DbRoot::with_shell(), theirs: DbRoot::with_shell(), what: what.into() }
+    }
+
+    fn both(&self, prepare: impl Fn(&Path)) {
+        prepare(self.theirs.path());
+        prepare(self.ours.path());
+    }
+
+    /// Makes the script of `who` (`NAME_VERSION`) fail when called as `script action`.
+    fn fail(&self, who: &str, script: &str, action: &str) {
+        self.both(|root| {
+            std::fs::create_dir_all(root.join("fail")).unwrap();
+            edit(root, &format!("/fail/{who}.{script}.{action}"), b"");
+        });
+    }
+
+    /// `dpkg --no-triggers --unpack DEBS` in theirs, `unpack DEBS` in ours, both expected to
+    /// exit `code` (dpkg's 1 for a failed script); then the roots must agree.
+    fn unpack(&self, debs: &[&Path], code: i32) {
+        let theirs = dpkg_try_unpack(self.theirs.path(), &NO_TRIGGERS, debs);
+        assert_eq!(theirs.code, code, "dpkg --unpack {debs:?}:\n{}{}", theirs.stdout, theirs.stderr);
+        let ours = ours_try_unpack(self.ours.path(), &[], debs);
+        assert_eq!(ours.code, code, "unpack {debs:?}:\n{}{}", ours.stdout, ours.stderr);
+        self.check("after the unpack");
+    }
+
+    fn configure(&self) {
+        dpkg_configure(self.theirs.path(), &[]);
+        dpkg_configure(self.ours.path(), &[]);
+        self.check("after dpkg --configure -a");
+    }
+
+    fn check(&self, stage: &str) {
+        let what = format!("{}, {stage}", self.what);
+        assert_eq!(calls(self.ours.path()), calls(self.theirs.path()), "{what}: the scripts' calls (left ours = unpack, right theirs = dpkg)");
+        assert_same_db(&DbSnapshot::take(self.ours.path()), &DbSnapshot::take(self.theirs.path()), &what);
+        assert_eq!(unincorp(self.ours.path()), unincorp(self.theirs.path()), "{what}: triggers/Unincorp");
+    }
+
+    /// Asserts the sequence of calls dpkg made in theirs since the start.
+    fn dpkg_called(&self, expected: &[&str]) {
+        assert_eq!(sequence(self.theirs.path()), expected, "{}: dpkg's calls", self.what);
+    }
+}
+
+/// What dpkg is compared with: `--no-triggers`, as apt calls it (its `DPkg::NoTriggers`
+/// default). Without it dpkg runs the triggers pending in configured packages before it exits;
+/// the engine leaves them to `dpkg --configure`. It changes nothing but that (the test of
+/// triggers shows plain dpkg's run too).
+const NO_TRIGGERS: [&str; 1] = ["--no-triggers"];
+
+/// `dpkg FLAGS --unpack DEBS` with dependencies left to apt, whatever its exit.
+fn dpkg_try_unpack(root: &Path, flags: &[&str], debs: &[&Path]) -> Run {
+    let mut args: Vec<&str> = NO_DEPENDS.to_vec();
+    args.extend(flags);
+    args.push("--unpack");
+    args.extend(debs.iter().map(|d| d.to_str().unwrap()));
+    dpkg(root, &args)
+}
+
+/// `unpack -s fsync FLAGS DEBS ROOT` (`dpkg --no-triggers --unpack DEBS` in the self-check, the
+/// flags then left out), whatever its exit.
+fn ours_try_unpack(root: &Path, flags: &[&str], debs: &[&Path]) -> Run {
+    if ours_via() == Via::Dpkg {
+        return dpkg_try_unpack(root, &NO_TRIGGERS, debs);
+    }
+    let mut args = vec!["-s".as_ref(), "fsync".as_ref()];
+    args.extend(flags.iter().map(std::ffi::OsStr::new));
+    args.extend(debs.iter().map(|d| d.as_os_str()));
+    args.push(root.as_os_str());
+    common::unpack(args)
+}
+
+/// `dpkg -i DEB` (unpack and configure), asserted to succeed.
+fn dpkg_install(root: &Path, deb: &Path) {
+    dpkg_unpack(root, &[deb]);
+    dpkg_configure(root, &[]);
+}
+
+fn status_of(root: &Path, key: &str) -> Vec<(String, String)> {
+    parse_status(&std::fs::read_to_string(root.join("var/lib/dpkg/status")).unwrap()).remove(key).unwrap_or_default()
+}
+
+fn field(stanza: &[(String, String)], name: &str) -> Option<String> {
+    stanza.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+}
+
+fn content(root: &Path, path: &str) -> String {
+    std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| format!("({e})"))
+}
+
+/// Fresh install: `new-preinst install`; then `--configure`: `postinst configure ""` (an empty
+/// most-recently-configured version). After `--unpack`: `install ok unpacked`.
+#[test]
+fn fresh_install_calls_preinst_install() {
+    let debs = Debs::new();
+    let deb = debs.logged("scr-fresh", "1.0");
+    let o = Scripted::new("fresh install");
+    o.unpack(&[&deb], 0);
+    o.dpkg_called(&["scr-fresh_1.0 preinst [install]"]);
+    let line = &calls(o.theirs.path())[0];
+    assert!(
+        line.ends_with("| package=scr-fresh name=preinst arch=amd64 refcount=1 debug=0 root= admindir=/var/lib/dpkg cwd=/ umask=0022"),
+        "dpkg's environment: {line}"
+    );
+    assert_eq!(field(&status_of(o.theirs.path(), "scr-fresh:amd64"), "Status").as_deref(), Some("install ok unpacked"));
+    o.configure();
+    o.dpkg_called(&["scr-fresh_1.0 preinst [install]", "scr-fresh_1.0 postinst [configure] []"]);
+}
+
+/// An upgrade of NAME from a configured 1.0 to 2.0, with the scripts `fails` names
+/// (`(VERSION, SCRIPT, ACTION)`) failing: both unpacks must exit `code`, and dpkg must make the
+/// calls `unpack_calls` (after 1.0's `preinst install` and `postinst configure`), each written
+/// `VERSION SCRIPT [ARG]...`. The roots are compared after the unpack and after `--configure -a`.
+fn upgrade(name: &str, fails: &[(&str, &str, &str)], code: i32, unpack_calls: &[&str]) -> Scripted {
+    let debs = Debs::new();
+    let (v1, v2) = (debs.logged(name, "1.0"), debs.logged(name, "2.0"));
+    let o = Scripted::new(&format!("upgrade of {name}"));
+    o.both(|root| dpkg_install(root, &v1));
+    for (version, script, action) in fails {
+        o.fail(&format!("{name}_{version}"), script, action);
+    }
+    o.unpack(&[&v2], code);
+    let installed = ["1.0 preinst [install]", "1.0 postinst [configure] []"];
+    let expected: Vec<String> = installed.iter().chain(unpack_calls).map(|c| format!("{name}_{c}")).collect();
+    assert_eq!(sequence(o.theirs.path()), expected, "{}: dpkg's calls", o.what);
+    o
+}
+
+/// Asserts dpkg left NAME 1.0 as it was before a failed upgrade: installed, its file.
+fn assert_back_to_1_0(o: &Scripted, name: &str) {
+    assert_eq!(field(&status_of(o.theirs.path(), &format!("{name}:amd64")), "Status").as_deref(), Some("install ok installed"));
+    assert_eq!(content(o.theirs.path(), &format!("usr/share/{name}/file")), format!("{name} 1.0\n"));
+}
+
+/// Upgrade of a configured 1.0: `old-prerm upgrade 2.0`, `new-preinst upgrade 1.0 2.0`, the
+/// files, `old-postrm upgrade 2.0`. After `--unpack`: Version 2.0, `Config-Version: 1.0`,
+/// `install ok unpacked`, 2.0's scripts in info/.
+#[test]
+fn upgrade_calls_old_prerm_new_preinst_old_postrm() {
+    let o = upgrade("scr-up", &[], 0, &["1.0 prerm [upgrade] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "1.0 postrm [upgrade] [2.0]"]);
+    let stanza = status_of(o.theirs.path(), "scr-up:amd64");
+    assert_eq!(field(&stanza, "Config-Version").as_deref(), Some("1.0"), "{stanza:?}");
+    o.configure();
+    assert_eq!(sequence(o.theirs.path()).last().unwrap(), "scr-up_2.0 postinst [configure] [1.0]");
+}
+
+/// From the config-files state (1.0 installed, then `dpkg --remove`): `new-preinst install 1.0
+/// 2.0` and nothing of 1.0's. After `--unpack`: Version 2.0, `Config-Version: 1.0`.
+#[test]
+fn install_over_config_files_calls_preinst_install_with_the_old_version() {
+    let debs = Debs::new();
+    let (v1, v2) = (debs.logged("scr-cf", "1.0"), debs.logged("scr-cf", "2.0"));
+    let o = Scripted::new("install from config-files");
+    o.both(|root| {
+        dpkg_install(root, &v1);
+        let r = dpkg(root, &["--remove", "scr-cf"]);
+        assert_eq!(r.code, 0, "dpkg --remove:\n{}{}", r.stdout, r.stderr);
+    });
+    assert_eq!(field(&status_of(o.theirs.path(), "scr-cf:amd64"), "Status").as_deref(), Some("deinstall ok config-files"));
+    o.unpack(&[&v2], 0);
+    o.dpkg_called(&[
+        "scr-cf_1.0 preinst [install]",
+        "scr-cf_1.0 postinst [configure] []",
+        "scr-cf_1.0 prerm [remove]",
+        "scr-cf_1.0 postrm [remove]",
+        "scr-cf_2.0 preinst [install] [1.0] [2.0]",
+    ]);
+    assert_eq!(field(&status_of(o.theirs.path(), "scr-cf:amd64"), "Config-Version").as_deref(), Some("1.0"));
+    o.configure();
+}
+
+/// A failing new preinst on a fresh install: `new-preinst install` (fails), `new-postrm
+/// abort-install` (the new package's postrm, from the archive). Exit 1; no file of the package;
+/// the database as dpkg leaves it: a stanza `Package`, `Status: install ok not-installed`,
+/// `Architecture`, and no info file.
+#[test]
+fn a_failing_preinst_install_calls_postrm_abort_install() {
+    let debs = Debs::new();
+    let deb = debs.logged("scr-badpre", "1.0");
+    let o = Scripted::new("failing preinst install");
+    o.fail("scr-badpre_1.0", "preinst", "install");
+    o.unpack(&[&deb], 1);
+    o.dpkg_called(&["scr-badpre_1.0 preinst [install]", "scr-badpre_1.0 postrm [abort-install]"]);
+    let stanza = status_of(o.theirs.path(), "scr-badpre:amd64");
+    let names: Vec<&str> = stanza.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["Package", "Status", "Architecture"], "{stanza:?}");
+    assert_eq!(field(&stanza, "Status").as_deref(), Some("install ok not-installed"));
+    assert!(!o.theirs.path().join("usr/share/scr-badpre").exists());
+    o.configure();
+}
+
+/// A failing new preinst on an upgrade: `old-prerm upgrade 2.0`, `new-preinst upgrade 1.0 2.0`
+/// (fails), `new-postrm abort-upgrade 1.0 2.0`, `old-postinst abort-upgrade 2.0`. Exit 1; 1.0's
+/// files; 1.0 `install ok installed` again, its info files as they were.
+#[test]
+fn a_failing_preinst_upgrade_calls_abort_upgrade() {
+    let o = upgrade(
+        "scr-badup",
+        &[("2.0", "preinst", "upgrade")],
+        1,
+        &["1.0 prerm [upgrade] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "2.0 postrm [abort-upgrade] [1.0] [2.0]", "1.0 postinst [abort-upgrade] [2.0]"],
+    );
+    assert_back_to_1_0(&o, "scr-badup");
+    o.configure();
+}
+
+/// A failing old prerm: `old-prerm upgrade 2.0` (fails), `new-prerm failed-upgrade 1.0 2.0`
+/// (succeeds: dpkg goes on, exit 0), `new-preinst upgrade 1.0 2.0`, the files, `old-postrm
+/// upgrade 2.0`: the upgrade as if the old prerm had succeeded.
+#[test]
+fn a_failing_old_prerm_calls_new_prerm_failed_upgrade() {
+    let o = upgrade(
+        "scr-badrm",
+        &[("1.0", "prerm", "upgrade")],
+        0,
+        &["1.0 prerm [upgrade] [2.0]", "2.0 prerm [failed-upgrade] [1.0] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "1.0 postrm [upgrade] [2.0]"],
+    );
+    assert_eq!(content(o.theirs.path(), "usr/share/scr-badrm/file"), "scr-badrm 2.0\n");
+    o.configure();
+}
+
+/// A failing old prerm whose new prerm fails too: `old-prerm upgrade 2.0` (fails), `new-prerm
+/// failed-upgrade 1.0 2.0` (fails), `old-postinst abort-upgrade 2.0`. Exit 1, no preinst, 1.0
+/// installed as before.
+#[test]
+fn a_failing_old_prerm_and_new_prerm_calls_old_postinst_abort_upgrade() {
+    let o = upgrade(
+        "scr-badrm2",
+        &[("1.0", "prerm", "upgrade"), ("2.0", "prerm", "failed-upgrade")],
+        1,
+        &["1.0 prerm [upgrade] [2.0]", "2.0 prerm [failed-upgrade] [1.0] [2.0]", "1.0 postinst [abort-upgrade] [2.0]"],
+    );
+    assert_back_to_1_0(&o, "scr-badrm2");
+    o.configure();
+}
+
+/// A failing old postrm: after the files, `old-postrm upgrade 2.0` (fails), `new-postrm
+/// failed-upgrade 1.0 2.0` (succeeds): exit 0, 2.0 unpacked as after a plain upgrade.
+#[test]
+fn a_failing_old_postrm_calls_new_postrm_failed_upgrade() {
+    let o = upgrade(
+        "scr-badpost",
+        &[("1.0", "postrm", "upgrade")],
+        0,
+        &["1.0 prerm [upgrade] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "1.0 postrm [upgrade] [2.0]", "2.0 postrm [failed-upgrade] [1.0] [2.0]"],
+    );
+    assert_eq!(field(&status_of(o.theirs.path(), "scr-badpost:amd64"), "Status").as_deref(), Some("install ok unpacked"));
+    o.configure();
+}
+
+/// A failing old postrm whose new postrm fails too, after the files were written: dpkg puts
+/// the old files back (from its `.dpkg-tmp` backups) and unwinds: `old-preinst abort-upgrade
+/// 2.0`, `new-postrm abort-upgrade 1.0 2.0`, `old-postinst abort-upgrade 2.0`. Exit 1; 1.0's
+/// files and info files; 1.0 `install ok installed`.
+#[test]
+fn a_failing_old_and_new_postrm_restores_the_old_files_and_unwinds() {
+    let o = upgrade(
+        "scr-badpost2",
+        &[("1.0", "postrm", "upgrade"), ("2.0", "postrm", "failed-upgrade")],
+        1,
+        &[
+            "1.0 prerm [upgrade] [2.0]",
+            "2.0 preinst [upgrade] [1.0] [2.0]",
+            "1.0 postrm [upgrade] [2.0]",
+            "2.0 postrm [failed-upgrade] [1.0] [2.0]",
+            "1.0 preinst [abort-upgrade] [2.0]",
+            "2.0 postrm [abort-upgrade] [1.0] [2.0]",
+            "1.0 postinst [abort-upgrade] [2.0]",
+        ],
+    );
+    assert_back_to_1_0(&o, "scr-badpost2");
+    assert_eq!(content(o.theirs.path(), "var/lib/dpkg/info/scr-badpost2.preinst"), logging_script("scr-badpost2_1.0", "preinst"));
+    o.configure();
+}
+
+/// `unpack --no-scripts`: no script runs (the log stays empty) and the packages are recorded
+/// `install ok unpacked`, the tree and database as `dpkg --unpack` leaves them (whose preinst
+/// changes neither); `dpkg --configure -a` then runs the postinst alone.
+#[test]
+fn no_scripts_runs_none_and_records_the_package_unpacked() {
+    let debs = Debs::new();
+    let deb = debs.logged("scr-none", "1.0");
+    let o = Scripted::new("--no-scripts");
+    dpkg_unpack(o.theirs.path(), &[&deb]);
+    let r = ours_try_unpack(o.ours.path(), &["--no-scripts"], &[&deb]);
+    assert_eq!(r.code, 0, "unpack --no-scripts:\n{}{}", r.stdout, r.stderr);
+    assert_eq!(calls(o.ours.path()), Vec::<String>::new(), "--no-scripts ran scripts");
+    assert_eq!(field(&status_of(o.ours.path(), "scr-none:amd64"), "Status").as_deref(), Some("install ok unpacked"));
+    assert_same_db(&DbSnapshot::take(o.ours.path()), &DbSnapshot::take(o.theirs.path()), "--no-scripts, after the unpack");
+    dpkg_configure(o.theirs.path(), &[]);
+    dpkg_configure(o.ours.path(), &[]);
+    assert_same_db(&DbSnapshot::take(o.ours.path()), &DbSnapshot::take(o.theirs.path()), "--no-scripts, after dpkg --configure -a");
+    let configure = calls(o.theirs.path()).pop().unwrap();
+    assert!(configure.starts_with("scr-none_1.0 postinst [configure] []"), "{configure}");
+    assert_eq!(calls(o.ours.path()), [configure]);
+}
+
+/// A many-package call whose second package's preinst fails. dpkg takes each archive on its
+/// own: `dpkg --unpack A B C` runs `A preinst install`, unpacks A (`install ok unpacked`), runs
+/// `B preinst install` (fails), `B postrm abort-install` (B: the `not-installed` stanza), goes
+/// on to `C preinst install` and unpacks C, and exits 1. The engine's call is one transaction:
+/// it must unwind every package whose scripts ran, in reverse order (`A preinst install`,
+/// `B preinst install` fails, `B postrm abort-install`, `A postrm abort-install`), run nothing of
+/// C, and leave every package it unwound as dpkg leaves one whose preinst failed. That state is
+/// taken from dpkg: `dpkg --unpack A B` with both preinsts failing; the calls are dpkg's own
+/// (environment included), in the engine's order.
+#[test]
+fn a_failing_preinst_in_a_many_package_call_unwinds_every_package_whose_scripts_ran() {
+    let debs = Debs::new();
+    let (a, b, c) = (debs.logged("scr-many-a", "1.0"), debs.logged("scr-many-b", "1.0"), debs.logged("scr-many-c", "1.0"));
+
+    // What dpkg itself does, written down and held here.
+    let plain = DbRoot::with_shell();
+    std::fs::create_dir_all(plain.path().join("fail")).unwrap();
+    edit(plain.path(), "/fail/scr-many-b_1.0.preinst.install", b"");
+    let r = dpkg_try_unpack(plain.path(), &[], &[&a, &b, &c]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        sequence(plain.path()),
+        ["scr-many-a_1.0 preinst [install]", "scr-many-b_1.0 preinst [install]", "scr-many-b_1.0 postrm [abort-install]", "scr-many-c_1.0 preinst [install]"]
+    );
+    for (key, status) in [("scr-many-a:amd64", "install ok unpacked"), ("scr-many-b:amd64", "install ok not-installed"), ("scr-many-c:amd64", "install ok unpacked")] {
+        assert_eq!(field(&status_of(plain.path(), key), "Status").as_deref(), Some(status), "{key}");
+    }
+
+    // The state the engine must leave: both A and B as dpkg leaves a package whose preinst failed.
+    let o = Scripted::new("a failing preinst in a many-package call");
+    o.fail("scr-many-b_1.0", "preinst", "install");
+    edit(o.theirs.path(), "/fail/scr-many-a_1.0.preinst.install", b"");
+    let theirs = dpkg_try_unpack(o.theirs.path(), &[], &[&a, &b]);
+    assert_eq!(theirs.code, 1, "{}{}", theirs.stdout, theirs.stderr);
+    std::fs::remove_file(o.theirs.path().join("fail/scr-many-a_1.0.preinst.install")).unwrap();
+    let ours = ours_try_unpack(o.ours.path(), &[], &[&a, &b, &c]);
+    assert_eq!(ours.code, 1, "unpack A B C:\n{}{}", ours.stdout, ours.stderr);
+    let dpkgs = calls(o.theirs.path());
+    o.dpkg_called(&["scr-many-a_1.0 preinst [install]", "scr-many-a_1.0 postrm [abort-install]", "scr-many-b_1.0 preinst [install]", "scr-many-b_1.0 postrm [abort-install]"]);
+    let unwound = [&dpkgs[0], &dpkgs[2], &dpkgs[3], &dpkgs[1]].map(|l| l.to_string());
+    assert_eq!(calls(o.ours.path()), unwound, "the engine's calls (left) and dpkg's, in the engine's order (right)");
+    assert_same_db(&DbSnapshot::take(o.ours.path()), &DbSnapshot::take(o.theirs.path()), "many-package failure, after the unpack");
+}
+
+/// The file-trigger fixture: `scr-ti` declares `interest /usr/share/trig-test` (its postinst
+/// logs `triggered /usr/share/trig-test`); `scr-ta` ships /usr/share/trig-test/ta-file.
+fn trigger_pair(debs: &Debs) -> (PathBuf, PathBuf) {
+    let interested = logging(Pkg::new("scr-ti", "1.0", "amd64"), "scr-ti", "1.0").file("/usr/share/scr-ti/file", b"ti\n", 0o644).member("triggers", b"interest /usr/share/trig-test\n");
+    let activator = logging(Pkg::new("scr-ta", "1.0", "amd64"), "scr-ta", "1.0").file("/usr/share/trig-test/ta-file", b"ta\n", 0o644);
+    (debs.build(interested), debs.build(activator))
+}
+
+/// An activator unpacked while the interested package is installed. Plain `dpkg --unpack`
+/// runs the pending triggers before it exits (`scr-ti postinst triggered /usr/share/trig-test`
+/// at once); `dpkg --no-triggers --unpack`, as apt calls it, and `unpack` leave them pending:
+/// scr-ti `Status: install ok triggers-pending`, `Triggers-Pending: /usr/share/trig-test`;
+/// scr-ta `install ok unpacked` with `Triggers-Awaited: scr-ti`; triggers/File
+/// `/usr/share/trig-test scr-ti` (written when scr-ti was unpacked), triggers/Unincorp empty.
+/// `dpkg --configure -a` then runs `scr-ta postinst configure ""`, then `scr-ti postinst
+/// triggered /usr/share/trig-test`, and clears both fields.
+#[test]
+fn a_file_trigger_is_pending_after_the_unpack_and_runs_in_configure() {
+    let debs = Debs::new();
+    let (interested, activator) = trigger_pair(&debs);
+
+    let plain = DbRoot::with_shell();
+    dpkg_install(plain.path(), &interested);
+    dpkg_unpack(plain.path(), &[&activator]);
+    assert_eq!(sequence(plain.path()).last().unwrap(), "scr-ti_1.0 postinst [triggered] [/usr/share/trig-test]", "plain dpkg --unpack runs the trigger");
+
+    let o = Scripted::new("file trigger");
+    o.both(|root| dpkg_install(root, &interested));
+    assert_eq!(content(o.theirs.path(), "var/lib/dpkg/triggers/File"), "/usr/share/trig-test scr-ti\n");
+    o.unpack(&[&activator], 0);
+    let ti = status_of(o.theirs.path(), "scr-ti:amd64");
+    assert_eq!(field(&ti, "Status").as_deref(), Some("install ok triggers-pending"), "{ti:?}");
+    assert_eq!(field(&ti, "Triggers-Pending").as_deref(), Some("/usr/share/trig-test"), "{ti:?}");
+    let ta = status_of(o.theirs.path(), "scr-ta:amd64");
+    assert_eq!(field(&ta, "Triggers-Awaited").as_deref(), Some("scr-ti"), "{ta:?}");
+    assert_eq!(unincorp(o.theirs.path()), "");
+    o.configure();
+    let done = sequence(o.theirs.path());
+    assert_eq!(done[done.len() - 2..], ["scr-ta_1.0 postinst [configure] []", "scr-ti_1.0 postinst [triggered] [/usr/share/trig-test]"]);
+    assert_eq!(field(&status_of(o.theirs.path(), "scr-ti:amd64"), "Triggers-Pending"), None);
+}
+
+/// The interested package and the activator in the same call: scr-ti is only unpacked, so
+/// nothing is pending (its `postinst configure` does the work); its interest goes into
+/// triggers/File at the unpack. Both `install ok unpacked`, no trigger field; `--configure -a`
+/// runs both postinsts' `configure` (scr-ta's first: dpkg's order, not the call's) and no
+/// `triggered`.
+#[test]
+fn an_interest_unpacked_in_the_same_call_is_recorded_and_not_pending() {
+    let debs = Debs::new();
+    let (interested, activator) = trigger_pair(&debs);
+    let o = Scripted::new("interest and activator in one call");
+    o.unpack(&[&interested, &activator], 0);
+    assert_eq!(content(o.theirs.path(), "var/lib/dpkg/triggers/File"), "/usr/share/trig-test scr-ti\n");
+    for key in ["scr-ti:amd64", "scr-ta:amd64"] {
+        let stanza = status_of(o.theirs.path(), key);
+        assert_eq!(field(&stanza, "Status").as_deref(), Some("install ok unpacked"), "{stanza:?}");
+        assert!(!stanza.iter().any(|(n, _)| n.starts_with("Triggers-")), "{stanza:?}");
+    }
+    o.configure();
+    // `--configure -a` takes the packages in the order of its own package table, not the
+    // call's: the oracle compares that order with ours; here only what was called.
+    let mut done = sequence(o.theirs.path());
+    done.sort();
+    assert_eq!(done, ["scr-ta_1.0 postinst [configure] []", "scr-ta_1.0 preinst [install]", "scr-ti_1.0 postinst [configure] []", "scr-ti_1.0 preinst [install]"]);
+}
