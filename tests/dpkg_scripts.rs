@@ -250,28 +250,52 @@ fn upgrade_calls_old_prerm_new_preinst_old_postrm() {
     assert_eq!(sequence(o.theirs.path()).last().unwrap(), "scr-up_2.0 postinst [configure] [1.0]");
 }
 
+/// NAME 1.0 installed, then removed (`deinstall ok config-files`: its postrm is kept), in both
+/// roots; `fails` as in `upgrade`; then the unpack of 2.0, expected to exit `code`.
+fn over_config_files(name: &str, fails: &[(&str, &str, &str)], code: i32) -> Scripted {
+    let debs = Debs::new();
+    let (v1, v2) = (debs.logged(name, "1.0"), debs.logged(name, "2.0"));
+    let o = Scripted::new(&format!("{name} from config-files"));
+    o.both(|root| {
+        dpkg_install(root, &v1);
+        let r = dpkg(root, &["--remove", name]);
+        assert_eq!(r.code, 0, "dpkg --remove:\n{}{}", r.stdout, r.stderr);
+    });
+    assert_eq!(field(&status_of(o.theirs.path(), &format!("{name}:amd64")), "Status").as_deref(), Some("deinstall ok config-files"));
+    for (version, script, action) in fails {
+        o.fail(&format!("{name}_{version}"), script, action);
+    }
+    o.unpack(&[&v2], code);
+    o
+}
+
+/// The calls of installing and removing 1.0, before a test's own.
+const CF_SETUP: [&str; 4] = ["1.0 preinst [install]", "1.0 postinst [configure] []", "1.0 prerm [remove]", "1.0 postrm [remove]"];
+
 /// From the config-files state (1.0 installed, then `dpkg --remove`): `new-preinst install 1.0
 /// 2.0` and nothing of 1.0's. After `--unpack`: Version 2.0, `Config-Version: 1.0`.
 #[test]
 fn install_over_config_files_calls_preinst_install_with_the_old_version() {
-    let debs = Debs::new();
-    let (v1, v2) = (debs.logged("scr-cf", "1.0"), debs.logged("scr-cf", "2.0"));
-    let o = Scripted::new("install from config-files");
-    o.both(|root| {
-        dpkg_install(root, &v1);
-        let r = dpkg(root, &["--remove", "scr-cf"]);
-        assert_eq!(r.code, 0, "dpkg --remove:\n{}{}", r.stdout, r.stderr);
-    });
-    assert_eq!(field(&status_of(o.theirs.path(), "scr-cf:amd64"), "Status").as_deref(), Some("deinstall ok config-files"));
-    o.unpack(&[&v2], 0);
-    o.dpkg_called(&[
-        "scr-cf_1.0 preinst [install]",
-        "scr-cf_1.0 postinst [configure] []",
-        "scr-cf_1.0 prerm [remove]",
-        "scr-cf_1.0 postrm [remove]",
-        "scr-cf_2.0 preinst [install] [1.0] [2.0]",
-    ]);
+    let o = over_config_files("scr-cf", &[], 0);
+    let expected: Vec<String> = CF_SETUP.iter().chain(&["2.0 preinst [install] [1.0] [2.0]"]).map(|c| format!("scr-cf_{c}")).collect();
+    assert_eq!(sequence(o.theirs.path()), expected);
     assert_eq!(field(&status_of(o.theirs.path(), "scr-cf:amd64"), "Config-Version").as_deref(), Some("1.0"));
+    o.configure();
+}
+
+/// A failing new preinst from the config-files state: `new-preinst install 1.0 2.0` (fails),
+/// `new-postrm abort-install 1.0 2.0`. Exit 1; the package back in the config-files state as
+/// 1.0 (`Version` and `Config-Version` 1.0), but with the selection `install`: `install ok
+/// config-files`; no file of 2.0.
+#[test]
+fn a_failing_preinst_over_config_files_calls_postrm_abort_install_with_the_old_version() {
+    let o = over_config_files("scr-cfbad", &[("2.0", "preinst", "install")], 1);
+    let expected: Vec<String> = CF_SETUP.iter().chain(&["2.0 preinst [install] [1.0] [2.0]", "2.0 postrm [abort-install] [1.0] [2.0]"]).map(|c| format!("scr-cfbad_{c}")).collect();
+    assert_eq!(sequence(o.theirs.path()), expected);
+    let stanza = status_of(o.theirs.path(), "scr-cfbad:amd64");
+    assert_eq!(field(&stanza, "Status").as_deref(), Some("install ok config-files"), "{stanza:?}");
+    assert_eq!(field(&stanza, "Version").as_deref(), Some("1.0"), "{stanza:?}");
+    assert!(!o.theirs.path().join("usr/share/scr-cfbad/file").exists());
     o.configure();
 }
 
@@ -445,6 +469,20 @@ fn a_failing_preinst_in_a_many_package_call_unwinds_every_package_whose_scripts_
     assert_same_db(&DbSnapshot::take(o.ours.path()), &DbSnapshot::take(o.theirs.path()), "many-package failure, after the unpack");
 }
 
+/// Asserts dpkg left NAME (installed) waiting for TRIGGER: `install ok triggers-pending`,
+/// `Triggers-Pending: TRIGGER`.
+fn assert_pending(o: &Scripted, name: &str, trigger: &str) {
+    let stanza = status_of(o.theirs.path(), &format!("{name}:amd64"));
+    assert_eq!(field(&stanza, "Status").as_deref(), Some("install ok triggers-pending"), "{stanza:?}");
+    assert_eq!(field(&stanza, "Triggers-Pending").as_deref(), Some(trigger), "{stanza:?}");
+}
+
+/// Asserts dpkg's last calls.
+fn assert_ends_with(o: &Scripted, last: &[&str]) {
+    let done = sequence(o.theirs.path());
+    assert!(done.ends_with(&last.iter().map(|c| c.to_string()).collect::<Vec<_>>()), "{}: dpkg's calls end {last:?}: {done:?}", o.what);
+}
+
 /// The file-trigger fixture: `scr-ti` declares `interest /usr/share/trig-test` (its postinst
 /// logs `triggered /usr/share/trig-test`); `scr-ta` ships /usr/share/trig-test/ta-file.
 fn trigger_pair(debs: &Debs) -> (PathBuf, PathBuf) {
@@ -475,15 +513,12 @@ fn a_file_trigger_is_pending_after_the_unpack_and_runs_in_configure() {
     o.both(|root| dpkg_install(root, &interested));
     assert_eq!(content(o.theirs.path(), "var/lib/dpkg/triggers/File"), "/usr/share/trig-test scr-ti\n");
     o.unpack(&[&activator], 0);
-    let ti = status_of(o.theirs.path(), "scr-ti:amd64");
-    assert_eq!(field(&ti, "Status").as_deref(), Some("install ok triggers-pending"), "{ti:?}");
-    assert_eq!(field(&ti, "Triggers-Pending").as_deref(), Some("/usr/share/trig-test"), "{ti:?}");
+    assert_pending(&o, "scr-ti", "/usr/share/trig-test");
     let ta = status_of(o.theirs.path(), "scr-ta:amd64");
     assert_eq!(field(&ta, "Triggers-Awaited").as_deref(), Some("scr-ti"), "{ta:?}");
     assert_eq!(unincorp(o.theirs.path()), "");
     o.configure();
-    let done = sequence(o.theirs.path());
-    assert_eq!(done[done.len() - 2..], ["scr-ta_1.0 postinst [configure] []", "scr-ti_1.0 postinst [triggered] [/usr/share/trig-test]"]);
+    assert_ends_with(&o, &["scr-ta_1.0 postinst [configure] []", "scr-ti_1.0 postinst [triggered] [/usr/share/trig-test]"]);
     assert_eq!(field(&status_of(o.theirs.path(), "scr-ti:amd64"), "Triggers-Pending"), None);
 }
 
@@ -510,4 +545,43 @@ fn an_interest_unpacked_in_the_same_call_is_recorded_and_not_pending() {
     let mut done = sequence(o.theirs.path());
     done.sort();
     assert_eq!(done, ["scr-ta_1.0 postinst [configure] []", "scr-ta_1.0 preinst [install]", "scr-ti_1.0 postinst [configure] []", "scr-ti_1.0 preinst [install]"]);
+}
+
+/// An explicit trigger: `scr-ei` declares `interest scr-explicit` (dpkg writes
+/// triggers/scr-explicit with the line `scr-ei` when it is unpacked), `scr-ea` declares
+/// `activate scr-explicit`. After `dpkg --no-triggers --unpack scr-ea` over a configured
+/// scr-ei: scr-ei `install ok triggers-pending` with `Triggers-Pending: scr-explicit`, and, unlike
+/// the file trigger's activator, scr-ea gets no `Triggers-Awaited`. `--configure -a` runs
+/// `scr-ea postinst configure ""`, then `scr-ei postinst triggered scr-explicit`.
+#[test]
+fn an_explicit_activate_trigger_is_pending_after_the_unpack_and_runs_in_configure() {
+    let debs = Debs::new();
+    let interested = debs.build(logging(Pkg::new("scr-ei", "1.0", "amd64"), "scr-ei", "1.0").file("/usr/share/scr-ei/file", b"ei\n", 0o644).member("triggers", b"interest scr-explicit\n"));
+    let activator = debs.build(logging(Pkg::new("scr-ea", "1.0", "amd64"), "scr-ea", "1.0").file("/usr/share/scr-ea/file", b"ea\n", 0o644).member("triggers", b"activate scr-explicit\n"));
+    let o = Scripted::new("explicit trigger");
+    o.both(|root| dpkg_install(root, &interested));
+    assert_eq!(content(o.theirs.path(), "var/lib/dpkg/triggers/scr-explicit"), "scr-ei\n");
+    o.unpack(&[&activator], 0);
+    assert_pending(&o, "scr-ei", "scr-explicit");
+    assert_eq!(field(&status_of(o.theirs.path(), "scr-ea:amd64"), "Triggers-Awaited"), None);
+    o.configure();
+    assert_ends_with(&o, &["scr-ea_1.0 postinst [configure] []", "scr-ei_1.0 postinst [triggered] [scr-explicit]"]);
+}
+
+/// A package whose every file a new one takes over (`Replaces`) disappears: after the files,
+/// dpkg calls `old-postrm disappear NEW-PACKAGE NEW-VERSION` with the disappearing package's
+/// environment (`DPKG_MAINTSCRIPT_PACKAGE=scr-dx`), then drops its stanza and info files.
+#[test]
+fn a_package_whose_files_are_all_taken_calls_its_postrm_disappear() {
+    let debs = Debs::new();
+    let old = debs.logged("scr-dx", "1.0");
+    let taker = debs.build(logging(Pkg::new("scr-dy", "1.0", "amd64"), "scr-dy", "1.0").field("Replaces", "scr-dx").file("/usr/share/scr-dx/file", b"taken by scr-dy\n", 0o644));
+    let o = Scripted::new("postrm disappear");
+    o.both(|root| dpkg_install(root, &old));
+    o.unpack(&[&taker], 0);
+    o.dpkg_called(&["scr-dx_1.0 preinst [install]", "scr-dx_1.0 postinst [configure] []", "scr-dy_1.0 preinst [install]", "scr-dx_1.0 postrm [disappear] [scr-dy] [1.0]"]);
+    let disappear = calls(o.theirs.path()).pop().unwrap();
+    assert!(disappear.contains("| package=scr-dx name=postrm "), "{disappear}");
+    assert!(status_of(o.theirs.path(), "scr-dx:amd64").is_empty());
+    o.configure();
 }
