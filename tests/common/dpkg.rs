@@ -269,11 +269,17 @@ const BUSYBOX: &str = "/bin/busybox";
 /// or apt would hand over its locks or admin directory.
 pub fn tool(name: &str, root: &Path, args: &[&str]) -> Run {
     let mut cmd = Command::new(name);
-    cmd.arg(format!("--root={}", root.display())).args(args).env("PATH", PATH).env("LC_ALL", "C");
+    cmd.arg(format!("--root={}", root.display())).args(args);
+    run(clean_env(&mut cmd))
+}
+
+/// The environment of `tool` for any command (`chroot ROOT dpkg ...`).
+pub fn clean_env(cmd: &mut Command) -> &mut Command {
+    cmd.env("PATH", PATH).env("LC_ALL", "C");
     for var in ["DPKG_FRONTEND_LOCKED", "DPKG_ROOT", "DPKG_ADMINDIR", "DPKG_FORCE", "DPKG_MAINTSCRIPT_PACKAGE"] {
         cmd.env_remove(var);
     }
-    run(&mut cmd)
+    cmd
 }
 
 /// `dpkg --root=ROOT ARGS...`
