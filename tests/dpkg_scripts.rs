@@ -17,8 +17,15 @@
 //! `DPKG_ADMINDIR=/var/lib/dpkg` (inside the chroot), `DPKG_MAINTSCRIPT_PACKAGE=NAME`,
 //! `DPKG_MAINTSCRIPT_NAME=SCRIPT`, `DPKG_MAINTSCRIPT_ARCH` the package's architecture,
 //! `DPKG_MAINTSCRIPT_PACKAGE_REFCOUNT=1`, `DPKG_MAINTSCRIPT_DEBUG=0`, working directory `/`,
-//! `DPKG_RUNNING_VERSION=1.21.22`, and `DPKG_FORCE` the force options in effect (here those of
-//! the command line and the host's /etc/dpkg/dpkg.cfg.d: `security-mac,downgrade,...`).
+//! umask 022 whatever the caller's (dpkg sets it), `DPKG_RUNNING_VERSION=1.21.22`, and
+//! `DPKG_FORCE` the force options in effect (here those of the command line and the host's
+//! /etc/dpkg/dpkg.cfg.d: `security-mac,downgrade,...`). dpkg runs a new package's scripts from
+//! the archive's control members (extracted into the admin directory's `tmp.ci/`, gone after
+//! the call), the installed version's from `info/`; the log does not tell which path ran.
+//!
+//! dpkg is run with `--no-triggers` (see `NO_TRIGGERS`): without it, it runs the triggers
+//! pending in configured packages before it exits, which the engine leaves to
+//! `dpkg --configure`.
 //!
 //! `DPKG_ORACLE_SELF_CHECK=1 cargo test --test dpkg_scripts` runs dpkg on both sides: every test
 //! must pass then but `--no-scripts`' (dpkg has no such option) and the many-package failure's
