@@ -45,6 +45,7 @@ pub struct Pkg {
     symlinks: Vec<(String, String)>,
     conffiles: Vec<String>,
     members: Vec<(String, Vec<u8>)>,
+    scripts: Vec<(String, String)>,
     md5sums: bool,
 }
 
@@ -60,6 +61,7 @@ impl Pkg {
             symlinks: Vec::new(),
             conffiles: Vec::new(),
             members: Vec::new(),
+            scripts: Vec::new(),
             md5sums: true,
         }
     }
@@ -95,6 +97,13 @@ impl Pkg {
     /// An extra control member (`shlibs`, `symbols`, `templates`, any name), 0644.
     pub fn member(mut self, name: &str, bytes: &[u8]) -> Pkg {
         self.members.push((name.into(), bytes.into()));
+        self
+    }
+
+    /// A maintainer script (`preinst`, `postinst`, `prerm`, `postrm`, or any executable
+    /// control member): `body` as the member `name`, mode 0755.
+    pub fn script(mut self, name: &str, body: &str) -> Pkg {
+        self.scripts.push((name.into(), body.into()));
         self
     }
 
@@ -141,6 +150,10 @@ impl Pkg {
         for (name, bytes) in &self.members {
             std::fs::write(control.join(name), bytes).unwrap();
             chmod(&control.join(name), 0o644);
+        }
+        for (name, body) in &self.scripts {
+            std::fs::write(control.join(name), body).unwrap();
+            chmod(&control.join(name), 0o755);
         }
         let deb = out.join(format!("{stem}.deb"));
         let r = run(Command::new("dpkg-deb").args(["--build", "--root-owner-group"]).arg(&stage).arg(&deb));
@@ -229,18 +242,44 @@ impl DbRoot {
     pub fn admindir(&self) -> PathBuf {
         self.path().join("var/lib/dpkg")
     }
+
+    /// A root in which maintainer scripts can run: dpkg runs them chrooted into ROOT (and the
+    /// engine does too), so ROOT needs the `#!/bin/sh` they start with and whatever they call.
+    /// The smallest thing that gives both is one file: the host's statically linked busybox
+    /// (Debian's busybox-static) as ROOT/bin/sh, which runs as `ash` by that name, and whose
+    /// builtins (`echo`, `[`, `printf`, `umask`, redirection) are all the oracle's fixtures
+    /// call. Nothing is mounted. With `var/log` for the fixtures' log.
+    pub fn with_shell() -> DbRoot {
+        let root = DbRoot::new();
+        std::fs::create_dir_all(root.path().join("bin")).unwrap();
+        std::fs::create_dir_all(root.path().join("var/log")).unwrap();
+        let shell = std::fs::read(BUSYBOX).unwrap_or_else(|e| panic!("{BUSYBOX}: {e} (apt-get install busybox-static: the scripts' /bin/sh in a chroot)"));
+        edit(root.path(), "/bin/sh", &shell);
+        chmod(&root.path().join("bin/sh"), 0o755);
+        root
+    }
 }
+
+/// A statically linked shell (busybox-static's; the dynamically linked `busybox` package's would
+/// find no libc in the chroot).
+const BUSYBOX: &str = "/bin/busybox";
 
 /// A dpkg tool (`dpkg`, `dpkg-divert`, `dpkg-statoverride`) with `--root=ROOT` and a clean
 /// environment: a fixed PATH, the C locale, and none of the variables by which a calling dpkg
 /// or apt would hand over its locks or admin directory.
 pub fn tool(name: &str, root: &Path, args: &[&str]) -> Run {
     let mut cmd = Command::new(name);
-    cmd.arg(format!("--root={}", root.display())).args(args).env("PATH", PATH).env("LC_ALL", "C");
+    cmd.arg(format!("--root={}", root.display())).args(args);
+    run(clean_env(&mut cmd))
+}
+
+/// The environment of `tool` for any command (`chroot ROOT dpkg ...`).
+pub fn clean_env(cmd: &mut Command) -> &mut Command {
+    cmd.env("PATH", PATH).env("LC_ALL", "C");
     for var in ["DPKG_FRONTEND_LOCKED", "DPKG_ROOT", "DPKG_ADMINDIR", "DPKG_FORCE", "DPKG_MAINTSCRIPT_PACKAGE"] {
         cmd.env_remove(var);
     }
-    run(&mut cmd)
+    cmd
 }
 
 /// `dpkg --root=ROOT ARGS...`
@@ -493,7 +532,7 @@ pub fn assert_same_db(ours: &DbSnapshot, theirs: &DbSnapshot, what: &str) {
 /// Which tool stands for `unpack` in an oracle: `unpack`, or dpkg itself when
 /// `DPKG_ORACLE_SELF_CHECK=1`, which runs every scenario's dpkg side against itself to show
 /// that the fixtures and the comparison are deterministic (each test must then pass).
-fn ours_via() -> Via {
+pub fn ours_via() -> Via {
     if std::env::var_os("DPKG_ORACLE_SELF_CHECK").is_some_and(|v| v == "1") {
         Via::Dpkg
     } else {

@@ -1,0 +1,663 @@
+//! The dpkg oracle for maintainer scripts and triggers (issue 18): `unpack` then
+//! `dpkg --configure -a` must call the same scripts, with the same arguments and environment,
+//! and leave the same tree and database as `dpkg --unpack` then `dpkg --configure -a`. Every
+//! case takes two roots with a shell (tests/common/dpkg.rs, `DbRoot::with_shell`) through the
+//! same scenario in lockstep and compares, after the unpack and after the configure, the trees
+//! and databases (`DbSnapshot`) and the fixtures' logs.
+//!
+//! The fixtures' four scripts each append one line per call to ROOT/var/log/scripts.log:
+//! `NAME_VERSION SCRIPT [ARG]...`, then the environment dpkg gives them (`DPKG_MAINTSCRIPT_*`,
+//! `DPKG_ROOT`, `DPKG_ADMINDIR`, the working directory and umask), then after ` || ` the two
+//! values that name the caller and may differ: `DPKG_RUNNING_VERSION` and `DPKG_FORCE` (left out
+//! of the comparison). A script exits 1 when ROOT/fail/NAME_VERSION.SCRIPT.ACTION exists.
+//!
+//! What dpkg 1.21 does, per case, is written at each test as the exact sequence of calls: it is
+//! the sequence the engine must make. Its environment, from the log of a fresh install with
+//! `--root=ROOT`: the scripts run chrooted into ROOT with `DPKG_ROOT=` (set, empty),
+//! `DPKG_ADMINDIR=/var/lib/dpkg` (inside the chroot), `DPKG_MAINTSCRIPT_PACKAGE=NAME`,
+//! `DPKG_MAINTSCRIPT_NAME=SCRIPT`, `DPKG_MAINTSCRIPT_ARCH` the package's architecture,
+//! `DPKG_MAINTSCRIPT_PACKAGE_REFCOUNT=1`, `DPKG_MAINTSCRIPT_DEBUG=0`, working directory `/`,
+//! umask 022 whatever the caller's (dpkg sets it), `DPKG_RUNNING_VERSION=1.21.22`, and
+//! `DPKG_FORCE` the force options in effect (here those of the command line and the host's
+//! /etc/dpkg/dpkg.cfg.d: `security-mac,downgrade,...`). dpkg runs a new package's scripts from
+//! the archive's control members (extracted into the admin directory's `tmp.ci/`, gone after
+//! the call), the installed version's from `info/`; the log does not tell which path ran.
+//!
+//! dpkg is run with `--no-triggers` (see `NO_TRIGGERS`): without it, it runs the triggers
+//! pending in configured packages before it exits, which the engine leaves to
+//! `dpkg --configure`.
+//!
+//! `DPKG_ORACLE_SELF_CHECK=1 cargo test --test dpkg_scripts` runs dpkg on both sides: every test
+//! must pass then but `--no-scripts`' (dpkg has no such option) and the many-package failure's
+//! (dpkg does not unwind the packages before the failing one; the engine must).
+
+mod common;
+
+use common::dpkg::*;
+use common::{run, Run};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The packages of a test, built into a directory of their own.
+struct Debs {
+    dir: tempfile::TempDir,
+}
+
+impl Debs {
+    fn new() -> Debs {
+        Debs { dir: tempfile::Builder::new().prefix("unpack-scripts-debs").tempdir().unwrap() }
+    }
+
+    /// `NAME_VERSION_amd64.deb` with the four logging scripts and one file of its own,
+    /// `/usr/share/NAME/file`, whose content is the version.
+    fn logged(&self, name: &str, version: &str) -> PathBuf {
+        self.build(logging(Pkg::new(name, version, "amd64"), name, version).file(&format!("/usr/share/{name}/file"), format!("{name} {version}\n").as_bytes(), 0o644))
+    }
+
+    fn build(&self, pkg: Pkg) -> PathBuf {
+        pkg.build(self.dir.path())
+    }
+}
+
+/// The log of the fixtures' scripts.
+const LOG: &str = "var/log/scripts.log";
+
+/// `pkg` with the four maintainer scripts, each logging its call (see the module's doc) and
+/// failing on its marker.
+fn logging(mut pkg: Pkg, name: &str, version: &str) -> Pkg {
+    for script in ["preinst", "postinst", "prerm", "postrm"] {
+        pkg = pkg.script(script, &logging_script(&format!("{name}_{version}"), script));
+    }
+    pkg
+}
+
+fn logging_script(who: &str, script: &str) -> String {
+    format!(
+        r#"#!/bin/sh
+# The dpkg oracle's maintainer script: one line per call, then the failure asked for, if any.
+args=
+for a in "$@"; do args="$args [$a]"; done
+echo "{who} {script}$args | package=${{DPKG_MAINTSCRIPT_PACKAGE-(unset)}} name=${{DPKG_MAINTSCRIPT_NAME-(unset)}} arch=${{DPKG_MAINTSCRIPT_ARCH-(unset)}} refcount=${{DPKG_MAINTSCRIPT_PACKAGE_REFCOUNT-(unset)}} debug=${{DPKG_MAINTSCRIPT_DEBUG-(unset)}} root=${{DPKG_ROOT-(unset)}} admindir=${{DPKG_ADMINDIR-(unset)}} cwd=$PWD umask=$(umask) || running=${{DPKG_RUNNING_VERSION-(unset)}} force=${{DPKG_FORCE-(unset)}}" >> /{LOG}
+if [ -e "/fail/{who}.{script}.$1" ]; then exit 1; fi
+exit 0
+"#
+    )
+}
+
+/// The calls a root's log holds, each without what may differ between dpkg and unpack.
+fn calls(root: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(root.join(LOG)).unwrap_or_default();
+    text.lines().map(|l| l.split_once(" || ").map_or(l, |(call, _)| call).to_string()).collect()
+}
+
+/// The calls alone (`NAME_VERSION SCRIPT [ARG]...`), to assert dpkg's sequence.
+fn sequence(root: &Path) -> Vec<String> {
+    calls(root).iter().map(|l| l.split_once(" | ").map_or(l.as_str(), |(call, _)| call).to_string()).collect()
+}
+
+/// The trigger queue dpkg leaves out of DbSnapshot (it makes it on every run): compared here,
+/// where triggers are the point, an absent file as an empty one.
+fn unincorp(root: &Path) -> String {
+    std::fs::read_to_string(root.join("var/lib/dpkg/triggers/Unincorp")).unwrap_or_default()
+}
+
+/// Two roots with a shell through the same scenario: `theirs` by dpkg, `ours` by `unpack` (or
+/// dpkg under DPKG_ORACLE_SELF_CHECK=1).
+struct Scripted {
+    ours: DbRoot,
+    theirs: DbRoot,
+    what: String,
+}
+
+impl Scripted {
+    fn new(what: &str) -> Scripted {
+        Scripted { ours: DbRoot::with_shell(), theirs: DbRoot::with_shell(), what: what.into() }
+    }
+
+    fn both(&self, prepare: impl Fn(&Path)) {
+        prepare(self.theirs.path());
+        prepare(self.ours.path());
+    }
+
+    /// Makes the script of `who` (`NAME_VERSION`) fail when called as `script action`.
+    fn fail(&self, who: &str, script: &str, action: &str) {
+        self.both(|root| {
+            std::fs::create_dir_all(root.join("fail")).unwrap();
+            edit(root, &format!("/fail/{who}.{script}.{action}"), b"");
+        });
+    }
+
+    /// `dpkg --no-triggers --unpack DEBS` in theirs, `unpack DEBS` in ours, both expected to
+    /// exit `code` (dpkg's 1 for a failed script); then the roots must agree.
+    fn unpack(&self, debs: &[&Path], code: i32) {
+        let theirs = dpkg_try_unpack(self.theirs.path(), &NO_TRIGGERS, debs);
+        assert_eq!(theirs.code, code, "dpkg --unpack {debs:?}:\n{}{}", theirs.stdout, theirs.stderr);
+        let ours = ours_try_unpack(self.ours.path(), &[], debs);
+        assert_eq!(ours.code, code, "unpack {debs:?}:\n{}{}", ours.stdout, ours.stderr);
+        self.check("after the unpack");
+    }
+
+    fn configure(&self) {
+        dpkg_configure(self.theirs.path(), &[]);
+        dpkg_configure(self.ours.path(), &[]);
+        self.check("after dpkg --configure -a");
+    }
+
+    fn check(&self, stage: &str) {
+        let what = format!("{}, {stage}", self.what);
+        assert_eq!(calls(self.ours.path()), calls(self.theirs.path()), "{what}: the scripts' calls (left ours = unpack, right theirs = dpkg)");
+        assert_same_db(&DbSnapshot::take(self.ours.path()), &DbSnapshot::take(self.theirs.path()), &what);
+        assert_eq!(unincorp(self.ours.path()), unincorp(self.theirs.path()), "{what}: triggers/Unincorp");
+    }
+
+    /// Asserts the sequence of calls dpkg made in theirs since the start.
+    fn dpkg_called(&self, expected: &[&str]) {
+        assert_eq!(sequence(self.theirs.path()), expected, "{}: dpkg's calls", self.what);
+    }
+}
+
+/// What dpkg is compared with: `--no-triggers`, as apt calls it (its `DPkg::NoTriggers`
+/// default). Without it dpkg runs the triggers pending in configured packages before it exits;
+/// the engine leaves them to `dpkg --configure`. It changes nothing but that (the test of
+/// triggers shows plain dpkg's run too).
+const NO_TRIGGERS: [&str; 1] = ["--no-triggers"];
+
+/// `dpkg FLAGS --unpack DEBS` with dependencies left to apt, whatever its exit.
+fn dpkg_try_unpack(root: &Path, flags: &[&str], debs: &[&Path]) -> Run {
+    let mut args: Vec<&str> = NO_DEPENDS.to_vec();
+    args.extend(flags);
+    args.push("--unpack");
+    args.extend(debs.iter().map(|d| d.to_str().unwrap()));
+    dpkg(root, &args)
+}
+
+/// `unpack -s fsync FLAGS DEBS ROOT` (`dpkg --no-triggers --unpack DEBS` in the self-check, the
+/// flags then left out), whatever its exit.
+fn ours_try_unpack(root: &Path, flags: &[&str], debs: &[&Path]) -> Run {
+    if ours_via() == Via::Dpkg {
+        return dpkg_try_unpack(root, &NO_TRIGGERS, debs);
+    }
+    let mut args = vec!["-s".as_ref(), "fsync".as_ref()];
+    args.extend(flags.iter().map(std::ffi::OsStr::new));
+    args.extend(debs.iter().map(|d| d.as_os_str()));
+    args.push(root.as_os_str());
+    common::unpack(args)
+}
+
+/// `dpkg -i DEB` (unpack and configure), asserted to succeed.
+fn dpkg_install(root: &Path, deb: &Path) {
+    dpkg_unpack(root, &[deb]);
+    dpkg_configure(root, &[]);
+}
+
+fn status_of(root: &Path, key: &str) -> Vec<(String, String)> {
+    parse_status(&std::fs::read_to_string(root.join("var/lib/dpkg/status")).unwrap()).remove(key).unwrap_or_default()
+}
+
+fn field(stanza: &[(String, String)], name: &str) -> Option<String> {
+    stanza.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+}
+
+fn content(root: &Path, path: &str) -> String {
+    std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| format!("({e})"))
+}
+
+/// Fresh install: `new-preinst install`; then `--configure`: `postinst configure ""` (an empty
+/// most-recently-configured version). After `--unpack`: `install ok unpacked`.
+#[test]
+fn fresh_install_calls_preinst_install() {
+    let debs = Debs::new();
+    let deb = debs.logged("scr-fresh", "1.0");
+    let o = Scripted::new("fresh install");
+    o.unpack(&[&deb], 0);
+    o.dpkg_called(&["scr-fresh_1.0 preinst [install]"]);
+    let line = &calls(o.theirs.path())[0];
+    assert!(
+        line.ends_with("| package=scr-fresh name=preinst arch=amd64 refcount=1 debug=0 root= admindir=/var/lib/dpkg cwd=/ umask=0022"),
+        "dpkg's environment: {line}"
+    );
+    assert_eq!(field(&status_of(o.theirs.path(), "scr-fresh:amd64"), "Status").as_deref(), Some("install ok unpacked"));
+    o.configure();
+    o.dpkg_called(&["scr-fresh_1.0 preinst [install]", "scr-fresh_1.0 postinst [configure] []"]);
+}
+
+/// An upgrade of NAME from a configured 1.0 to 2.0, with the scripts `fails` names
+/// (`(VERSION, SCRIPT, ACTION)`) failing: both unpacks must exit `code`, and dpkg must make the
+/// calls `unpack_calls` (after 1.0's `preinst install` and `postinst configure`), each written
+/// `VERSION SCRIPT [ARG]...`. The roots are compared after the unpack and after `--configure -a`.
+fn upgrade(name: &str, fails: &[(&str, &str, &str)], code: i32, unpack_calls: &[&str]) -> Scripted {
+    let debs = Debs::new();
+    let (v1, v2) = (debs.logged(name, "1.0"), debs.logged(name, "2.0"));
+    let o = Scripted::new(&format!("upgrade of {name}"));
+    o.both(|root| dpkg_install(root, &v1));
+    for (version, script, action) in fails {
+        o.fail(&format!("{name}_{version}"), script, action);
+    }
+    o.unpack(&[&v2], code);
+    let installed = ["1.0 preinst [install]", "1.0 postinst [configure] []"];
+    let expected: Vec<String> = installed.iter().chain(unpack_calls).map(|c| format!("{name}_{c}")).collect();
+    assert_eq!(sequence(o.theirs.path()), expected, "{}: dpkg's calls", o.what);
+    o
+}
+
+/// Asserts dpkg left NAME 1.0 as it was before a failed upgrade: installed, its file.
+fn assert_back_to_1_0(o: &Scripted, name: &str) {
+    assert_eq!(field(&status_of(o.theirs.path(), &format!("{name}:amd64")), "Status").as_deref(), Some("install ok installed"));
+    assert_eq!(content(o.theirs.path(), &format!("usr/share/{name}/file")), format!("{name} 1.0\n"));
+}
+
+/// Upgrade of a configured 1.0: `old-prerm upgrade 2.0`, `new-preinst upgrade 1.0 2.0`, the
+/// files, `old-postrm upgrade 2.0`. After `--unpack`: Version 2.0, `Config-Version: 1.0`,
+/// `install ok unpacked`, 2.0's scripts in info/.
+#[test]
+fn upgrade_calls_old_prerm_new_preinst_old_postrm() {
+    let o = upgrade("scr-up", &[], 0, &["1.0 prerm [upgrade] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "1.0 postrm [upgrade] [2.0]"]);
+    let stanza = status_of(o.theirs.path(), "scr-up:amd64");
+    assert_eq!(field(&stanza, "Config-Version").as_deref(), Some("1.0"), "{stanza:?}");
+    o.configure();
+    assert_eq!(sequence(o.theirs.path()).last().unwrap(), "scr-up_2.0 postinst [configure] [1.0]");
+}
+
+/// NAME 1.0 installed, then removed (`deinstall ok config-files`: its postrm is kept), in both
+/// roots; `fails` as in `upgrade`; then the unpack of 2.0, expected to exit `code`.
+fn over_config_files(name: &str, fails: &[(&str, &str, &str)], code: i32) -> Scripted {
+    let debs = Debs::new();
+    let (v1, v2) = (debs.logged(name, "1.0"), debs.logged(name, "2.0"));
+    let o = Scripted::new(&format!("{name} from config-files"));
+    o.both(|root| {
+        dpkg_install(root, &v1);
+        let r = dpkg(root, &["--remove", name]);
+        assert_eq!(r.code, 0, "dpkg --remove:\n{}{}", r.stdout, r.stderr);
+    });
+    assert_eq!(field(&status_of(o.theirs.path(), &format!("{name}:amd64")), "Status").as_deref(), Some("deinstall ok config-files"));
+    for (version, script, action) in fails {
+        o.fail(&format!("{name}_{version}"), script, action);
+    }
+    o.unpack(&[&v2], code);
+    o
+}
+
+/// The calls of installing and removing 1.0, before a test's own.
+const CF_SETUP: [&str; 4] = ["1.0 preinst [install]", "1.0 postinst [configure] []", "1.0 prerm [remove]", "1.0 postrm [remove]"];
+
+/// From the config-files state (1.0 installed, then `dpkg --remove`): `new-preinst install 1.0
+/// 2.0` and nothing of 1.0's. After `--unpack`: Version 2.0, `Config-Version: 1.0`.
+#[test]
+fn install_over_config_files_calls_preinst_install_with_the_old_version() {
+    let o = over_config_files("scr-cf", &[], 0);
+    let expected: Vec<String> = CF_SETUP.iter().chain(&["2.0 preinst [install] [1.0] [2.0]"]).map(|c| format!("scr-cf_{c}")).collect();
+    assert_eq!(sequence(o.theirs.path()), expected);
+    assert_eq!(field(&status_of(o.theirs.path(), "scr-cf:amd64"), "Config-Version").as_deref(), Some("1.0"));
+    o.configure();
+}
+
+/// A failing new preinst from the config-files state: `new-preinst install 1.0 2.0` (fails),
+/// `new-postrm abort-install 1.0 2.0`. Exit 1; the package back in the config-files state as
+/// 1.0 (`Version` and `Config-Version` 1.0), but with the selection `install`: `install ok
+/// config-files`; no file of 2.0.
+#[test]
+fn a_failing_preinst_over_config_files_calls_postrm_abort_install_with_the_old_version() {
+    let o = over_config_files("scr-cfbad", &[("2.0", "preinst", "install")], 1);
+    let expected: Vec<String> = CF_SETUP.iter().chain(&["2.0 preinst [install] [1.0] [2.0]", "2.0 postrm [abort-install] [1.0] [2.0]"]).map(|c| format!("scr-cfbad_{c}")).collect();
+    assert_eq!(sequence(o.theirs.path()), expected);
+    let stanza = status_of(o.theirs.path(), "scr-cfbad:amd64");
+    assert_eq!(field(&stanza, "Status").as_deref(), Some("install ok config-files"), "{stanza:?}");
+    assert_eq!(field(&stanza, "Version").as_deref(), Some("1.0"), "{stanza:?}");
+    assert!(!o.theirs.path().join("usr/share/scr-cfbad/file").exists());
+    o.configure();
+}
+
+/// A failing new preinst on a fresh install: `new-preinst install` (fails), `new-postrm
+/// abort-install` (the new package's postrm, from the archive). Exit 1; no file of the package;
+/// the database as dpkg leaves it: a stanza `Package`, `Status: install ok not-installed`,
+/// `Architecture`, and no info file.
+#[test]
+fn a_failing_preinst_install_calls_postrm_abort_install() {
+    let debs = Debs::new();
+    let deb = debs.logged("scr-badpre", "1.0");
+    let o = Scripted::new("failing preinst install");
+    o.fail("scr-badpre_1.0", "preinst", "install");
+    o.unpack(&[&deb], 1);
+    o.dpkg_called(&["scr-badpre_1.0 preinst [install]", "scr-badpre_1.0 postrm [abort-install]"]);
+    let stanza = status_of(o.theirs.path(), "scr-badpre:amd64");
+    let names: Vec<&str> = stanza.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["Package", "Status", "Architecture"], "{stanza:?}");
+    assert_eq!(field(&stanza, "Status").as_deref(), Some("install ok not-installed"));
+    assert!(!o.theirs.path().join("usr/share/scr-badpre").exists());
+    o.configure();
+}
+
+/// A failing new preinst on an upgrade: `old-prerm upgrade 2.0`, `new-preinst upgrade 1.0 2.0`
+/// (fails), `new-postrm abort-upgrade 1.0 2.0`, `old-postinst abort-upgrade 2.0`. Exit 1; 1.0's
+/// files; 1.0 `install ok installed` again, its info files as they were.
+#[test]
+fn a_failing_preinst_upgrade_calls_abort_upgrade() {
+    let o = upgrade(
+        "scr-badup",
+        &[("2.0", "preinst", "upgrade")],
+        1,
+        &["1.0 prerm [upgrade] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "2.0 postrm [abort-upgrade] [1.0] [2.0]", "1.0 postinst [abort-upgrade] [2.0]"],
+    );
+    assert_back_to_1_0(&o, "scr-badup");
+    o.configure();
+}
+
+/// A failing old prerm: `old-prerm upgrade 2.0` (fails), `new-prerm failed-upgrade 1.0 2.0`
+/// (succeeds: dpkg goes on, exit 0), `new-preinst upgrade 1.0 2.0`, the files, `old-postrm
+/// upgrade 2.0`: the upgrade as if the old prerm had succeeded.
+#[test]
+fn a_failing_old_prerm_calls_new_prerm_failed_upgrade() {
+    let o = upgrade(
+        "scr-badrm",
+        &[("1.0", "prerm", "upgrade")],
+        0,
+        &["1.0 prerm [upgrade] [2.0]", "2.0 prerm [failed-upgrade] [1.0] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "1.0 postrm [upgrade] [2.0]"],
+    );
+    assert_eq!(content(o.theirs.path(), "usr/share/scr-badrm/file"), "scr-badrm 2.0\n");
+    o.configure();
+}
+
+/// A failing old prerm whose new prerm fails too: `old-prerm upgrade 2.0` (fails), `new-prerm
+/// failed-upgrade 1.0 2.0` (fails), `old-postinst abort-upgrade 2.0`. Exit 1, no preinst, 1.0
+/// installed as before.
+#[test]
+fn a_failing_old_prerm_and_new_prerm_calls_old_postinst_abort_upgrade() {
+    let o = upgrade(
+        "scr-badrm2",
+        &[("1.0", "prerm", "upgrade"), ("2.0", "prerm", "failed-upgrade")],
+        1,
+        &["1.0 prerm [upgrade] [2.0]", "2.0 prerm [failed-upgrade] [1.0] [2.0]", "1.0 postinst [abort-upgrade] [2.0]"],
+    );
+    assert_back_to_1_0(&o, "scr-badrm2");
+    o.configure();
+}
+
+/// A failing old postrm: after the files, `old-postrm upgrade 2.0` (fails), `new-postrm
+/// failed-upgrade 1.0 2.0` (succeeds): exit 0, 2.0 unpacked as after a plain upgrade.
+#[test]
+fn a_failing_old_postrm_calls_new_postrm_failed_upgrade() {
+    let o = upgrade(
+        "scr-badpost",
+        &[("1.0", "postrm", "upgrade")],
+        0,
+        &["1.0 prerm [upgrade] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "1.0 postrm [upgrade] [2.0]", "2.0 postrm [failed-upgrade] [1.0] [2.0]"],
+    );
+    assert_eq!(field(&status_of(o.theirs.path(), "scr-badpost:amd64"), "Status").as_deref(), Some("install ok unpacked"));
+    o.configure();
+}
+
+/// A failing old postrm whose new postrm fails too, after the files were written: dpkg puts
+/// the old files back (from its `.dpkg-tmp` backups) and unwinds: `old-preinst abort-upgrade
+/// 2.0`, `new-postrm abort-upgrade 1.0 2.0`, `old-postinst abort-upgrade 2.0`. Exit 1; 1.0's
+/// files and info files; 1.0 `install ok installed`.
+#[test]
+fn a_failing_old_and_new_postrm_restores_the_old_files_and_unwinds() {
+    let o = upgrade(
+        "scr-badpost2",
+        &[("1.0", "postrm", "upgrade"), ("2.0", "postrm", "failed-upgrade")],
+        1,
+        &[
+            "1.0 prerm [upgrade] [2.0]",
+            "2.0 preinst [upgrade] [1.0] [2.0]",
+            "1.0 postrm [upgrade] [2.0]",
+            "2.0 postrm [failed-upgrade] [1.0] [2.0]",
+            "1.0 preinst [abort-upgrade] [2.0]",
+            "2.0 postrm [abort-upgrade] [1.0] [2.0]",
+            "1.0 postinst [abort-upgrade] [2.0]",
+        ],
+    );
+    assert_back_to_1_0(&o, "scr-badpost2");
+    assert_eq!(content(o.theirs.path(), "var/lib/dpkg/info/scr-badpost2.preinst"), logging_script("scr-badpost2_1.0", "preinst"));
+    o.configure();
+}
+
+/// `unpack --no-scripts`: no script runs (the log stays empty) and the packages are recorded
+/// `install ok unpacked`, the tree and database as `dpkg --unpack` leaves them (whose preinst
+/// changes neither); `dpkg --configure -a` then runs the postinst alone.
+#[test]
+fn no_scripts_runs_none_and_records_the_package_unpacked() {
+    let debs = Debs::new();
+    let deb = debs.logged("scr-none", "1.0");
+    let o = Scripted::new("--no-scripts");
+    dpkg_unpack(o.theirs.path(), &[&deb]);
+    let r = ours_try_unpack(o.ours.path(), &["--no-scripts"], &[&deb]);
+    assert_eq!(r.code, 0, "unpack --no-scripts:\n{}{}", r.stdout, r.stderr);
+    assert_eq!(calls(o.ours.path()), Vec::<String>::new(), "--no-scripts ran scripts");
+    assert_eq!(field(&status_of(o.ours.path(), "scr-none:amd64"), "Status").as_deref(), Some("install ok unpacked"));
+    assert_same_db(&DbSnapshot::take(o.ours.path()), &DbSnapshot::take(o.theirs.path()), "--no-scripts, after the unpack");
+    dpkg_configure(o.theirs.path(), &[]);
+    dpkg_configure(o.ours.path(), &[]);
+    assert_same_db(&DbSnapshot::take(o.ours.path()), &DbSnapshot::take(o.theirs.path()), "--no-scripts, after dpkg --configure -a");
+    let configure = calls(o.theirs.path()).pop().unwrap();
+    assert!(configure.starts_with("scr-none_1.0 postinst [configure] []"), "{configure}");
+    assert_eq!(calls(o.ours.path()), [configure]);
+}
+
+/// A many-package call whose second package's preinst fails. dpkg takes each archive on its
+/// own: `dpkg --unpack A B C` runs `A preinst install`, unpacks A (`install ok unpacked`), runs
+/// `B preinst install` (fails), `B postrm abort-install` (B: the `not-installed` stanza), goes
+/// on to `C preinst install` and unpacks C, and exits 1. The engine's call is one transaction:
+/// it must unwind every package whose scripts ran, in reverse order (`A preinst install`,
+/// `B preinst install` fails, `B postrm abort-install`, `A postrm abort-install`), run nothing of
+/// C, and leave every package it unwound as dpkg leaves one whose preinst failed. That state is
+/// taken from dpkg: `dpkg --unpack A B` with both preinsts failing; the calls are dpkg's own
+/// (environment included), in the engine's order.
+#[test]
+fn a_failing_preinst_in_a_many_package_call_unwinds_every_package_whose_scripts_ran() {
+    let debs = Debs::new();
+    let (a, b, c) = (debs.logged("scr-many-a", "1.0"), debs.logged("scr-many-b", "1.0"), debs.logged("scr-many-c", "1.0"));
+
+    // What dpkg itself does, written down and held here.
+    let plain = DbRoot::with_shell();
+    std::fs::create_dir_all(plain.path().join("fail")).unwrap();
+    edit(plain.path(), "/fail/scr-many-b_1.0.preinst.install", b"");
+    let r = dpkg_try_unpack(plain.path(), &[], &[&a, &b, &c]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        sequence(plain.path()),
+        ["scr-many-a_1.0 preinst [install]", "scr-many-b_1.0 preinst [install]", "scr-many-b_1.0 postrm [abort-install]", "scr-many-c_1.0 preinst [install]"]
+    );
+    for (key, status) in [("scr-many-a:amd64", "install ok unpacked"), ("scr-many-b:amd64", "install ok not-installed"), ("scr-many-c:amd64", "install ok unpacked")] {
+        assert_eq!(field(&status_of(plain.path(), key), "Status").as_deref(), Some(status), "{key}");
+    }
+
+    // The state the engine must leave: both A and B as dpkg leaves a package whose preinst failed.
+    let o = Scripted::new("a failing preinst in a many-package call");
+    o.fail("scr-many-b_1.0", "preinst", "install");
+    edit(o.theirs.path(), "/fail/scr-many-a_1.0.preinst.install", b"");
+    let theirs = dpkg_try_unpack(o.theirs.path(), &[], &[&a, &b]);
+    assert_eq!(theirs.code, 1, "{}{}", theirs.stdout, theirs.stderr);
+    std::fs::remove_file(o.theirs.path().join("fail/scr-many-a_1.0.preinst.install")).unwrap();
+    let ours = ours_try_unpack(o.ours.path(), &[], &[&a, &b, &c]);
+    assert_eq!(ours.code, 1, "unpack A B C:\n{}{}", ours.stdout, ours.stderr);
+    let dpkgs = calls(o.theirs.path());
+    o.dpkg_called(&["scr-many-a_1.0 preinst [install]", "scr-many-a_1.0 postrm [abort-install]", "scr-many-b_1.0 preinst [install]", "scr-many-b_1.0 postrm [abort-install]"]);
+    let unwound = [&dpkgs[0], &dpkgs[2], &dpkgs[3], &dpkgs[1]].map(|l| l.to_string());
+    assert_eq!(calls(o.ours.path()), unwound, "the engine's calls (left) and dpkg's, in the engine's order (right)");
+    assert_same_db(&DbSnapshot::take(o.ours.path()), &DbSnapshot::take(o.theirs.path()), "many-package failure, after the unpack");
+}
+
+/// Asserts dpkg left NAME (installed) waiting for TRIGGER: `install ok triggers-pending`,
+/// `Triggers-Pending: TRIGGER`.
+fn assert_pending(o: &Scripted, name: &str, trigger: &str) {
+    let stanza = status_of(o.theirs.path(), &format!("{name}:amd64"));
+    assert_eq!(field(&stanza, "Status").as_deref(), Some("install ok triggers-pending"), "{stanza:?}");
+    assert_eq!(field(&stanza, "Triggers-Pending").as_deref(), Some(trigger), "{stanza:?}");
+}
+
+/// Asserts dpkg's last calls.
+fn assert_ends_with(o: &Scripted, last: &[&str]) {
+    let done = sequence(o.theirs.path());
+    assert!(done.ends_with(&last.iter().map(|c| c.to_string()).collect::<Vec<_>>()), "{}: dpkg's calls end {last:?}: {done:?}", o.what);
+}
+
+/// The file-trigger fixture: `scr-ti` declares `interest /usr/share/trig-test` (its postinst
+/// logs `triggered /usr/share/trig-test`); `scr-ta` ships /usr/share/trig-test/ta-file.
+fn trigger_pair(debs: &Debs) -> (PathBuf, PathBuf) {
+    let interested = logging(Pkg::new("scr-ti", "1.0", "amd64"), "scr-ti", "1.0").file("/usr/share/scr-ti/file", b"ti\n", 0o644).member("triggers", b"interest /usr/share/trig-test\n");
+    let activator = logging(Pkg::new("scr-ta", "1.0", "amd64"), "scr-ta", "1.0").file("/usr/share/trig-test/ta-file", b"ta\n", 0o644);
+    (debs.build(interested), debs.build(activator))
+}
+
+/// An activator unpacked while the interested package is installed. Plain `dpkg --unpack`
+/// runs the pending triggers before it exits (`scr-ti postinst triggered /usr/share/trig-test`
+/// at once); `dpkg --no-triggers --unpack`, as apt calls it, and `unpack` leave them pending:
+/// scr-ti `Status: install ok triggers-pending`, `Triggers-Pending: /usr/share/trig-test`;
+/// scr-ta `install ok unpacked` with `Triggers-Awaited: scr-ti`; triggers/File
+/// `/usr/share/trig-test scr-ti` (written when scr-ti was unpacked), triggers/Unincorp empty.
+/// `dpkg --configure -a` then runs `scr-ta postinst configure ""`, then `scr-ti postinst
+/// triggered /usr/share/trig-test`, and clears both fields.
+#[test]
+fn a_file_trigger_is_pending_after_the_unpack_and_runs_in_configure() {
+    let debs = Debs::new();
+    let (interested, activator) = trigger_pair(&debs);
+
+    let plain = DbRoot::with_shell();
+    dpkg_install(plain.path(), &interested);
+    dpkg_unpack(plain.path(), &[&activator]);
+    assert_eq!(sequence(plain.path()).last().unwrap(), "scr-ti_1.0 postinst [triggered] [/usr/share/trig-test]", "plain dpkg --unpack runs the trigger");
+
+    let o = Scripted::new("file trigger");
+    o.both(|root| dpkg_install(root, &interested));
+    assert_eq!(content(o.theirs.path(), "var/lib/dpkg/triggers/File"), "/usr/share/trig-test scr-ti\n");
+    o.unpack(&[&activator], 0);
+    assert_pending(&o, "scr-ti", "/usr/share/trig-test");
+    let ta = status_of(o.theirs.path(), "scr-ta:amd64");
+    assert_eq!(field(&ta, "Triggers-Awaited").as_deref(), Some("scr-ti"), "{ta:?}");
+    assert_eq!(unincorp(o.theirs.path()), "");
+    o.configure();
+    assert_ends_with(&o, &["scr-ta_1.0 postinst [configure] []", "scr-ti_1.0 postinst [triggered] [/usr/share/trig-test]"]);
+    assert_eq!(field(&status_of(o.theirs.path(), "scr-ti:amd64"), "Triggers-Pending"), None);
+}
+
+/// The interested package and the activator in the same call: scr-ti is only unpacked, so
+/// nothing is pending (its `postinst configure` does the work); its interest goes into
+/// triggers/File at the unpack. Both `install ok unpacked`, no trigger field; `--configure -a`
+/// runs both postinsts' `configure` (scr-ta's first: dpkg's order, not the call's) and no
+/// `triggered`.
+#[test]
+fn an_interest_unpacked_in_the_same_call_is_recorded_and_not_pending() {
+    let debs = Debs::new();
+    let (interested, activator) = trigger_pair(&debs);
+    let o = Scripted::new("interest and activator in one call");
+    o.unpack(&[&interested, &activator], 0);
+    assert_eq!(content(o.theirs.path(), "var/lib/dpkg/triggers/File"), "/usr/share/trig-test scr-ti\n");
+    for key in ["scr-ti:amd64", "scr-ta:amd64"] {
+        let stanza = status_of(o.theirs.path(), key);
+        assert_eq!(field(&stanza, "Status").as_deref(), Some("install ok unpacked"), "{stanza:?}");
+        assert!(!stanza.iter().any(|(n, _)| n.starts_with("Triggers-")), "{stanza:?}");
+    }
+    o.configure();
+    // `--configure -a` takes the packages in the order of its own package table, not the
+    // call's: the oracle compares that order with ours; here only what was called.
+    let mut done = sequence(o.theirs.path());
+    done.sort();
+    assert_eq!(done, ["scr-ta_1.0 postinst [configure] []", "scr-ta_1.0 preinst [install]", "scr-ti_1.0 postinst [configure] []", "scr-ti_1.0 preinst [install]"]);
+}
+
+/// An explicit trigger: `scr-ei` declares `interest scr-explicit` (dpkg writes
+/// triggers/scr-explicit with the line `scr-ei` when it is unpacked), `scr-ea` declares
+/// `activate scr-explicit`. After `dpkg --no-triggers --unpack scr-ea` over a configured
+/// scr-ei: scr-ei `install ok triggers-pending` with `Triggers-Pending: scr-explicit`, and, unlike
+/// the file trigger's activator, scr-ea gets no `Triggers-Awaited`. `--configure -a` runs
+/// `scr-ea postinst configure ""`, then `scr-ei postinst triggered scr-explicit`.
+#[test]
+fn an_explicit_activate_trigger_is_pending_after_the_unpack_and_runs_in_configure() {
+    let debs = Debs::new();
+    let interested = debs.build(logging(Pkg::new("scr-ei", "1.0", "amd64"), "scr-ei", "1.0").file("/usr/share/scr-ei/file", b"ei\n", 0o644).member("triggers", b"interest scr-explicit\n"));
+    let activator = debs.build(logging(Pkg::new("scr-ea", "1.0", "amd64"), "scr-ea", "1.0").file("/usr/share/scr-ea/file", b"ea\n", 0o644).member("triggers", b"activate scr-explicit\n"));
+    let o = Scripted::new("explicit trigger");
+    o.both(|root| dpkg_install(root, &interested));
+    assert_eq!(content(o.theirs.path(), "var/lib/dpkg/triggers/scr-explicit"), "scr-ei\n");
+    o.unpack(&[&activator], 0);
+    assert_pending(&o, "scr-ei", "scr-explicit");
+    assert_eq!(field(&status_of(o.theirs.path(), "scr-ea:amd64"), "Triggers-Awaited"), None);
+    o.configure();
+    assert_ends_with(&o, &["scr-ea_1.0 postinst [configure] []", "scr-ei_1.0 postinst [triggered] [scr-explicit]"]);
+}
+
+/// A package whose every file a new one takes over (`Replaces`) disappears: after the files,
+/// dpkg calls `old-postrm disappear NEW-PACKAGE NEW-VERSION` with the disappearing package's
+/// environment (`DPKG_MAINTSCRIPT_PACKAGE=scr-dx`), then drops its stanza and info files.
+#[test]
+fn a_package_whose_files_are_all_taken_calls_its_postrm_disappear() {
+    let debs = Debs::new();
+    let old = debs.logged("scr-dx", "1.0");
+    let taker = debs.build(logging(Pkg::new("scr-dy", "1.0", "amd64"), "scr-dy", "1.0").field("Replaces", "scr-dx").file("/usr/share/scr-dx/file", b"taken by scr-dy\n", 0o644));
+    let o = Scripted::new("postrm disappear");
+    o.both(|root| dpkg_install(root, &old));
+    o.unpack(&[&taker], 0);
+    o.dpkg_called(&["scr-dx_1.0 preinst [install]", "scr-dx_1.0 postinst [configure] []", "scr-dy_1.0 preinst [install]", "scr-dx_1.0 postrm [disappear] [scr-dy] [1.0]"]);
+    let disappear = calls(o.theirs.path()).pop().unwrap();
+    assert!(disappear.contains("| package=scr-dx name=postrm "), "{disappear}");
+    assert!(status_of(o.theirs.path(), "scr-dx:amd64").is_empty());
+    o.configure();
+}
+
+/// A command run in `chroot ROOT` with the environment `tool` gives dpkg: a fixed PATH, the C
+/// locale, no variable of a calling dpkg or apt.
+fn in_chroot(root: &Path, args: &[&str]) -> Run {
+    run(clean_env(Command::new("chroot").arg(root).args(args)))
+}
+
+fn succeeds(r: &Run, what: &str) {
+    assert_eq!(r.code, 0, "{what}:\n{}{}", r.stdout, r.stderr);
+}
+
+/// The dpkg side of the minbase bootstrap (issue 18, a base system in one call), the reference
+/// for the engine's bootstrap test and the minbase bench's dpkg peer: fixtures/fetch-minbase.sh
+/// fetches the set; a first stage makes the root merged-/usr (bin, sbin, lib, lib64 symlinks to
+/// usr/, which usr-is-merged's preinst demands) and extracts the files of first-stage.list (the
+/// Essential packages and their closure: the Essential ones alone have no libc6) with no script
+/// and no database; then `chroot ROOT dpkg --force-depends --unpack` of every package and
+/// `chroot ROOT dpkg --configure -a` give a system where every package is `ii`, `dpkg --audit`
+/// says nothing and `apt-get check` passes. Nothing is mounted.
+#[test]
+#[ignore = "downloads a Debian minbase (about 90 packages, 32 MB): cargo test --test dpkg_scripts -- --ignored"]
+fn minbase_by_dpkg_after_a_first_stage_is_a_working_system() {
+    let debs = tempfile::Builder::new().prefix("unpack-minbase").tempdir().unwrap();
+    let fetch = run(Command::new(common::repo().join("fixtures/fetch-minbase.sh")).arg(debs.path()));
+    succeeds(&fetch, "fixtures/fetch-minbase.sh");
+    let count: usize = fetch.stdout.trim().parse().unwrap_or_else(|e| panic!("fetch-minbase.sh printed {:?}: {e}", fetch.stdout));
+
+    let root = tempfile::Builder::new().prefix("unpack-minbase-root").tempdir().unwrap();
+    let r = root.path();
+    for dir in ["bin", "sbin", "lib", "lib64"] {
+        std::fs::create_dir_all(r.join("usr").join(dir)).unwrap();
+        std::os::unix::fs::symlink(format!("usr/{dir}"), r.join(dir)).unwrap();
+    }
+    for sub in ["info", "updates"] {
+        std::fs::create_dir_all(r.join("var/lib/dpkg").join(sub)).unwrap();
+    }
+    std::fs::write(r.join("var/lib/dpkg/status"), "").unwrap();
+    let first = std::fs::read_to_string(debs.path().join("first-stage.list")).unwrap();
+    for name in first.lines() {
+        let extract = "dpkg-deb --fsys-tarfile \"$1\" | tar -xf - --keep-directory-symlink -C \"$2\"";
+        succeeds(&run(Command::new("sh").args(["-c", extract, "sh"]).arg(debs.path().join(name)).arg(r)), &format!("first stage: {name}"));
+    }
+
+    let inside = r.join("var/cache/minbase");
+    std::fs::create_dir_all(&inside).unwrap();
+    let mut names: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(debs.path()).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".deb") {
+            std::fs::copy(debs.path().join(&name), inside.join(&name)).unwrap();
+            names.push(format!("/var/cache/minbase/{name}"));
+        }
+    }
+    assert_eq!(names.len(), count);
+    let mut unpack = vec!["dpkg", "--force-depends", "--unpack"];
+    unpack.extend(names.iter().map(String::as_str));
+    succeeds(&in_chroot(r, &unpack), "chroot ROOT dpkg --force-depends --unpack");
+    succeeds(&in_chroot(r, &["dpkg", "--configure", "-a"]), "chroot ROOT dpkg --configure -a");
+
+    let states = in_chroot(r, &["dpkg-query", "-W", "-f", "${db:Status-Abbrev}${Package}\n"]);
+    succeeds(&states, "dpkg-query");
+    let not_ii: Vec<&str> = states.stdout.lines().filter(|l| !l.starts_with("ii ")).collect();
+    assert!(not_ii.is_empty(), "not ii: {not_ii:?}");
+    assert_eq!(states.stdout.lines().count(), count);
+    let audit = in_chroot(r, &["dpkg", "--audit"]);
+    assert_eq!((audit.code, audit.stdout.as_str()), (0, ""), "dpkg --audit: {}", audit.stderr);
+    succeeds(&in_chroot(r, &["apt-get", "check"]), "chroot ROOT apt-get check");
+}
