@@ -29,7 +29,7 @@ command -v cargo >/dev/null || { echo "test.sh: cargo not found in PATH: install
 # (losetup, setpriv, flock, prlimit, fallocate), zstd and xz-utils (compressed members),
 # dpkg-dev (dpkg-buildpackage), man-db and groff-base (the man page tests), debhelper (the
 # Debian package), time (/usr/bin/time: peak memory).
-packages=(strace xfsprogs btrfs-progs e2fsprogs util-linux mount zstd xz-utils dpkg-dev man-db groff-base debhelper time)
+packages=(busybox-static strace xfsprogs btrfs-progs e2fsprogs util-linux mount zstd xz-utils dpkg-dev man-db groff-base debhelper time)
 need=()
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")

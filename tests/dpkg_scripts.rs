@@ -386,29 +386,49 @@ fn a_failing_old_postrm_calls_new_postrm_failed_upgrade() {
     o.configure();
 }
 
-/// A failing old postrm whose new postrm fails too, after the files were written: dpkg puts
+/// A failing old postrm whose new postrm fails too, after the files were written. dpkg puts
 /// the old files back (from its `.dpkg-tmp` backups) and unwinds: `old-preinst abort-upgrade
-/// 2.0`, `new-postrm abort-upgrade 1.0 2.0`, `old-postinst abort-upgrade 2.0`. Exit 1; 1.0's
-/// files and info files; 1.0 `install ok installed`.
+/// 2.0`, `new-postrm abort-upgrade 1.0 2.0`, `old-postinst abort-upgrade 2.0`; exit 1; 1.0's
+/// files and info files; 1.0 `install ok installed`. The engine's commit point is its journal,
+/// before these postrms: it defines the failure as committed (docs/database.md). Exit 1, the
+/// same calls up to the failure and no unwinding, 2.0's files and database, and the package
+/// recorded `install reinstreq half-installed`: `dpkg --audit` names it, and a reinstall of 2.0
+/// by dpkg finishes it as it finishes one of its own half-installed packages.
 #[test]
-fn a_failing_old_and_new_postrm_restores_the_old_files_and_unwinds() {
-    let o = upgrade(
-        "scr-badpost2",
-        &[("1.0", "postrm", "upgrade"), ("2.0", "postrm", "failed-upgrade")],
-        1,
-        &[
-            "1.0 prerm [upgrade] [2.0]",
-            "2.0 preinst [upgrade] [1.0] [2.0]",
-            "1.0 postrm [upgrade] [2.0]",
-            "2.0 postrm [failed-upgrade] [1.0] [2.0]",
-            "1.0 preinst [abort-upgrade] [2.0]",
-            "2.0 postrm [abort-upgrade] [1.0] [2.0]",
-            "1.0 postinst [abort-upgrade] [2.0]",
-        ],
-    );
-    assert_back_to_1_0(&o, "scr-badpost2");
-    assert_eq!(content(o.theirs.path(), "var/lib/dpkg/info/scr-badpost2.preinst"), logging_script("scr-badpost2_1.0", "preinst"));
-    o.configure();
+fn a_failing_old_and_new_postrm_is_committed_and_recorded_half_installed() {
+    let name = "scr-badpost2";
+    let debs = Debs::new();
+    let (v1, v2) = (debs.logged(name, "1.0"), debs.logged(name, "2.0"));
+    let o = Scripted::new("both postrms fail");
+    o.both(|root| dpkg_install(root, &v1));
+    o.fail(&format!("{name}_1.0"), "postrm", "upgrade");
+    o.fail(&format!("{name}_2.0"), "postrm", "failed-upgrade");
+    let theirs = dpkg_try_unpack(o.theirs.path(), &NO_TRIGGERS, &[&v2]);
+    assert_eq!(theirs.code, 1, "{}{}", theirs.stdout, theirs.stderr);
+    let calls_to_failure = ["1.0 prerm [upgrade] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "1.0 postrm [upgrade] [2.0]", "2.0 postrm [failed-upgrade] [1.0] [2.0]"];
+    let unwinding = ["1.0 preinst [abort-upgrade] [2.0]", "2.0 postrm [abort-upgrade] [1.0] [2.0]", "1.0 postinst [abort-upgrade] [2.0]"];
+    let setup = ["1.0 preinst [install]", "1.0 postinst [configure] []"];
+    let named = |calls: &[&str]| calls.iter().map(|c| format!("{name}_{c}")).collect::<Vec<_>>();
+    assert_eq!(sequence(o.theirs.path()), named(&[&setup[..], &calls_to_failure, &unwinding].concat()), "dpkg's calls");
+    assert_back_to_1_0(&o, name);
+    if ours_via() == Via::Dpkg {
+        return;
+    }
+    let ours = ours_try_unpack(o.ours.path(), &[], &[&v2]);
+    assert_eq!(ours.code, 1, "{}{}", ours.stdout, ours.stderr);
+    assert!(ours.stderr.contains("postrm") && ours.stderr.contains("half-installed"), "{}", ours.stderr);
+    assert_eq!(sequence(o.ours.path()), named(&[&setup[..], &calls_to_failure].concat()), "the engine's calls: no unwinding behind the commit");
+    let stanza = status_of(o.ours.path(), &format!("{name}:amd64"));
+    assert_eq!(field(&stanza, "Status").as_deref(), Some("install reinstreq half-installed"), "{stanza:?}");
+    assert_eq!(field(&stanza, "Version").as_deref(), Some("2.0"), "{stanza:?}");
+    assert_eq!(content(o.ours.path(), &format!("usr/share/{name}/file")), format!("{name} 2.0\n"));
+    let audit = dpkg(o.ours.path(), &["--audit"]);
+    assert!(audit.stdout.contains(name), "dpkg --audit names it: {}", audit.stdout);
+    std::fs::remove_dir_all(o.ours.path().join("fail")).unwrap();
+    let reinstall = dpkg_try_unpack(o.ours.path(), &NO_TRIGGERS, &[&v2]);
+    assert_eq!(reinstall.code, 0, "dpkg reinstalls it: {}{}", reinstall.stdout, reinstall.stderr);
+    dpkg_configure(o.ours.path(), &[]);
+    assert_eq!(field(&status_of(o.ours.path(), &format!("{name}:amd64")), "Status").as_deref(), Some("install ok installed"));
 }
 
 /// `unpack --no-scripts`: no script runs (the log stays empty) and the packages are recorded
