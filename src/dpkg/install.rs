@@ -20,6 +20,7 @@
 use super::admin::{self, Admin, Installed};
 use super::deb822::Stanza;
 use super::list;
+use super::triggers;
 use super::status::{self, Conffile, Flag, State, StatusField, Want};
 use super::version::{parse_relations, Relation, Version};
 use crate::control::ControlArchive;
@@ -260,6 +261,8 @@ impl Database {
         let mut reports = Vec::new();
         let mut gone: HashSet<usize> = HashSet::new(); // replaced by a new version, or disappeared
         let mut new_stanzas: Vec<Stanza> = Vec::new();
+        // Listed paths the upgrades remove: they activate file triggers too.
+        let mut dropped: Vec<(String, PathBuf)> = Vec::new();
         let mut removals: Vec<PathBuf> = Vec::new();
         let all_new: HashSet<&PathBuf> = self.incoming.iter().flat_map(|i| i.list.iter()).collect();
         let mut taken_from: HashMap<usize, HashSet<PathBuf>> = HashMap::new();
@@ -303,6 +306,7 @@ impl Database {
                         continue;
                     }
                     removals.push(relative(&divert(db, p, &inc.name)));
+                    dropped.push((inc.name.clone(), p.clone()));
                     removed += 1;
                 }
             }
@@ -363,7 +367,9 @@ impl Database {
             }
         }
         let mut stanzas: Vec<Stanza> = db.packages.iter().enumerate().filter(|(i, _)| !gone.contains(i)).map(|(_, p)| p.stanza.clone()).collect();
+        let first_new = stanzas.len();
         stanzas.extend(new_stanzas);
+        self.record_triggers(tx, &mut stanzas, first_new, &dropped)?;
         let refs: Vec<&Stanza> = stanzas.iter().collect();
         tx.add_generated(&admin_rel.join("status"), &status::write_status(&refs), 0o644)?;
         if self.installed.triggers_missing {
@@ -376,6 +382,128 @@ impl Database {
         self.disappearing = disappearing;
         self.status = stanzas;
         Ok(reports)
+    }
+}
+
+impl Database {
+    /// Triggers as dpkg records them at unpack ([`super::triggers`]): the packages' interests
+    /// into `triggers/File` and the explicit triggers' files, and the activations by the paths
+    /// written and `dropped` (by package name) and by the packages' own `activate` directives into `stanzas`
+    /// (the new packages' from `first_new` on, in call order).
+    fn record_triggers(&self, tx: &mut Transaction<'_>, stanzas: &mut [Stanza], first_new: usize, dropped: &[(String, PathBuf)]) -> Result<()> {
+        let triggers_rel = self.admin.rel.join("triggers");
+        let dir = match rustix::fs::openat(self.admin.dir.fd(), "triggers", crate::tree::DIR_FLAGS, rustix::fs::Mode::empty()) {
+            Ok(fd) => Some(crate::durability::Directory::new(fd, self.admin.dir.path().join("triggers")).map_err(|e| Error::root(self.admin.dir.path().join("triggers"), "stat", e))?),
+            Err(_) => None,
+        };
+        let read = |name: &str| -> Result<Vec<u8>> {
+            match &dir {
+                Some(d) => Ok(admin::read_file(d, name, 16 << 20)?.unwrap_or_default()),
+                None => Ok(Vec::new()),
+            }
+        };
+        let bad = |name: &str, e: super::ParseError| admin::bad_db(&self.admin.dir.path().join("triggers").join(name), e);
+        let file_before = read("File")?;
+        let mut file = triggers::parse_file_interests(&file_before).map_err(|e| bad("File", e))?;
+        let mut explicit: std::collections::BTreeMap<String, (Vec<u8>, Vec<triggers::Interest>)> = Default::default();
+        let directives: Vec<Vec<triggers::Directive>> = self
+            .incoming
+            .iter()
+            .map(|inc| match inc.archive.members.iter().find(|m| m.name == "triggers") {
+                Some(m) => triggers::parse_member(&m.bytes).map_err(|e| Error::bad(Path::new(&inc.name), format!("triggers: {e}"))),
+                None => Ok(Vec::new()),
+            })
+            .collect::<Result<_>>()?;
+        // Explicit trigger files a new package names (to change or to activate) or its old
+        // version did (to drop the old interest).
+        let mut names: Vec<String> = directives.iter().flatten().filter(|d| !d.is_file()).map(|d| d.name.clone()).collect();
+        for inc in &self.incoming {
+            if let Some(o) = inc.old {
+                let old_file = format!("{}.triggers", self.installed.packages[o].info_name());
+                if let Some(bytes) = admin::read_file(&self.admin.info, &old_file, 16 << 20)? {
+                    let old = triggers::parse_member(&bytes).map_err(|e| admin::bad_db(&self.admin.info.path().join(&old_file), e))?;
+                    names.extend(old.into_iter().filter(|d| d.interest && !d.is_file()).map(|d| d.name));
+                }
+            }
+        }
+        for name in names {
+            if !explicit.contains_key(&name) {
+                let bytes = read(&name)?;
+                let parsed = triggers::parse_explicit(&bytes).map_err(|e| bad(&name, e))?;
+                explicit.insert(name, (bytes, parsed));
+            }
+        }
+        // Interests: each new package's replace its old version's.
+        for (inc, dirs) in self.incoming.iter().zip(&directives) {
+            let who = status::info_name(&inc.name, &inc.arch, inc.multi_arch_same);
+            let old = inc.old.map(|o| self.installed.packages[o].info_name());
+            let mine = |p: &str| p == who || Some(p) == old.as_deref();
+            file.retain(|i| !mine(&i.package));
+            explicit.values_mut().for_each(|(_, list)| list.retain(|i| !mine(&i.package)));
+            for d in dirs.iter().filter(|d| d.interest) {
+                let interest = triggers::Interest { path: PathBuf::new(), package: who.clone(), noawait: d.noawait };
+                if d.is_file() {
+                    file.push(triggers::Interest { path: PathBuf::from(&d.name), ..interest });
+                } else if let Some((_, list)) = explicit.get_mut(&d.name) {
+                    list.push(interest);
+                }
+            }
+        }
+        // Activations.
+        let state_of = |s: &Stanza| s.get("Status").and_then(|v| StatusField::parse(v).ok());
+        let find = |stanzas: &[Stanza], who: &str| {
+            let (name, arch) = who.split_once(':').map_or((who, None), |(n, a)| (n, Some(a)));
+            stanzas.iter().position(|s| s.get("Package") == Some(name) && arch.is_none_or(|a| s.get("Architecture") == Some(a)))
+        };
+        let pend = |stanzas: &mut [Stanza], who: &str, trigger: &str| -> bool {
+            let Some(i) = find(stanzas, who) else { return false };
+            let Some(mut st) = state_of(&stanzas[i]) else { return false };
+            if !matches!(st.state, State::Installed | State::TriggersPending | State::TriggersAwaited) {
+                return false;
+            }
+            let mut pending: Vec<String> = stanzas[i].get("Triggers-Pending").unwrap_or("").split_whitespace().map(str::to_string).collect();
+            if !pending.iter().any(|p| p == trigger) {
+                pending.push(trigger.to_string());
+            }
+            status::set_known(&mut stanzas[i], "Triggers-Pending", pending.join(" "));
+            if st.state == State::Installed {
+                st.state = State::TriggersPending;
+                status::set_known(&mut stanzas[i], "Status", st.to_string());
+            }
+            true
+        };
+        for (k, (inc, dirs)) in self.incoming.iter().zip(&directives).enumerate() {
+            let mut awaited: Vec<String> = Vec::new();
+            let touched = inc.list.iter().chain(dropped.iter().filter(|(by, _)| *by == inc.name).map(|(_, p)| p));
+            for path in touched {
+                for i in file.iter().filter(|i| triggers::activates(&i.path, path)) {
+                    let trigger = i.path.to_string_lossy();
+                    if pend(stanzas, &i.package, &trigger) && !i.noawait && !awaited.contains(&i.package) {
+                        awaited.push(i.package.clone());
+                    }
+                }
+            }
+            for d in dirs.iter().filter(|d| !d.interest && !d.is_file()) {
+                for i in explicit.get(&d.name).map(|(_, l)| l.clone()).unwrap_or_default() {
+                    pend(stanzas, &i.package, &d.name);
+                }
+            }
+            if !awaited.is_empty() {
+                status::set_known(&mut stanzas[first_new + k], "Triggers-Awaited", awaited.join(" "));
+            }
+        }
+        // The interest files that changed, through the transaction.
+        let file_after = triggers::write_interests(&file, true);
+        if file_after != file_before {
+            tx.add_generated(&triggers_rel.join("File"), &file_after, 0o644)?;
+        }
+        for (name, (before, list)) in &explicit {
+            let after = triggers::write_interests(list, false);
+            if &after != before && !after.is_empty() {
+                tx.add_generated(&triggers_rel.join(name), &after, 0o644)?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -26,6 +26,7 @@ pub mod phase;
 pub mod scripts;
 pub mod statoverride;
 pub mod status;
+pub mod triggers;
 pub mod version;
 
 use std::ffi::OsStr;

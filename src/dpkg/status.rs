@@ -242,6 +242,19 @@ fn package(stanza: Stanza) -> Result<Package, String> {
     Ok(Package { name, arch, multi_arch_same, version, status, stanza })
 }
 
+/// Sets a field dpkg knows where dpkg writes it: in place, or after the known fields that come
+/// before it in dpkg's order and before the fields dpkg does not know (which it writes last).
+pub fn set_known(stanza: &mut Stanza, name: &str, value: String) {
+    if let Some(f) = stanza.fields.iter_mut().find(|f| f.name.eq_ignore_ascii_case(name)) {
+        f.value = value;
+        return;
+    }
+    let rank = |n: &str| FIELD_ORDER.iter().position(|k| k.eq_ignore_ascii_case(n));
+    let own = rank(name).unwrap_or(FIELD_ORDER.len());
+    let at = stanza.fields.iter().position(|f| rank(&f.name).is_none_or(|r| r > own)).unwrap_or(stanza.fields.len());
+    stanza.fields.insert(at, Field { name: name.to_string(), value });
+}
+
 /// The fields dpkg knows, in the order it writes them (lib/dpkg/parse.c fieldinfos).
 const FIELD_ORDER: [&str; 32] = [
     "Package", "Essential", "Protected", "Status", "Priority", "Section", "Installed-Size", "Origin",
