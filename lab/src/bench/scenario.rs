@@ -1,5 +1,7 @@
 //! What the root holds before a measured run: nothing (`install`), or an installed copy of the
-//! same paths with other contents (`upgrade`).
+//! same paths with other contents (`upgrade`); and what else the machine does during it: the
+//! busy scenarios install into an empty root while a background writer ([`super::busy`])
+//! dirties data on the same filesystem (`busy`) or on another one (`busy-elsewhere`).
 //!
 //! Why upgrade matters: replacing files is where atomicity costs most (the old content must
 //! survive until the new one is durable), and filesystems treat a rename over an existing file
@@ -21,17 +23,31 @@ use std::process::Command;
 pub enum Scenario {
     Install,
     Upgrade,
+    Busy,
+    #[serde(rename = "busy-elsewhere")]
+    BusyElsewhere,
 }
 
 impl Scenario {
     /// Every scenario, in the order the tables show them.
-    pub const ALL: [Scenario; 2] = [Scenario::Install, Scenario::Upgrade];
+    pub const ALL: [Scenario; 4] = [Scenario::Install, Scenario::Upgrade, Scenario::Busy, Scenario::BusyElsewhere];
 
     /// The name users type.
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Install => "install",
             Scenario::Upgrade => "upgrade",
+            Scenario::Busy => "busy",
+            Scenario::BusyElsewhere => "busy-elsewhere",
+        }
+    }
+
+    /// Where the background writer writes during the run, if the scenario has one.
+    pub fn writer(self) -> Option<WriterSite> {
+        match self {
+            Scenario::Busy => Some(WriterSite::SameFilesystem),
+            Scenario::BusyElsewhere => Some(WriterSite::OtherFilesystem),
+            Scenario::Install | Scenario::Upgrade => None,
         }
     }
 
@@ -39,7 +55,7 @@ impl Scenario {
     /// rewritten packages of [`make_old_version`]. The caller syncs afterwards.
     pub fn prepare(self, engine: &Engine, old: &[PathBuf], root: &Path) -> Result<()> {
         match self {
-            Scenario::Install => Ok(()),
+            Scenario::Install | Scenario::Busy | Scenario::BusyElsewhere => Ok(()),
             Scenario::Upgrade => engine.install_unsafely(old, root),
         }
     }
@@ -52,8 +68,21 @@ impl std::str::FromStr for Scenario {
         Scenario::ALL
             .into_iter()
             .find(|c| c.name() == s)
-            .ok_or_else(|| format!("unknown scenario '{s}' (known: install, upgrade)"))
+            .ok_or_else(|| {
+                let known: Vec<&str> = Scenario::ALL.iter().map(|c| c.name()).collect();
+                format!("unknown scenario '{s}' (known: {})", known.join(", "))
+            })
     }
+}
+
+/// The filesystem the busy scenarios' writer dirties.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriterSite {
+    /// The run's own filesystem, beside the root.
+    SameFilesystem,
+    /// A filesystem of the bench's own for the writer alone: ext4 with default options, fresh
+    /// for every run, on the same kind of device as the run's.
+    OtherFilesystem,
 }
 
 /// Writes into `dir` a copy of `package` whose regular files have other bytes and other

@@ -65,7 +65,9 @@ struct Args {
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "warm")]
     cache: Vec<Cache>,
 
-    /// install (into an empty root), upgrade (over an installed copy with other contents).
+    /// install (into an empty root), upgrade (over an installed copy with other contents), busy
+    /// (install while a background writer dirties 64 MiB/s on the same filesystem),
+    /// busy-elsewhere (the writer on a filesystem of its own).
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "install")]
     scenario: Vec<Scenario>,
 

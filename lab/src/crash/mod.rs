@@ -225,7 +225,8 @@ pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matr
                     let mut cell = CellResult::new(fs, options, scenario, strategy, settle, disk_bytes);
                     let dir = work.path().join(format!("cell-{index}"));
                     let (older, old) = match scenario {
-                        Scenario::Install => (None, &empty),
+                        // validate() refuses the busy scenarios: they are the bench's.
+                        Scenario::Install | Scenario::Busy | Scenario::BusyElsewhere => (None, &empty),
                         Scenario::Upgrade => (Some(older_deb.as_path()), &old),
                     };
                     let setup = record::Setup {
@@ -391,6 +392,9 @@ fn validate(config: &Config) -> Result<(), CrashError> {
     }
     for s in &config.strategies {
         unpack::durability::by_name(s, 1).map_err(|e| CrashError::Usage(e.to_string()))?;
+    }
+    if let Some(s) = config.scenarios.iter().find(|s| s.writer().is_some()) {
+        return Err(CrashError::Usage(format!("scenario '{}' is unpack-bench's; the crash test runs install and upgrade", s.name())));
     }
     let empty = |what: &str| Err(CrashError::Usage(format!("no {what} to test")));
     if config.strategies.is_empty() {
