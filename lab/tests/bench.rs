@@ -517,7 +517,10 @@ fn a_background_writer_elsewhere_is_flushed_by_batch_and_not_by_syncfs() {
         assert!(r["writer_bytes"].parse::<u64>().is_ok() && r["writer_mib_s"].parse::<f64>().is_ok(), "every tool's run has the writer beside it, the peer's too: {r:?}");
         let own_device = r["scenario"] == "busy-elsewhere";
         assert_eq!(r["writer_device_flushes"].is_empty(), !own_device, "{r:?}");
+        // Our strategies' flushes are timed (batch and syncfs flush); a peer's are not seen.
+        assert_eq!(r["flush_p99_s"].parse::<f64>().is_ok(), r["kind"] == "strategy", "{r:?}");
     }
+    assert!(md.contains("The 99th percentile of our flush calls' latency in a run"), "{md}");
     assert!(md.contains("## synthetic 40:1k on ext4, busy-elsewhere") && md.contains("## synthetic 40:1k on ext4, busy\n"), "{md}");
     assert!(md.contains("The background writer's throughput while the unpacker ran (on a filesystem of its own"), "{md}");
     assert!(md.contains("The background writer's throughput while the unpacker ran (on the same filesystem"), "{md}");

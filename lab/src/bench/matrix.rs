@@ -75,6 +75,8 @@ pub struct Cell {
     pub device_flushes: Option<u64>,
     /// Median MiB/s of the busy scenarios' background writer while the unpacker ran.
     pub writer_mib_s: Option<f64>,
+    /// Median over the runs of the p99 latency of all our engine's flush calls in a run.
+    pub flush_p99_s: Option<f64>,
     pub runs: Vec<RunRecord>,
 }
 
@@ -90,7 +92,8 @@ impl Cell {
             stable: Spread::of(&times(|r| r.stable_s)),
             device_flushes_at_exit: median_u64(ok.iter().filter_map(|r| r.device_at_exit.map(|d| d.flushes)).collect()),
             device_flushes: median_u64(ok.iter().filter_map(|r| r.device.map(|d| d.flushes)).collect()),
-            writer_mib_s: Spread::of(&ok.iter().filter_map(|r| r.writer.map(|w| w.mib_s)).collect::<Vec<f64>>()).map(|s| s.median),
+            writer_mib_s: median_f64(ok.iter().filter_map(|r| r.writer.map(|w| w.mib_s)).collect()),
+            flush_p99_s: median_f64(ok.iter().filter_map(|r| r.engine.as_ref()?.flush_latency.all.p99_s).collect()),
             runs,
         }
     }
@@ -99,6 +102,10 @@ impl Cell {
     pub fn is_clean(&self) -> bool {
         self.failed == 0 && self.exit.is_some()
     }
+}
+
+fn median_f64(values: Vec<f64>) -> Option<f64> {
+    Spread::of(&values).map(|s| s.median)
 }
 
 fn median_u64(mut values: Vec<u64>) -> Option<u64> {

@@ -91,6 +91,12 @@ pub fn markdown(matrix: &Matrix) -> String {
                 _ => "–".to_string(),
             });
         }
+        if rows.iter().any(|r| r.cells.iter().any(|c| c.flush_p99_s.is_some())) {
+            let _ = writeln!(md, "\nThe 99th percentile of our flush calls' latency in a run (the engine's `flush_latency`), median ms:\n\n{head}");
+            for row in rows {
+                md += &table_line(row, |c| c.exit, |c| c.flush_p99_s.map_or("–".to_string(), |s| secs(s * 1000.0)));
+            }
+        }
         if rows.iter().any(|r| r.cells.iter().any(|c| c.writer_mib_s.is_some())) {
             md += &writer_table(rows, &head);
         }
