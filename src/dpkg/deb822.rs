@@ -33,21 +33,6 @@ impl Stanza {
         self.fields.iter().find(|f| f.name.eq_ignore_ascii_case(name)).map(|f| f.value.as_str())
     }
 
-    /// Replaces the field `name`'s value where it stands, else appends the field. The value must
-    /// be one [`parse`] could give (each continuation line starting with a space and not blank),
-    /// or the written stanza will not read back.
-    pub fn set(&mut self, name: &str, value: String) {
-        match self.fields.iter_mut().find(|f| f.name.eq_ignore_ascii_case(name)) {
-            Some(field) => field.value = value,
-            None => self.fields.push(Field { name: name.to_string(), value }),
-        }
-    }
-
-    /// Removes the field `name` if it is there.
-    pub fn remove(&mut self, name: &str) {
-        self.fields.retain(|f| !f.name.eq_ignore_ascii_case(name));
-    }
-
     /// The stanza as dpkg writes it: "Name: value" lines ("Name:" alone before a value that
     /// starts on the next line), no trailing blank line.
     pub fn write_to(&self, out: &mut Vec<u8>) {
@@ -212,15 +197,6 @@ mod tests {
             s.write_to(&mut out);
         }
         assert_eq!(String::from_utf8(out).unwrap(), text);
-    }
-
-    #[test]
-    fn set_replaces_in_place_and_remove_removes() {
-        let mut s = parse(b"Package: a\nVersion: 1\nArchitecture: all\n").unwrap().remove(0);
-        s.set("version", "2".into());
-        s.set("Status", "install ok unpacked".into());
-        s.remove("ARCHITECTURE");
-        assert_eq!(s.fields, vec![field("Package", "a"), field("Version", "2"), field("Status", "install ok unpacked")]);
     }
 
     #[test]

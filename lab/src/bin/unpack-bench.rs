@@ -67,7 +67,9 @@ struct Args {
     cache: Vec<Cache>,
 
     /// install (into an empty root), upgrade (over an installed copy with other contents),
-    /// upgrade-db (the same copy installed by dpkg, in a root with dpkg's database).
+    /// upgrade-db (the same copy installed by dpkg, in a root with dpkg's database), busy
+    /// (install while a background writer dirties 64 MiB/s on the same filesystem),
+    /// busy-elsewhere (the writer on a filesystem of its own).
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "install")]
     scenario: Vec<Scenario>,
 
