@@ -157,13 +157,16 @@ fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_t
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new(), "the bench cleans up after itself");
     let tools = ["none", "fsync", "dpkg", "tar"];
 
-    // matrix.md: one table per filesystem and scenario, three views of it, every cell a time.
+    // matrix.md: one table per filesystem and scenario, four views of it: every cell a time,
+    // then our strategies' flush latency.
     let md = std::fs::read_to_string(out.path().join("matrix.md")).unwrap();
     assert_eq!(md.matches("## synthetic 50:4k on ext4, install").count(), 1, "{md}");
-    assert_eq!(md.matches("| mount options | cache | none | fsync | dpkg | tar |").count(), 3, "{md}");
+    assert_eq!(md.matches("| mount options | cache | none | fsync | dpkg | tar |").count(), 4, "{md}");
     for options in ["defaults", "nodelalloc"] {
         let lines = table_lines(&md, options, "warm");
-        assert_eq!(lines.len(), 3, "exit, stable and spread lines for {options}: {md}");
+        assert_eq!(lines.len(), 4, "exit, stable, spread and flush latency lines for {options}: {md}");
+        assert!(seconds(&lines[3][1]) > 0.0, "fsync's p99 flush latency: {:?}", lines[3]);
+        assert_eq!([lines[3][0], lines[3][2], lines[3][3]], ["–"; 3], "none flushes nothing, the peers are not seen");
         for line in &lines[..2] {
             assert_eq!(line.len(), tools.len());
             assert!(line[0].ends_with("(1.00×)"), "none is the baseline: {line:?}");

@@ -30,7 +30,10 @@ How the numbers are made (fairness rules):
   - A run that fails counts as failed in the table, never as a time.
   - The upgrade scenario first installs a rewritten copy of the package (same paths, other
     contents) with `unpack -s none` and a sync, untimed; upgrade-db installs and configures it
-    with dpkg in a root with dpkg's database instead, so that every tool upgrades a database.";
+    with dpkg in a root with dpkg's database instead, so that every tool upgrades a database.
+  - The busy scenarios' writer (64 MiB/s in 1 MiB writes, never flushing) starts after the
+    run's sync, has 16 MiB dirty before the unpacker starts, stops when it exits, and runs
+    alike beside every tool of a row.";
 
 /// The benchmark matrix: our durability strategies and peers (dpkg, tar) x filesystems x mount
 /// options x page cache x scenario -> seconds until exit and until the data is stable.
