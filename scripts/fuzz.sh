@@ -7,6 +7,9 @@
 #                  validation, path resolution in a root full of hostile symlinks
 #   xz_blocks      any bytes as an xz stream: the multi-block reader against the
 #                  one-thread decoder, byte for byte and failure for failure
+#   dpkg_db        any bytes as each of dpkg's database files (status, control, info
+#                  lists, conffiles, md5sums, diversions, statoverride), versions and
+#                  relations: round trips and version order
 #   journal_recover  any bytes as the recovery journal of a trapped root (with an intent),
 #                  recovered; the tree beside the root must not change. An odd first byte
 #                  seals the rest with a valid checksum, `@H` stands for that tree's path
@@ -35,7 +38,7 @@ fi
 seconds=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(deb_container control tar_entries xz_blocks journal_recover)
+[ ${#targets[@]} -gt 0 ] || targets=(deb_container control tar_entries xz_blocks journal_recover dpkg_db)
 
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 command -v dpkg-deb >/dev/null || { echo "fuzz.sh: dpkg-deb is needed to make the seed corpus" >&2; exit 2; }
@@ -85,6 +88,15 @@ if [ -d fuzz/corpus/journal_recover ]; then
     seed meta-v1 'M @H 4777 1000 1000 0 0\nM host 777 0 0 0 0\n'
     seed rollback 'E garbage\n'
     printf '0unpack-journal 1\nM host 777 0 0 0 0\nE 1 0000000000000000\n' > fuzz/corpus/journal_recover/seed-raw-v1
+fi
+# dpkg's database: this machine's own, each file cut to the fuzzer's -max_len.
+if [ -d fuzz/corpus/dpkg_db ]; then
+    for f in /var/lib/dpkg/status /var/lib/dpkg/diversions /var/lib/dpkg/statoverride \
+             $(ls /var/lib/dpkg/info/*.list /var/lib/dpkg/info/*.md5sums /var/lib/dpkg/info/*.conffiles 2>/dev/null | head -30); do
+        [ -f "$f" ] && head -c 60000 "$f" > "fuzz/corpus/dpkg_db/seed-$(basename "$f")"
+    done
+    printf '1.0~rc1-1\n1:1.0+dfsg-2~bpo1\n' > fuzz/corpus/dpkg_db/seed-versions
+    printf 'libc6 (>= 2.3) | foo:any, bar (<< 1:2-3)\n' > fuzz/corpus/dpkg_db/seed-relations
 fi
 find fuzz/corpus -name 'seed-*' -empty -delete
 

@@ -194,6 +194,7 @@ pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Re
         filesystem: mountinfo::for_path(root).ok(),
         phases,
         syscalls: calls.counts(),
+        flush_latency: calls.latencies(),
         peak_rss_bytes: report::peak_rss_bytes(),
         recovered,
     })

@@ -5,7 +5,7 @@
 use crate::control::Control;
 use crate::error::escape;
 use crate::mountinfo::MountInfo;
-use crate::syscalls::SyscallCounts;
+use crate::syscalls::{FlushLatencies, SyscallCounts};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -72,6 +72,8 @@ pub struct Report {
     pub filesystem: Option<MountInfo>,
     pub phases: Phases,
     pub syscalls: SyscallCounts,
+    /// How long the flush calls of `syscalls` took: count, total, p50, p99 and max per kind.
+    pub flush_latency: FlushLatencies,
     pub peak_rss_bytes: u64,
     /// What recovery of an earlier, interrupted transaction did first, if anything.
     pub recovered: Option<String>,

@@ -157,6 +157,36 @@ fn each_strategy_makes_the_flush_calls_it_promises_and_no_others() {
     }
 }
 
+/// Every counted flush is timed, `parallel`'s from several threads included: per kind, the
+/// latency record holds as many calls as the count, and `all` holds them all. Times are output
+/// only: the test checks their counts and their order, never a duration.
+#[test]
+fn every_flush_call_of_every_strategy_is_in_the_latency_record() {
+    let fs = scratch("ext4", "defaults");
+    let deb = fixture("many_1.0_all.deb");
+    let kinds = ["fsync", "fdatasync", "sync", "syncfs", "sync_file_range"];
+    for strategy in STRATEGIES {
+        let j = unpack_ok(strategy, &[&deb], &fs.subdir(strategy));
+        let (calls, latency) = (&j["syscalls"], &j["flush_latency"]);
+        for kind in kinds.into_iter().chain(["all"]) {
+            let expected = match kind {
+                "all" => kinds.iter().map(|k| calls[k].as_u64().unwrap()).sum(),
+                _ => calls[kind].as_u64().unwrap(),
+            };
+            let l = &latency[kind];
+            assert_eq!(l["count"].as_u64(), Some(expected), "{strategy} {kind}: {latency}");
+            let quantiles: Vec<Option<f64>> = ["p50_s", "p99_s", "max_s"].iter().map(|q| l[q].as_f64()).collect();
+            if expected == 0 {
+                assert_eq!(quantiles, [None, None, None], "{strategy} {kind}: {l}");
+                assert_eq!(l["total_s"].as_f64(), Some(0.0), "{strategy} {kind}: {l}");
+            } else {
+                let q: Vec<f64> = quantiles.into_iter().map(|q| q.unwrap_or_else(|| panic!("{strategy} {kind}: {l}"))).collect();
+                assert!(q[0] <= q[1] && q[1] <= q[2] && q[2] <= l["total_s"].as_f64().unwrap(), "{strategy} {kind}: {l}");
+            }
+        }
+    }
+}
+
 /// The engine's counters agree with what the kernel saw (strace), once per strategy family.
 #[test]
 fn the_engine_counters_agree_with_strace() {

@@ -157,13 +157,16 @@ fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_t
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new(), "the bench cleans up after itself");
     let tools = ["none", "fsync", "dpkg", "tar"];
 
-    // matrix.md: one table per filesystem and scenario, three views of it, every cell a time.
+    // matrix.md: one table per filesystem and scenario, four views of it: every cell a time,
+    // then our strategies' flush latency.
     let md = std::fs::read_to_string(out.path().join("matrix.md")).unwrap();
     assert_eq!(md.matches("## synthetic 50:4k on ext4, install").count(), 1, "{md}");
-    assert_eq!(md.matches("| mount options | cache | none | fsync | dpkg | tar |").count(), 3, "{md}");
+    assert_eq!(md.matches("| mount options | cache | none | fsync | dpkg | tar |").count(), 4, "{md}");
     for options in ["defaults", "nodelalloc"] {
         let lines = table_lines(&md, options, "warm");
-        assert_eq!(lines.len(), 3, "exit, stable and spread lines for {options}: {md}");
+        assert_eq!(lines.len(), 4, "exit, stable, spread and flush latency lines for {options}: {md}");
+        assert!(seconds(&lines[3][1]) > 0.0, "fsync's p99 flush latency: {:?}", lines[3]);
+        assert_eq!([lines[3][0], lines[3][2], lines[3][3]], ["–"; 3], "none flushes nothing, the peers are not seen");
         for line in &lines[..2] {
             assert_eq!(line.len(), tools.len());
             assert!(line[0].ends_with("(1.00×)"), "none is the baseline: {line:?}");
@@ -427,6 +430,18 @@ fn a_signal_stops_the_matrix_between_runs_and_takes_its_filesystem_down() {
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
 
+/// `unpack-bench --device flush=1ms,bw=unlimited --synthetic 40:1k ARGS --out DIR`, which must
+/// exit 0: the CSV's records and the markdown.
+fn bench_on_vdisk(tmp: &Path, args: &[&str]) -> (Vec<std::collections::BTreeMap<String, String>>, String) {
+    let outdir = tempfile::tempdir().unwrap();
+    let out = outdir.path().to_str().unwrap();
+    let all = [&["--device", "flush=1ms,bw=unlimited", "--synthetic", "40:1k", "--out", out][..], args].concat();
+    let r = bench(tmp, &all);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let read = |name: &str| std::fs::read_to_string(outdir.path().join(name)).unwrap();
+    (csv_records(&read("matrix.csv")), read("matrix.md"))
+}
+
 /// On a virtual disk every run counts the flushes that reached the device: per-file fsync pays
 /// at least one per file, `none` none until it exits, and the markdown shows them beside the
 /// times.
@@ -435,16 +450,9 @@ fn a_virtual_device_counts_the_flushes_each_strategy_pays() {
     let _serial = serial();
     assert!(is_root(), "the integration tests run as root (loop devices, FUSE)");
     let tmp = BenchTmp::new();
-    let outdir = tempfile::tempdir().unwrap();
-    let out = outdir.path().to_path_buf();
-    let r = bench(
-        tmp.path(),
-        // commit=300: ext4's periodic journal commit (every 5 s) flushes too, and a loaded
-        // machine can stretch a run across one; the test is about what each strategy asks for.
-        &["--device", "flush=1ms,bw=unlimited", "--synthetic", "40:1k", "-o", "commit=300", "-s", "none,fsync,syncfs", "--peers", "", "--runs", "1", "--out", out.to_str().unwrap()],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let runs = csv_records(&std::fs::read_to_string(out.join("matrix.csv")).unwrap());
+    // commit=300: ext4's periodic journal commit (every 5 s) flushes too, and a loaded machine
+    // can stretch a run across one; the test is about what each strategy asks for.
+    let (runs, md) = bench_on_vdisk(tmp.path(), &["-o", "commit=300", "-s", "none,fsync,syncfs", "--peers", "", "--runs", "1"]);
     let flushes = |tool: &str, column: &str| -> u64 {
         let run = runs.iter().find(|r| r["tool"] == tool).unwrap_or_else(|| panic!("no {tool} run"));
         run[column].parse().unwrap_or_else(|_| panic!("{tool} {column}: '{}'", run[column]))
@@ -454,7 +462,6 @@ fn a_virtual_device_counts_the_flushes_each_strategy_pays() {
     assert!(flushes("fsync", "device_flushes_at_exit") >= 40, "one per file at least");
     let syncfs = flushes("syncfs", "device_flushes_at_exit");
     assert!(syncfs > 0 && syncfs < 40, "one transaction's worth: {syncfs}");
-    let md = std::fs::read_to_string(out.join("matrix.md")).unwrap();
     assert!(md.contains("device: flush=1ms,bw=unlimited") && md.contains(" fl |"), "{md}");
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
@@ -480,4 +487,45 @@ fn the_engine_is_found_beside_the_bench_or_else_on_path() {
     assert_ne!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("the unpack engine binary is missing"), "{}", r.stderr);
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new(), "the bench's directories are gone");
+}
+
+/// The busy scenarios: a background writer dirties data during every run, and its throughput is
+/// reported beside each tool. On another filesystem (its own virtual disk), `batch`'s sync(2)
+/// makes that filesystem write the writer's dirty data during the unpack, and `syncfs` does not.
+///
+/// The observable is what reaches the writer's own device between the unpacker's spawn and its
+/// exit: exact counts, not times. The writer has `busy::LEAD` bytes dirty before the spawn and
+/// never flushes, so sync(2) must write at least those (every run of `batch`); with `syncfs`,
+/// nothing flushes that filesystem during a run of a fraction of a second (background
+/// writeback starts at 10% of memory dirty or 30 s old data, and its mkfs used no lazy init).
+/// Only another process's sync(2) on this shared machine could write them, so `syncfs` is held
+/// to its least run of three, not to each.
+#[test]
+fn a_background_writer_elsewhere_is_flushed_by_batch_and_not_by_syncfs() {
+    let _serial = serial();
+    assert!(is_root(), "the integration tests run as root (loop devices, FUSE)");
+    let tmp = BenchTmp::new();
+    let args = ["-o", "defaults", "-s", "batch,syncfs", "--peers", "tar", "--scenario", "busy-elsewhere,busy", "--runs", "3"];
+    let (runs, md) = bench_on_vdisk(tmp.path(), &args);
+    let lead = unpack_lab::bench::busy::LEAD;
+    let elsewhere = |tool: &str| -> Vec<u64> {
+        let of_tool = runs.iter().filter(|r| r["scenario"] == "busy-elsewhere" && r["tool"] == tool);
+        of_tool.map(|r| r["writer_device_bytes"].parse().unwrap_or_else(|_| panic!("{tool}: {r:?}"))).collect()
+    };
+    let (batch, syncfs) = (elsewhere("batch"), elsewhere("syncfs"));
+    assert_eq!((batch.len(), syncfs.len()), (3, 3));
+    assert!(batch.iter().all(|&b| b >= lead), "sync(2) writes the writer's dirty data: {batch:?}");
+    assert!(syncfs.iter().min() < Some(&lead), "syncfs(2) leaves the other filesystem alone: {syncfs:?}");
+    for r in &runs {
+        assert!(r["writer_bytes"].parse::<u64>().is_ok() && r["writer_mib_s"].parse::<f64>().is_ok(), "every tool's run has the writer beside it, the peer's too: {r:?}");
+        let own_device = r["scenario"] == "busy-elsewhere";
+        assert_eq!(r["writer_device_flushes"].is_empty(), !own_device, "{r:?}");
+        // Our strategies' flushes are timed (batch and syncfs flush); a peer's are not seen.
+        assert_eq!(r["flush_p99_s"].parse::<f64>().is_ok(), r["kind"] == "strategy", "{r:?}");
+    }
+    assert!(md.contains("The 99th percentile of our flush calls' latency in a run"), "{md}");
+    assert!(md.contains("## synthetic 40:1k on ext4, busy-elsewhere") && md.contains("## synthetic 40:1k on ext4, busy\n"), "{md}");
+    assert!(md.contains("The background writer's throughput while the unpacker ran (on a filesystem of its own"), "{md}");
+    assert!(md.contains("The background writer's throughput while the unpacker ran (on the same filesystem"), "{md}");
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }

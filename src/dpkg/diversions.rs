@@ -5,7 +5,7 @@
 //! diversions (dpkg refuses "conflicting diversions" too): so a diversion can never send a
 //! file outside the root, nor chain one diversion into another.
 
-use super::{db_path, lines, valid_package_name, ParseError};
+use super::{ParseError, db_path, lines, shown, valid_package_name};
 use std::collections::HashSet;
 use std::path::PathBuf;
 
@@ -33,7 +33,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Diversion>, ParseError> {
         let by = match by {
             ":" => None,
             name if valid_package_name(name) => Some(name.to_ascii_lowercase()),
-            name => return Err(ParseError::new(by_line, format!("bad package name '{}'", crate::error::escape(name)))),
+            name => return Err(ParseError::new(by_line, format!("bad package name '{}'", shown(name)))),
         };
         for path in [&from, &to] {
             if path.as_os_str() == "/." || !seen.insert(path.clone()) {

@@ -3,8 +3,9 @@
 //! Every path that leaves this module passed [`db_path`]: absolute, plain, bounded. Nothing here
 //! resolves a path; the caller confines it to the root.
 
+#[cfg(any(test, feature = "fuzzing"))]
 use super::status::is_md5;
-use super::{byte_lines, db_path, is_space, lines, ParseError};
+use super::{ParseError, byte_lines, db_path, is_space, lines, shown};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
@@ -52,8 +53,8 @@ pub fn parse_conffiles_member(bytes: &[u8]) -> Result<Vec<ConffileEntry>, ParseE
         let (path, remove_on_upgrade) = match line.split_once(' ') {
             _ if line.starts_with('/') => (line, false),
             Some(("remove-on-upgrade", path)) => (path, true),
-            Some((flag, _)) => return Err(ParseError::new(n, format!("unknown conffile flag '{}'", crate::error::escape(flag)))),
-            None => return Err(ParseError::new(n, format!("conffile '{}' is not absolute", crate::error::escape(line)))),
+            Some((flag, _)) => return Err(ParseError::new(n, format!("unknown conffile flag '{}'", shown(flag)))),
+            None => return Err(ParseError::new(n, format!("conffile '{}' is not absolute", shown(line)))),
         };
         let path = db_path(path.as_bytes()).map_err(|e| ParseError::new(n, e))?;
         if path.as_os_str() == "/." {
@@ -69,7 +70,10 @@ pub fn parse_conffiles_member(bytes: &[u8]) -> Result<Vec<ConffileEntry>, ParseE
 
 /// The control member `md5sums` as dpkg --verify reads it (lib/dpkg/db-fsys-digest.c): 32 hex
 /// digits, two spaces, a path relative to the root (a leading "/" or "./" is tolerated, a
-/// trailing '/' dropped). Returns the hashes in lowercase and the paths absolute.
+/// trailing '/' dropped). Returns the hashes in lowercase and the paths absolute. The engine
+/// writes md5sums and never reads them: this is the reader the tests and the fuzzer check
+/// [`write_md5sums`] against.
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn parse_md5sums(bytes: &[u8]) -> Result<Vec<(String, PathBuf)>, ParseError> {
     byte_lines(bytes).map(|line| {
         let (n, line) = line?;
@@ -77,11 +81,12 @@ pub fn parse_md5sums(bytes: &[u8]) -> Result<Vec<(String, PathBuf)>, ParseError>
     }).collect()
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 fn md5sums_line(line: &[u8]) -> Result<(String, PathBuf), String> {
     let (hash, name) = line.split_at_checked(32).ok_or("a line shorter than its hash")?;
     let hash = std::str::from_utf8(hash).map(str::to_ascii_lowercase).map_err(|_| "a hash that is not hex")?;
     if !is_md5(&hash) {
-        return Err(format!("bad hash '{}'", crate::error::escape(&hash)));
+        return Err(format!("bad hash '{}'", shown(hash)));
     }
     let name = name.strip_prefix(b"  ").ok_or("no two spaces after the hash")?;
     let name = name.strip_suffix(b"/").unwrap_or(name);

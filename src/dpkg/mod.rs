@@ -63,21 +63,21 @@ impl std::error::Error for ParseError {}
 /// Stricter than dpkg, which would fold `//` and `/./`: a database that holds them was not
 /// written by dpkg, and a name that needs folding is one an attacker chose.
 pub fn db_path(bytes: &[u8]) -> Result<PathBuf, String> {
-    let shown = || crate::error::escape(OsStr::from_bytes(bytes));
+    let show = || shown(bytes);
     if bytes.len() > MAX_PATH {
         return Err(format!("path of {} bytes is longer than {MAX_PATH}", bytes.len()));
     }
     if bytes.contains(&0) || bytes.contains(&b'\n') {
-        return Err(format!("path '{}' holds a NUL or a newline", shown()));
+        return Err(format!("path '{}' holds a NUL or a newline", show()));
     }
     if bytes == b"/." {
         return Ok(PathBuf::from("/."));
     }
     let Some(rest) = bytes.strip_prefix(b"/") else {
-        return Err(format!("path '{}' is not absolute", shown()));
+        return Err(format!("path '{}' is not absolute", show()));
     };
     if rest.split(|&b| b == b'/').any(|c| c.is_empty() || c == b"." || c == b"..") {
-        return Err(format!("path '{}' has an empty, '.' or '..' component", shown()));
+        return Err(format!("path '{}' has an empty, '.' or '..' component", show()));
     }
     Ok(PathBuf::from(OsStr::from_bytes(bytes)))
 }
@@ -98,6 +98,19 @@ fn valid_name(name: &str, also: &[u8]) -> bool {
     let bytes = name.as_bytes();
     bytes.first().is_some_and(u8::is_ascii_alphanumeric)
         && bytes.iter().all(|b| b.is_ascii_alphanumeric() || also.contains(b))
+}
+
+/// How an error shows text from the input: escaped, and cut to its first 200 bytes, so that a
+/// hostile file's megabyte line never becomes a megabyte message.
+pub(crate) fn shown(text: impl AsRef<[u8]>) -> String {
+    const MAX: usize = 200;
+    let text = text.as_ref();
+    let cut = crate::error::escape(OsStr::from_bytes(&text[..text.len().min(MAX)])).to_string();
+    if text.len() > MAX {
+        cut + "..."
+    } else {
+        cut
+    }
 }
 
 /// dpkg's c_isspace: what its parsers skip and trim.
@@ -149,6 +162,7 @@ mod tests {
         assert!(db_path(long.as_bytes()).unwrap_err().contains("longer"));
         assert!(db_path(&long.as_bytes()[..MAX_PATH]).is_ok());
         assert!(db_path(b"/\xff").is_ok(), "dpkg's paths are bytes");
+        assert_eq!(db_path(format!("a{}", "b".repeat(4000)).as_bytes()).unwrap_err().len(), "path '' is not absolute".len() + 203);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! reads them; and the look-up of a user or group name in the root's own /etc/passwd or
 //! /etc/group (never the host's: the names are the root's).
 
-use super::{db_path, lines, ParseError};
+use super::{ParseError, db_path, lines, shown};
 use std::collections::HashSet;
 use std::path::PathBuf;
 
@@ -43,7 +43,7 @@ fn parse_line(line: &str) -> Result<Override, String> {
         return Err("an empty line".into());
     }
     let mut parts = line.splitn(4, ' ');
-    let mut next = |what: &str| parts.next().ok_or_else(|| format!("no {what} in '{}'", crate::error::escape(line)));
+    let mut next = |what: &str| parts.next().ok_or_else(|| format!("no {what} in '{}'", shown(line)));
     let user = parse_id(next("user")?)?;
     let group = parse_id(next("group")?)?;
     let mode = next("mode")?;
@@ -52,14 +52,14 @@ fn parse_line(line: &str) -> Result<Override, String> {
         .filter(|m| !m.is_empty() && m.bytes().all(|b| (b'0'..=b'7').contains(&b)))
         .and_then(|m| u32::from_str_radix(m, 8).ok())
         .filter(|&m| m <= 0o7777)
-        .ok_or_else(|| format!("bad mode '{}'", crate::error::escape(mode)))?;
+        .ok_or_else(|| format!("bad mode '{}'", shown(mode)))?;
     Ok(Override { user, group, mode, path: db_path(path.as_bytes())? })
 }
 
 /// "#N" a number (not u32::MAX, which is (uid_t)-1), else a name as passwd and group hold them:
 /// not empty, no ':' and no whitespace.
 fn parse_id(text: &str) -> Result<Id, String> {
-    let bad = || format!("bad user or group '{}'", crate::error::escape(text));
+    let bad = || format!("bad user or group '{}'", shown(text));
     if let Some(number) = text.strip_prefix('#') {
         return Some(number)
             .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))

@@ -6,7 +6,7 @@
 //! so that a version printed back can never break the field it stands in. Comparing is linear
 //! in the versions' lengths, with no recursion.
 
-use super::{is_space, valid_arch, valid_package_name};
+use super::{is_space, shown, valid_arch, valid_package_name};
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -23,7 +23,7 @@ impl Version {
     /// Parses a version as dpkg does, its surrounding blanks ignored, an epoch of at most
     /// i32::MAX (dpkg's INT_MAX), and dpkg's warnings taken as errors.
     pub fn parse(s: &str) -> Result<Version, String> {
-        let bad = |why: &str| format!("version '{}': {why}", crate::error::escape(s));
+        let bad = |why: &str| format!("version '{}': {why}", shown(s));
         let s = s.trim_matches([' ', '\t']);
         if s.is_empty() {
             return Err(bad("empty"));
@@ -236,14 +236,14 @@ pub fn parse_relations(value: &str) -> Result<Vec<Vec<Relation>>, String> {
     loop {
         let mut group = Vec::new();
         loop {
-            group.push(relation(&mut p).map_err(|e| format!("relation '{}': {e}", crate::error::escape(value)))?);
+            group.push(relation(&mut p).map_err(|e| format!("relation '{}': {e}", shown(value)))?);
             match p.peek() {
                 None | Some(b',') => break,
                 Some(b'|') => {
                     p.i += 1;
                     p.skip_spaces();
                 }
-                Some(_) => return Err(format!("relation '{}': syntax error after '{}'", crate::error::escape(value), group[group.len() - 1].name)),
+                Some(_) => return Err(format!("relation '{}': syntax error after '{}'", shown(value), group[group.len() - 1].name)),
             }
         }
         groups.push(group);
@@ -291,13 +291,13 @@ impl Cursor<'_> {
 fn relation(p: &mut Cursor) -> Result<Relation, String> {
     let name = p.word(b":(,|").to_ascii_lowercase();
     if !valid_package_name(&name) {
-        return Err(format!("bad package name '{}'", crate::error::escape(&name)));
+        return Err(format!("bad package name '{}'", shown(name)));
     }
     let arch = if p.peek() == Some(b':') {
         p.i += 1;
         let arch = p.word(b"(,|").to_string();
         if !valid_arch(&arch) {
-            return Err(format!("bad architecture '{}'", crate::error::escape(&arch)));
+            return Err(format!("bad architecture '{}'", shown(arch)));
         }
         Some(arch)
     } else {

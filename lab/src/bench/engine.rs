@@ -8,7 +8,7 @@
 
 use super::{command, Error, Result};
 use unpack::report::Phases;
-use unpack::syscalls::SyscallCounts;
+use unpack::syscalls::{FlushLatencies, SyscallCounts};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,6 +24,9 @@ pub struct Engine {
 pub struct Report {
     pub phases: Phases,
     pub syscalls: SyscallCounts,
+    /// Absent from an engine older than the latency record.
+    #[serde(default)]
+    pub flush_latency: FlushLatencies,
     pub peak_rss_bytes: u64,
 }
 
@@ -82,6 +85,10 @@ mod tests {
             filesystem: None,
             phases: unpack::report::Phases { extract_s: 0.5, barrier_s: 0.25, rename_s: 0.125, dirsync_s: 0.0625, total_s: 1.0 },
             syscalls: unpack::syscalls::SyscallCounts { fsync: 2, fdatasync: 3, sync: 4, syncfs: 5, syncfs_early: 8, sync_file_range: 6, rename: 7 },
+            flush_latency: unpack::syscalls::FlushLatencies {
+                all: unpack::syscalls::LatencySummary { count: 3, total_s: 0.03, p50_s: Some(0.01), p99_s: Some(0.0125), max_s: Some(0.0125) },
+                ..Default::default()
+            },
             peak_rss_bytes: 4096,
             recovered: None,
         };
@@ -91,6 +98,7 @@ mod tests {
         assert_eq!(ours.phases.barrier_s, 0.25);
         assert_eq!(ours.phases.total_s, 1.0);
         assert_eq!(ours.peak_rss_bytes, 4096);
+        assert_eq!(ours.flush_latency.all.p99_s, Some(0.0125));
     }
 
     #[test]

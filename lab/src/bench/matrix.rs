@@ -73,6 +73,10 @@ pub struct Cell {
     /// stable, when the device counts: the numbers that explain the times.
     pub device_flushes_at_exit: Option<u64>,
     pub device_flushes: Option<u64>,
+    /// Median MiB/s of the busy scenarios' background writer while the unpacker ran.
+    pub writer_mib_s: Option<f64>,
+    /// Median over the runs of the p99 latency of all our engine's flush calls in a run.
+    pub flush_p99_s: Option<f64>,
     pub runs: Vec<RunRecord>,
 }
 
@@ -88,6 +92,8 @@ impl Cell {
             stable: Spread::of(&times(|r| r.stable_s)),
             device_flushes_at_exit: median_u64(ok.iter().filter_map(|r| r.device_at_exit.map(|d| d.flushes)).collect()),
             device_flushes: median_u64(ok.iter().filter_map(|r| r.device.map(|d| d.flushes)).collect()),
+            writer_mib_s: median_f64(ok.iter().filter_map(|r| r.writer.map(|w| w.mib_s)).collect()),
+            flush_p99_s: median_f64(ok.iter().filter_map(|r| r.engine.as_ref()?.flush_latency.all.p99_s).collect()),
             runs,
         }
     }
@@ -96,6 +102,10 @@ impl Cell {
     pub fn is_clean(&self) -> bool {
         self.failed == 0 && self.exit.is_some()
     }
+}
+
+fn median_f64(values: Vec<f64>) -> Option<f64> {
+    Spread::of(&values).map(|s| s.median)
 }
 
 fn median_u64(mut values: Vec<u64>) -> Option<u64> {
@@ -158,6 +168,9 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
                 .to_string(),
         ));
     }
+    if config.scenarios.contains(&Scenario::BusyElsewhere) && !is_root {
+        return Err(Error::NeedsRoot("--scenario busy-elsewhere needs root: it makes the writer's filesystem on a loop device".to_string()));
+    }
     if config.caches.contains(&Cache::Cold) && !is_root {
         return Err(Error::NeedsRoot("--cache cold needs root: it drops the page cache".to_string()));
     }
@@ -182,7 +195,7 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
         None => (Site::Device(config.device.as_ref()), workdir.path().to_path_buf(), config.device.describe()),
     };
     let environment = Environment::read(device, &host, engine.path(), &plan.workloads);
-    let ctx = Context { engine: &engine, site, scratch: workdir.path() };
+    let ctx = Context { engine: &engine, site, scratch: workdir.path(), writer_device: config.device.as_ref() };
     let rows = run_plan(&ctx, &plan)?;
     Ok(Matrix {
         environment,

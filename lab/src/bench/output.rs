@@ -7,7 +7,9 @@
 //! the environment. A failed cell is printed as failed, never as a time, and the markdown never
 //! shows a ratio against a `none` that failed.
 
+use super::busy;
 use super::chart;
+use super::scenario::WriterSite;
 use super::matrix::{Cell, Matrix, RowResult};
 use super::stats::{ratio, Spread};
 use super::{Error, Result};
@@ -89,6 +91,15 @@ pub fn markdown(matrix: &Matrix) -> String {
                 _ => "–".to_string(),
             });
         }
+        if rows.iter().any(|r| r.cells.iter().any(|c| c.flush_p99_s.is_some())) {
+            let _ = writeln!(md, "\nThe 99th percentile of our flush calls' latency in a run (the engine's `flush_latency`), median ms:\n\n{head}");
+            for row in rows {
+                md += &table_line(row, |c| c.exit, |c| c.flush_p99_s.map_or("–".to_string(), |s| secs(s * 1000.0)));
+            }
+        }
+        if rows.iter().any(|r| r.cells.iter().any(|c| c.writer_mib_s.is_some())) {
+            md += &writer_table(rows, &head);
+        }
         md += "\nMount options as /proc/self/mountinfo read them back:\n\n";
         let mut seen: Vec<&str> = Vec::new();
         for row in rows {
@@ -103,6 +114,24 @@ pub fn markdown(matrix: &Matrix) -> String {
         if !failures.is_empty() {
             let _ = writeln!(md, "\nFailures (the first reason of each failed cell):\n\n{}", failures.join("\n"));
         }
+    }
+    md
+}
+
+/// The busy scenarios' writer's throughput beside each tool's runs: what the unpack cost the
+/// machine's other work.
+fn writer_table(rows: &[RowResult], head: &str) -> String {
+    let asked = busy::RATE >> 20;
+    let where_ = match rows[0].row.scenario.writer() {
+        Some(WriterSite::OtherFilesystem) => "on a filesystem of its own",
+        _ => "on the same filesystem",
+    };
+    let mut md = format!(
+        "\nThe background writer's throughput while the unpacker ran ({where_}, asking for {asked} MiB/s in 1 MiB \
+         writes, never flushing), median MiB/s:\n\n{head}\n"
+    );
+    for row in rows {
+        md += &table_line(row, |c| c.exit, |c| c.writer_mib_s.map_or("–".to_string(), |m| format!("{m:.0}")));
     }
     md
 }
@@ -171,7 +200,7 @@ pub const CSV_COLUMNS: &[&str] = &[
     "workload", "filesystem", "scenario", "mount_options", "applied_options", "cache", "tool", "kind", "run", "ok",
     "exit_code", "exit_s", "stable_s", "extract_s", "barrier_s", "rename_s", "dirsync_s", "engine_total_s", "fsync",
     "fdatasync", "sync", "syncfs", "syncfs_early", "sync_file_range", "rename", "peak_rss_bytes", "device_flushes", "device_bytes", "device_flushes_at_exit",
-    "error", "kernel", "cpus", "packages",
+    "flush_p99_s", "writer_bytes", "writer_mib_s", "writer_device_flushes", "writer_device_bytes", "error", "kernel", "cpus", "packages",
 ];
 
 /// Every run of every cell, with the environment repeated on each line so that any line stands
@@ -189,6 +218,7 @@ pub fn csv(matrix: &Matrix) -> String {
             for run in &cell.runs {
                 let opt = |v: Option<String>| v.unwrap_or_default();
                 let e = run.engine.as_ref();
+                let w = run.writer;
                 let fields = [
                     row.workload.clone(),
                     row.row.filesystem.clone(),
@@ -219,6 +249,11 @@ pub fn csv(matrix: &Matrix) -> String {
                     opt(run.device.map(|d| d.flushes.to_string())),
                     opt(run.device.map(|d| d.bytes.to_string())),
                     opt(run.device_at_exit.map(|d| d.flushes.to_string())),
+                    opt(e.and_then(|e| e.flush_latency.all.p99_s).map(|s| format!("{s:.6}"))),
+                    opt(w.map(|w| w.bytes.to_string())),
+                    opt(w.map(|w| format!("{:.1}", w.mib_s))),
+                    opt(w.and_then(|w| w.device).map(|d| d.flushes.to_string())),
+                    opt(w.and_then(|w| w.device).map(|d| d.bytes.to_string())),
                     opt(run.error.clone()),
                     env.kernel.clone(),
                     env.cpus.to_string(),

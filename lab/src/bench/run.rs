@@ -8,10 +8,12 @@
 //! only problems that would corrupt every following run (a filesystem that does not come down,
 //! a cache that cannot be dropped) stop the matrix. It never measures anything but the child.
 
-use super::device::{Device, DeviceUsage};
+use super::busy::{Writer, WriterUsage};
+use super::device::{Device, DeviceFs, DeviceUsage};
 use crate::vdisk::Counters;
 use super::engine::{self, Engine};
 use super::plan::{Row, Tool, Workload};
+use super::scenario::WriterSite;
 use super::{Error, Result};
 use unpack::mountinfo;
 use rustix::fs::{Mode, OFlags};
@@ -35,6 +37,9 @@ pub struct Context<'a> {
     pub site: Site<'a>,
     /// The bench's scratch directory (backing files, mount points).
     pub scratch: &'a Path,
+    /// Where the `busy-elsewhere` writer's filesystems live (the run's device kind, also with
+    /// `--dir`).
+    pub writer_device: &'a dyn Device,
 }
 
 /// The record of one counted run, as the CSV and JSON keep it.
@@ -57,6 +62,8 @@ pub struct RunRecord {
     pub device: Option<DeviceUsage>,
     /// What reached the device until the unpacker exited.
     pub device_at_exit: Option<DeviceUsage>,
+    /// The busy scenarios' background writer while the unpacker ran.
+    pub writer: Option<WriterUsage>,
     /// Why the run failed.
     pub error: Option<String>,
 }
@@ -72,11 +79,33 @@ const MIN_FS_BYTES: u64 = 512 << 20;
 /// Room for the journal, metadata and the bench's own directories.
 const FS_SLACK_BYTES: u64 = 256 << 20;
 
-/// Runs `tool` once on `row`, numbered `run` within its cell.
+/// Runs `tool` once on `row`, numbered `run` within its cell; for `busy-elsewhere`, on a fresh
+/// filesystem of the writer's own beside the run's, taken down afterwards whatever happened.
 pub fn run_once(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run: u64) -> Result<RunRecord> {
+    if row.scenario.writer() != Some(WriterSite::OtherFilesystem) {
+        return run_on_site(ctx, workload, row, tool, run, None);
+    }
+    let dir = ctx.scratch.join("busy-elsewhere");
+    let made = std::fs::create_dir_all(&dir).and_then(|()| {
+        let size = super::busy::SPAN.saturating_add(FS_SLACK_BYTES).max(MIN_FS_BYTES);
+        ctx.writer_device.fresh_filesystem("ext4", "defaults", size, &dir)
+    });
+    let other = match made {
+        Ok(fs) => fs,
+        Err(e) => return Ok(RunRecord::failed(run, None, format!("making the busy writer's ext4: {e}"))),
+    };
+    let record = run_on_site(ctx, workload, row, tool, run, Some(&other));
+    let mount = other.path().to_path_buf();
+    other.teardown().map_err(|source| Error::Teardown { path: mount, source })?;
+    record
+}
+
+/// [`run_once`] on the run's own filesystem or directory; `other` is the busy writer's.
+fn run_on_site(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run: u64, other: Option<&DeviceFs>) -> Result<RunRecord> {
     match &ctx.site {
         Site::Device(device) => {
-            let size = workload.space_needed().saturating_add(FS_SLACK_BYTES).max(MIN_FS_BYTES);
+            let same = if row.scenario.writer() == Some(WriterSite::SameFilesystem) { super::busy::SPAN } else { 0 };
+            let size = workload.space_needed().saturating_add(same).saturating_add(FS_SLACK_BYTES).max(MIN_FS_BYTES);
             let fs = match device.fresh_filesystem(&row.filesystem, &row.mount_options, size, ctx.scratch) {
                 Ok(fs) => fs,
                 Err(e) => {
@@ -84,7 +113,7 @@ pub fn run_once(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run:
                     return Ok(RunRecord::failed(run, None, why));
                 }
             };
-            let record = measure(ctx, fs.path(), workload, row, tool, run, &|| fs.counters());
+            let record = measure(ctx, &Place { base: fs.path(), counters: &|| fs.counters(), other }, workload, row, tool, run);
             let mount = fs.path().to_path_buf();
             fs.teardown().map_err(|source| Error::Teardown { path: mount, source })?;
             record
@@ -92,7 +121,7 @@ pub fn run_once(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run:
         Site::Dir(dir) => {
             let base = dir.join(format!("unpack-bench.{}.run", std::process::id()));
             std::fs::create_dir(&base).map_err(Error::io(&base))?;
-            let record = measure(ctx, &base, workload, row, tool, run, &|| None);
+            let record = measure(ctx, &Place { base: &base, counters: &|| None, other }, workload, row, tool, run);
             std::fs::remove_dir_all(&base).map_err(Error::io(&base))?;
             record
         }
@@ -101,16 +130,19 @@ pub fn run_once(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run:
 
 type CounterRead<'a> = &'a dyn Fn() -> Option<Counters>;
 
-/// The run proper, in `base` (a fresh mount or directory).
-fn measure(
-    ctx: &Context,
-    base: &Path,
-    workload: &Workload,
-    row: &Row,
-    tool: &Tool,
-    run: u64,
-    counters: CounterRead,
-) -> Result<RunRecord> {
+/// Where one run happens.
+struct Place<'a> {
+    /// A fresh mount or directory.
+    base: &'a Path,
+    /// Its device's counters, if it counts.
+    counters: CounterRead<'a>,
+    /// The `busy-elsewhere` writer's filesystem.
+    other: Option<&'a DeviceFs>,
+}
+
+/// The run proper, in `place.base`.
+fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &Tool, run: u64) -> Result<RunRecord> {
+    let (base, counters) = (place.base, place.counters);
     let applied = mountinfo::for_path(base).map(|m| m.options).ok();
     let fail = |why: String| Ok(RunRecord::failed(run, applied.clone(), why));
     let root = base.join("root");
@@ -128,6 +160,15 @@ fn measure(
     let fs_fd = rustix::fs::open(base, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
         .map_err(|e| Error::io(base)(e.into()))?;
     row.cache.settle()?;
+    let writer_dir = match row.scenario.writer() {
+        Some(WriterSite::SameFilesystem) => Some(base),
+        Some(WriterSite::OtherFilesystem) => place.other.map(DeviceFs::path),
+        None => None,
+    };
+    let background = match writer_dir.map(|dir| Background::start(dir, place.other)) {
+        Some(Err(e)) => return fail(format!("starting the busy writer: {e}")),
+        started => started.and_then(|b| b.ok()),
+    };
     let before = counters();
 
     let packages = workload.package_paths();
@@ -140,6 +181,7 @@ fn measure(
     };
     let exit_s = start.elapsed().as_secs_f64();
     let at_exit = counters();
+    let writer = background.map(|b| b.finish(exit_s));
     let synced = rustix::fs::syncfs(&fs_fd);
     let stable_s = start.elapsed().as_secs_f64();
     let after = counters();
@@ -156,10 +198,13 @@ fn measure(
         applied_options: applied.clone(),
         device: before.zip(after).map(|(b, a)| a.since(&b).into()),
         device_at_exit: before.zip(at_exit).map(|(b, a)| a.since(&b).into()),
+        writer: writer.as_ref().and_then(|w| w.as_ref().ok()).copied(),
         ..RunRecord::default()
     };
     record.error = if !output.status.success() {
         Some(failure_text(&output))
+    } else if let Some(Err(e)) = writer {
+        Some(format!("the busy writer: {e}"))
     } else if let Err(e) = synced {
         Some(format!("syncfs of {} after the run: {e}", base.display()))
     } else if let Tool::Strategy(_) = tool {
@@ -175,6 +220,31 @@ fn measure(
     };
     record.ok = record.error.is_none();
     Ok(record)
+}
+
+/// The busy scenarios' writer during one run, from just before the unpacker's spawn.
+struct Background<'a> {
+    writer: Writer,
+    /// The writer's own filesystem (`busy-elsewhere`), whose device may count.
+    other: Option<&'a DeviceFs>,
+    written: u64,
+    counters: Option<Counters>,
+}
+
+impl<'a> Background<'a> {
+    /// Starts the writer in `dir` and returns once it has its lead.
+    fn start(dir: &Path, other: Option<&'a DeviceFs>) -> std::io::Result<Background<'a>> {
+        let writer = Writer::start(dir)?;
+        Ok(Background { written: writer.written(), counters: other.and_then(DeviceFs::counters), writer, other })
+    }
+
+    /// What it did since [`Background::start`], over the unpacker's `seconds`; stops it.
+    fn finish(self, seconds: f64) -> std::io::Result<WriterUsage> {
+        let bytes = self.writer.written() - self.written;
+        let device = self.counters.zip(self.other.and_then(DeviceFs::counters)).map(|(b, a)| a.since(&b).into());
+        self.writer.stop()?;
+        Ok(WriterUsage::new(bytes, seconds, device))
+    }
 }
 
 /// Tools' messages span lines; a table cell or CSV field reads better on one.

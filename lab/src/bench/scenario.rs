@@ -1,6 +1,9 @@
 //! What the root holds before a measured run: nothing (`install`), or an installed copy of the
 //! same paths with other contents (`upgrade`), or that copy installed and configured by dpkg in
-//! a root with dpkg's database (`upgrade-db`: the tool under test upgrades a database too).
+//! a root with dpkg's database (`upgrade-db`: the tool under test upgrades a database too); and
+//! what else the machine does during it: the busy scenarios install into an empty root while a
+//! background writer ([`super::busy`]) dirties data on the same filesystem (`busy`) or on
+//! another one (`busy-elsewhere`).
 //!
 //! Why upgrade matters: replacing files is where atomicity costs most (the old content must
 //! survive until the new one is durable), and filesystems treat a rename over an existing file
@@ -26,11 +29,14 @@ pub enum Scenario {
     /// dpkg (`unpack-crashtest` adds a conffile and a file the newer version drops).
     #[serde(rename = "upgrade-db")]
     UpgradeDb,
+    Busy,
+    #[serde(rename = "busy-elsewhere")]
+    BusyElsewhere,
 }
 
 impl Scenario {
     /// Every scenario, in the order the tables show them.
-    pub const ALL: [Scenario; 3] = [Scenario::Install, Scenario::Upgrade, Scenario::UpgradeDb];
+    pub const ALL: [Scenario; 5] = [Scenario::Install, Scenario::Upgrade, Scenario::UpgradeDb, Scenario::Busy, Scenario::BusyElsewhere];
 
     /// The name users type.
     pub fn name(self) -> &'static str {
@@ -38,6 +44,17 @@ impl Scenario {
             Scenario::Install => "install",
             Scenario::Upgrade => "upgrade",
             Scenario::UpgradeDb => "upgrade-db",
+            Scenario::Busy => "busy",
+            Scenario::BusyElsewhere => "busy-elsewhere",
+        }
+    }
+
+    /// Where the background writer writes during the run, if the scenario has one.
+    pub fn writer(self) -> Option<WriterSite> {
+        match self {
+            Scenario::Busy => Some(WriterSite::SameFilesystem),
+            Scenario::BusyElsewhere => Some(WriterSite::OtherFilesystem),
+            Scenario::Install | Scenario::Upgrade | Scenario::UpgradeDb => None,
         }
     }
 
@@ -45,7 +62,7 @@ impl Scenario {
     /// rewritten packages of [`make_old_version`]. The caller syncs afterwards.
     pub fn prepare(self, engine: &Engine, old: &[PathBuf], root: &Path) -> Result<()> {
         match self {
-            Scenario::Install => Ok(()),
+            Scenario::Install | Scenario::Busy | Scenario::BusyElsewhere => Ok(()),
             Scenario::Upgrade => engine.install_unsafely(old, root),
             Scenario::UpgradeDb => super::peers::install_configured(old, root).map_err(Error::io(root)),
         }
@@ -59,8 +76,21 @@ impl std::str::FromStr for Scenario {
         Scenario::ALL
             .into_iter()
             .find(|c| c.name() == s)
-            .ok_or_else(|| format!("unknown scenario '{s}' (known: install, upgrade, upgrade-db)"))
+            .ok_or_else(|| {
+                let known: Vec<&str> = Scenario::ALL.iter().map(|c| c.name()).collect();
+                format!("unknown scenario '{s}' (known: {})", known.join(", "))
+            })
     }
+}
+
+/// The filesystem the busy scenarios' writer dirties.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriterSite {
+    /// The run's own filesystem, beside the root.
+    SameFilesystem,
+    /// A filesystem of the bench's own for the writer alone: ext4 with default options, fresh
+    /// for every run, on the same kind of device as the run's.
+    OtherFilesystem,
 }
 
 /// Writes into `dir` a copy of `package` whose regular files have other bytes and other

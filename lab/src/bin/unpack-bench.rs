@@ -30,7 +30,10 @@ How the numbers are made (fairness rules):
   - A run that fails counts as failed in the table, never as a time.
   - The upgrade scenario first installs a rewritten copy of the package (same paths, other
     contents) with `unpack -s none` and a sync, untimed; upgrade-db installs and configures it
-    with dpkg in a root with dpkg's database instead, so that every tool upgrades a database.";
+    with dpkg in a root with dpkg's database instead, so that every tool upgrades a database.
+  - The busy scenarios' writer (64 MiB/s in 1 MiB writes, never flushing) starts after the
+    run's sync, has 16 MiB dirty before the unpacker starts, stops when it exits, and runs
+    alike beside every tool of a row.";
 
 /// The benchmark matrix: our durability strategies and peers (dpkg, tar) x filesystems x mount
 /// options x page cache x scenario -> seconds until exit and until the data is stable.
@@ -67,7 +70,9 @@ struct Args {
     cache: Vec<Cache>,
 
     /// install (into an empty root), upgrade (over an installed copy with other contents),
-    /// upgrade-db (the same copy installed by dpkg, in a root with dpkg's database).
+    /// upgrade-db (the same copy installed by dpkg, in a root with dpkg's database), busy
+    /// (install while a background writer dirties 64 MiB/s on the same filesystem),
+    /// busy-elsewhere (the writer on a filesystem of its own).
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "install")]
     scenario: Vec<Scenario>,
 
