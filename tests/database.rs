@@ -172,25 +172,33 @@ fn a_running_unpack_locks_the_real_dpkg_out() {
         .args(["-f", "-qq", "-o", "/dev/null", "-e", "inject=renameat:signal=STOP:when=1"])
         .arg(unpack_bin())
         .args(["-q", v1.to_str().unwrap(), root.path().to_str().unwrap()])
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // strace's child, stopped by the signal: in a stop state for a whole second (a traced
-    // process passes through brief stops at each system call).
-    let ppid = format!(" {} ", child.id());
+    // strace's child, in a stop state for a whole second (a traced process passes through
+    // brief stops at each system call it makes).
+    let strace = child.id();
     let mut still = 0;
-    let stopped = (0..600).any(|_| {
+    let mut unpack_pid = None;
+    for _ in 0..1200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            panic!("unpack ended ({status}) before its first rename: {err}");
+        }
         std::thread::sleep(std::time::Duration::from_millis(100));
-        let now = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-            stat.contains("(unpack)") && (after.starts_with(" T ") || after.starts_with(" t ")) && after[2..].starts_with(&ppid)
-        });
-        still = if now { still + 1 } else { 0 };
-        still >= 10
-    });
-    assert!(stopped, "unpack never stopped at its rename");
+        let children = std::fs::read_to_string(format!("/proc/{strace}/task/{strace}/children")).unwrap_or_default();
+        unpack_pid = children.split_whitespace().next().map(str::to_string);
+        let stat = unpack_pid.as_ref().and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()).unwrap_or_default();
+        let state = stat.rsplit_once(") ").map(|(_, rest)| &rest[..1]);
+        still = if matches!(state, Some("T" | "t")) { still + 1 } else { 0 };
+        if still >= 10 {
+            break;
+        }
+    }
+    assert!(still >= 10, "unpack never stopped at its rename");
     let r = dpkg(root.path(), &["--unpack", v1.to_str().unwrap()]);
-    let _ = run(Command::new("pkill").args(["-CONT", "-x", "unpack"]));
+    let _ = run(Command::new("kill").args(["-CONT", unpack_pid.as_deref().unwrap()]));
     let status = child.wait().unwrap();
     assert_ne!(r.code, 0, "dpkg ran beside unpack: {}", r.stdout);
     assert!(r.stderr.contains("lock"), "{}", r.stderr);
