@@ -505,4 +505,38 @@ mod tests {
             assert_eq!(String::from_utf8(write_status(&[&ours])).unwrap(), String::from_utf8(written).unwrap());
         }
     }
+
+    /// On an upgrade, dpkg --unpack keeps the installed version's conffile hashes, marks the
+    /// conffiles the new version drops obsolete and records the old version as Config-Version:
+    /// the stanza built here from those is the one it writes.
+    #[test]
+    fn status_stanza_is_what_dpkg_unpack_writes_on_an_upgrade() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = oracle::root();
+        let dpkg = |args: &[&str], deb: &std::path::Path| {
+            oracle::run(std::process::Command::new("dpkg").arg(format!("--root={}", root.path().display())).args(args).arg(deb));
+        };
+        let control = |v: &str| format!("Package: up\nVersion: {v}\nArchitecture: all\nMaintainer: m\nDescription: d\n");
+        let old = oracle::build(dir.path(), &control("1.0"), Some("/etc/a\n/etc/b\n"), &[("etc/a", "a1\n"), ("etc/b", "b\n")]);
+        dpkg(&["--install"], &old);
+        std::fs::write(root.path().join("etc/a"), "edited by the admin\n").unwrap();
+        let new = oracle::build(dir.path(), &control("2.0"), Some("/etc/a\n"), &[("etc/a", "a2\n")]);
+        dpkg(&["--unpack"], &new);
+        let written = std::fs::read(root.path().join("var/lib/dpkg/status")).unwrap();
+
+        let installed = packages(deb822::parse(&written).unwrap()).unwrap();
+        let md5 = |text: &str| {
+            let path = dir.path().join("md5-input");
+            std::fs::write(&path, text).unwrap();
+            oracle::run(std::process::Command::new("md5sum").arg(&path))[..32].to_string()
+        };
+        let conffiles = [
+            Conffile { path: "/etc/a".into(), hash: md5("a1\n"), obsolete: false, remove_on_upgrade: false },
+            Conffile { path: "/etc/b".into(), hash: md5("b\n"), obsolete: true, remove_on_upgrade: false },
+        ];
+        let control = deb822::parse(control("2.0").as_bytes()).unwrap().remove(0);
+        let ours = status_stanza(&control, &StatusField::parse("install ok unpacked").unwrap(), &conffiles, Some("1.0"));
+        assert_eq!(ours.fields, installed[0].stanza.fields);
+        assert_eq!(String::from_utf8(write_status(&[&ours])).unwrap(), String::from_utf8(written).unwrap());
+    }
 }
