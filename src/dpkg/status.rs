@@ -476,7 +476,8 @@ mod tests {
 
     /// The stanza built here for a control file is the one dpkg --unpack writes, field for field
     /// and in the same order, byte for byte once written: names and values dpkg normalizes
-    /// (package name, version, relations, priority, booleans, Multi-Arch), fields it drops.
+    /// (package name, version, relations, priority, booleans, Multi-Arch), fields it drops, and
+    /// its new conffiles ("newconffile", a remove-on-upgrade one flagged so).
     #[test]
     fn status_stanza_is_what_dpkg_unpack_writes() {
         let controls = [
@@ -490,7 +491,8 @@ mod tests {
         ];
         for control in controls {
             let dir = tempfile::tempdir().unwrap();
-            let deb = oracle::build(dir.path(), control, Some("/etc/hello.conf\n"), &[("etc/hello.conf", "hi\n"), ("usr/bin/hello", "bin\n")]);
+            let conffiles = "/etc/hello.conf\nremove-on-upgrade /etc/gone.conf\n";
+            let deb = oracle::build(dir.path(), control, Some(conffiles), &[("etc/hello.conf", "hi\n"), ("usr/bin/hello", "bin\n")]);
             let root = oracle::root();
             oracle::run(std::process::Command::new("dpkg").arg(format!("--root={}", root.path().display()))
                 .args(["--force-depends", "--force-conflicts", "--force-breaks", "--unpack"]).arg(&deb));
@@ -498,7 +500,9 @@ mod tests {
             let theirs = deb822::parse(&written).unwrap();
             let control = deb822::parse(control.as_bytes()).unwrap().remove(0);
             let status = StatusField::parse("install ok unpacked").unwrap();
-            let conffiles = [Conffile { path: "/etc/hello.conf".into(), hash: NEW_CONFFILE.into(), obsolete: false, remove_on_upgrade: false }];
+            let conffiles: Vec<Conffile> = crate::dpkg::list::parse_conffiles_member(conffiles.as_bytes()).unwrap().into_iter().map(|c| {
+                Conffile { path: c.path, hash: NEW_CONFFILE.into(), obsolete: false, remove_on_upgrade: c.remove_on_upgrade }
+            }).collect();
             let ours = status_stanza(&control, &status, &conffiles, None);
             assert_eq!(theirs.len(), 1);
             assert_eq!(ours.fields, theirs[0].fields);
