@@ -8,7 +8,7 @@
 use super::deb822::{Field, Stanza};
 use super::version::{parse_relations, relations_field, Version};
 use super::{ParseError, db_path, shown, valid_arch, valid_package_name};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -204,15 +204,26 @@ pub fn info_name(name: &str, arch: &str, multi_arch_same: bool) -> String {
 }
 
 /// The packages of a status file (each name and arch validated; two stanzas for one name:arch is
-/// an error).
+/// an error). A name with more than one instance that is not `not-installed` must be
+/// Multi-Arch: same in each, as dpkg requires ("not co-installable"): so no two packages the
+/// caller must keep apart ever share an info file name.
 pub fn packages(stanzas: Vec<Stanza>) -> Result<Vec<Package>, ParseError> {
     let mut seen = HashSet::new();
+    let mut instances: HashMap<String, (usize, bool)> = HashMap::new();
     let mut packages = Vec::with_capacity(stanzas.len());
     for stanza in stanzas {
         let line = stanza.line;
         let package = package(stanza).map_err(|reason| ParseError::new(line, reason))?;
         if !seen.insert((package.name.clone(), package.arch.clone())) {
             return Err(ParseError::new(line, format!("a second stanza for {}:{}", package.name, package.arch)));
+        }
+        if package.status.state != State::NotInstalled {
+            let (count, all_same) = instances.entry(package.name.clone()).or_insert((0, true));
+            *count += 1;
+            *all_same &= package.multi_arch_same;
+            if *count > 1 && !*all_same {
+                return Err(ParseError::new(line, format!("{} is installed for two architectures without Multi-Arch: same", package.name)));
+            }
         }
         packages.push(package);
     }
@@ -393,6 +404,9 @@ mod tests {
         let p = packages(deb822::parse(text.as_bytes()).unwrap()).unwrap();
         assert_eq!(p.iter().map(Package::info_name).collect::<Vec<_>>(), ["a", "lib:i386", "lib:amd64", "gone"]);
         assert_eq!((p[3].arch.as_str(), p[3].version.as_str()), ("", ""));
+        // A selection (not installed) beside an installed instance is no second instance.
+        let selection = "Package: a\nStatus: install ok installed\nArchitecture: amd64\n\nPackage: a\nStatus: install ok not-installed\nArchitecture: i386\n";
+        assert_eq!(packages(deb822::parse(selection.as_bytes()).unwrap()).unwrap().len(), 2);
         assert_eq!(p[1].status.to_string(), "install ok unpacked");
         for (bad, line, why) in [
             ("Package: a/b\n", 1, "bad package name"),
@@ -403,6 +417,8 @@ mod tests {
             ("Package: a\nStatus: install ok\n", 1, "state"),
             ("Package: a\nConffiles:\n /etc/../x newconffile\n", 1, "Conffiles"),
             ("Package: a\nArchitecture: amd64\n\nPackage: A\nArchitecture: amd64\n", 4, "second stanza"),
+            ("Package: a\nStatus: install ok installed\nArchitecture: amd64\n\nPackage: a\nStatus: install ok unpacked\nArchitecture: i386\n", 5, "Multi-Arch: same"),
+            ("Package: a\nStatus: install ok installed\nArchitecture: amd64\nMulti-Arch: same\n\nPackage: a\nStatus: install ok config-files\nArchitecture: i386\n", 6, "Multi-Arch: same"),
         ] {
             let e = packages(deb822::parse(bad.as_bytes()).unwrap()).unwrap_err();
             assert_eq!(e.line, line, "{bad:?}: {e}");
@@ -421,6 +437,31 @@ mod tests {
         assert_eq!(stanza.get("Package"), Some("foo"));
         assert_eq!(stanza.get("Status"), Some("install ok unpacked"));
         assert_eq!(stanza.get("Conffiles"), Some(format!("\n /etc/a {H}").as_str()));
+    }
+
+    /// Two installed instances of one name, not both Multi-Arch: same, are refused here as
+    /// dpkg-query refuses them; a full status file with both Multi-Arch: same is read by both.
+    #[test]
+    fn instances_are_coinstallable_as_dpkg_requires() {
+        let root = oracle::root();
+        let admin = root.path().join("var/lib/dpkg");
+        let stanza = |arch: &str, same: bool, state: &str| {
+            let multi_arch = if same { "Multi-Arch: same\n" } else { "" };
+            format!("Package: a\nStatus: install ok {state}\nArchitecture: {arch}\n{multi_arch}Version: 1\nMaintainer: m\nDescription: d\n")
+        };
+        let refused = [
+            [stanza("amd64", false, "installed"), stanza("i386", false, "unpacked")],
+            [stanza("amd64", true, "installed"), stanza("i386", false, "config-files")],
+            [stanza("amd64", false, "installed"), stanza("i386", true, "installed")],
+        ];
+        let accepted = [stanza("amd64", true, "installed"), stanza("i386", true, "unpacked")];
+        for (pair, ok) in refused.iter().map(|p| (p, false)).chain([(&accepted, true)]) {
+            let text = pair.join("\n");
+            assert_eq!(packages(deb822::parse(text.as_bytes()).unwrap()).is_ok(), ok, "{text}");
+            std::fs::write(admin.join("status"), &text).unwrap();
+            let dpkg = std::process::Command::new("dpkg-query").arg(format!("--admindir={}", admin.display())).arg("-W").output().unwrap();
+            assert_eq!(dpkg.status.success(), ok, "{text}");
+        }
     }
 
     /// A status file of 30,000 packages is read, checked for duplicates and written back, each
