@@ -297,7 +297,7 @@ pub fn status_stanza(control: &Stanza, status: &StatusField, conffiles: &[Conffi
         computed("Conffiles", conffiles_field(conffiles));
     }
     if let Some(version) = config_version {
-        computed("Config-Version", version.to_string());
+        computed("Config-Version", Version::parse(version).map_or(version.to_string(), |v| v.to_string()));
     }
     Stanza { fields: known.into_iter().flatten().chain(unknown).collect(), line: control.line }
 }
@@ -431,11 +431,12 @@ mod tests {
         let control = deb822::parse(b"Description: d\nX-A: 1\nVersion: 1\nPackage: Foo\nStatus: purge ok installed\nConffiles:\n /x newconffile\nEssential: no\nSize: 3\nArchitecture: all\nX-B:\n").unwrap().remove(0);
         let status = StatusField::parse("install ok unpacked").unwrap();
         let conffiles = [Conffile { path: "/etc/a".into(), hash: H.into(), obsolete: false, remove_on_upgrade: false }];
-        let stanza = status_stanza(&control, &status, &conffiles, Some("0.9"));
+        let stanza = status_stanza(&control, &status, &conffiles, Some("0:0.9"));
         let names: Vec<_> = stanza.fields.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["Package", "Status", "Architecture", "Version", "Config-Version", "Conffiles", "Description", "X-A", "X-B"]);
         assert_eq!(stanza.get("Package"), Some("foo"));
         assert_eq!(stanza.get("Status"), Some("install ok unpacked"));
+        assert_eq!(stanza.get("Config-Version"), Some("0.9"), "as dpkg prints versions");
         assert_eq!(stanza.get("Conffiles"), Some(format!("\n /etc/a {H}").as_str()));
     }
 
