@@ -8,7 +8,7 @@
 use super::deb822::{Field, Stanza};
 use super::version::{parse_relations, relations_field, Version};
 use super::{ParseError, db_path, shown, valid_arch, valid_package_name};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -204,15 +204,26 @@ pub fn info_name(name: &str, arch: &str, multi_arch_same: bool) -> String {
 }
 
 /// The packages of a status file (each name and arch validated; two stanzas for one name:arch is
-/// an error).
+/// an error). A name with more than one instance that is not `not-installed` must be
+/// Multi-Arch: same in each, as dpkg requires ("not co-installable"): so no two packages the
+/// caller must keep apart ever share an info file name.
 pub fn packages(stanzas: Vec<Stanza>) -> Result<Vec<Package>, ParseError> {
     let mut seen = HashSet::new();
+    let mut instances: HashMap<String, (usize, bool)> = HashMap::new();
     let mut packages = Vec::with_capacity(stanzas.len());
     for stanza in stanzas {
         let line = stanza.line;
         let package = package(stanza).map_err(|reason| ParseError::new(line, reason))?;
         if !seen.insert((package.name.clone(), package.arch.clone())) {
             return Err(ParseError::new(line, format!("a second stanza for {}:{}", package.name, package.arch)));
+        }
+        if package.status.state != State::NotInstalled {
+            let (count, all_same) = instances.entry(package.name.clone()).or_insert((0, true));
+            *count += 1;
+            *all_same &= package.multi_arch_same;
+            if *count > 1 && !*all_same {
+                return Err(ParseError::new(line, format!("{} is installed for two architectures without Multi-Arch: same", package.name)));
+            }
         }
         packages.push(package);
     }
@@ -299,7 +310,7 @@ pub fn status_stanza(control: &Stanza, status: &StatusField, conffiles: &[Conffi
         computed("Conffiles", conffiles_field(conffiles));
     }
     if let Some(version) = config_version {
-        computed("Config-Version", version.to_string());
+        computed("Config-Version", Version::parse(version).map_or(version.to_string(), |v| v.to_string()));
     }
     Stanza { fields: known.into_iter().flatten().chain(unknown).collect(), line: control.line }
 }
@@ -406,6 +417,9 @@ mod tests {
         let p = packages(deb822::parse(text.as_bytes()).unwrap()).unwrap();
         assert_eq!(p.iter().map(Package::info_name).collect::<Vec<_>>(), ["a", "lib:i386", "lib:amd64", "gone"]);
         assert_eq!((p[3].arch.as_str(), p[3].version.as_str()), ("", ""));
+        // A selection (not installed) beside an installed instance is no second instance.
+        let selection = "Package: a\nStatus: install ok installed\nArchitecture: amd64\n\nPackage: a\nStatus: install ok not-installed\nArchitecture: i386\n";
+        assert_eq!(packages(deb822::parse(selection.as_bytes()).unwrap()).unwrap().len(), 2);
         assert_eq!(p[1].status.to_string(), "install ok unpacked");
         for (bad, line, why) in [
             ("Package: a/b\n", 1, "bad package name"),
@@ -416,6 +430,8 @@ mod tests {
             ("Package: a\nStatus: install ok\n", 1, "state"),
             ("Package: a\nConffiles:\n /etc/../x newconffile\n", 1, "Conffiles"),
             ("Package: a\nArchitecture: amd64\n\nPackage: A\nArchitecture: amd64\n", 4, "second stanza"),
+            ("Package: a\nStatus: install ok installed\nArchitecture: amd64\n\nPackage: a\nStatus: install ok unpacked\nArchitecture: i386\n", 5, "Multi-Arch: same"),
+            ("Package: a\nStatus: install ok installed\nArchitecture: amd64\nMulti-Arch: same\n\nPackage: a\nStatus: install ok config-files\nArchitecture: i386\n", 6, "Multi-Arch: same"),
         ] {
             let e = packages(deb822::parse(bad.as_bytes()).unwrap()).unwrap_err();
             assert_eq!(e.line, line, "{bad:?}: {e}");
@@ -428,12 +444,38 @@ mod tests {
         let control = deb822::parse(b"Description: d\nX-A: 1\nVersion: 1\nPackage: Foo\nStatus: purge ok installed\nConffiles:\n /x newconffile\nEssential: no\nSize: 3\nArchitecture: all\nX-B:\n").unwrap().remove(0);
         let status = StatusField::parse("install ok unpacked").unwrap();
         let conffiles = [Conffile { path: "/etc/a".into(), hash: H.into(), obsolete: false, remove_on_upgrade: false }];
-        let stanza = status_stanza(&control, &status, &conffiles, Some("0.9"));
+        let stanza = status_stanza(&control, &status, &conffiles, Some("0:0.9"));
         let names: Vec<_> = stanza.fields.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["Package", "Status", "Architecture", "Version", "Config-Version", "Conffiles", "Description", "X-A", "X-B"]);
         assert_eq!(stanza.get("Package"), Some("foo"));
         assert_eq!(stanza.get("Status"), Some("install ok unpacked"));
+        assert_eq!(stanza.get("Config-Version"), Some("0.9"), "as dpkg prints versions");
         assert_eq!(stanza.get("Conffiles"), Some(format!("\n /etc/a {H}").as_str()));
+    }
+
+    /// Two installed instances of one name, not both Multi-Arch: same, are refused here as
+    /// dpkg-query refuses them; a full status file with both Multi-Arch: same is read by both.
+    #[test]
+    fn instances_are_coinstallable_as_dpkg_requires() {
+        let root = oracle::root();
+        let admin = root.path().join("var/lib/dpkg");
+        let stanza = |arch: &str, same: bool, state: &str| {
+            let multi_arch = if same { "Multi-Arch: same\n" } else { "" };
+            format!("Package: a\nStatus: install ok {state}\nArchitecture: {arch}\n{multi_arch}Version: 1\nMaintainer: m\nDescription: d\n")
+        };
+        let refused = [
+            [stanza("amd64", false, "installed"), stanza("i386", false, "unpacked")],
+            [stanza("amd64", true, "installed"), stanza("i386", false, "config-files")],
+            [stanza("amd64", false, "installed"), stanza("i386", true, "installed")],
+        ];
+        let accepted = [stanza("amd64", true, "installed"), stanza("i386", true, "unpacked")];
+        for (pair, ok) in refused.iter().map(|p| (p, false)).chain([(&accepted, true)]) {
+            let text = pair.join("\n");
+            assert_eq!(packages(deb822::parse(text.as_bytes()).unwrap()).is_ok(), ok, "{text}");
+            std::fs::write(admin.join("status"), &text).unwrap();
+            let dpkg = std::process::Command::new("dpkg-query").arg(format!("--admindir={}", admin.display())).arg("-W").output().unwrap();
+            assert_eq!(dpkg.status.success(), ok, "{text}");
+        }
     }
 
     /// A status file of 30,000 packages is read, checked for duplicates and written back, each
@@ -489,7 +531,8 @@ mod tests {
 
     /// The stanza built here for a control file is the one dpkg --unpack writes, field for field
     /// and in the same order, byte for byte once written: names and values dpkg normalizes
-    /// (package name, version, relations, priority, booleans, Multi-Arch), fields it drops.
+    /// (package name, version, relations, priority, booleans, Multi-Arch), fields it drops, and
+    /// its new conffiles ("newconffile", a remove-on-upgrade one flagged so).
     #[test]
     fn status_stanza_is_what_dpkg_unpack_writes() {
         let controls = [
@@ -503,7 +546,8 @@ mod tests {
         ];
         for control in controls {
             let dir = tempfile::tempdir().unwrap();
-            let deb = oracle::build(dir.path(), control, Some("/etc/hello.conf\n"), &[("etc/hello.conf", "hi\n"), ("usr/bin/hello", "bin\n")]);
+            let conffiles = "/etc/hello.conf\nremove-on-upgrade /etc/gone.conf\n";
+            let deb = oracle::build(dir.path(), control, Some(conffiles), &[("etc/hello.conf", "hi\n"), ("usr/bin/hello", "bin\n")]);
             let root = oracle::root();
             oracle::run(std::process::Command::new("dpkg").arg(format!("--root={}", root.path().display()))
                 .args(["--force-depends", "--force-conflicts", "--force-breaks", "--unpack"]).arg(&deb));
@@ -511,11 +555,47 @@ mod tests {
             let theirs = deb822::parse(&written).unwrap();
             let control = deb822::parse(control.as_bytes()).unwrap().remove(0);
             let status = StatusField::parse("install ok unpacked").unwrap();
-            let conffiles = [Conffile { path: "/etc/hello.conf".into(), hash: NEW_CONFFILE.into(), obsolete: false, remove_on_upgrade: false }];
+            let conffiles: Vec<Conffile> = crate::dpkg::list::parse_conffiles_member(conffiles.as_bytes()).unwrap().into_iter().map(|c| {
+                Conffile { path: c.path, hash: NEW_CONFFILE.into(), obsolete: false, remove_on_upgrade: c.remove_on_upgrade }
+            }).collect();
             let ours = status_stanza(&control, &status, &conffiles, None);
             assert_eq!(theirs.len(), 1);
             assert_eq!(ours.fields, theirs[0].fields);
             assert_eq!(String::from_utf8(write_status(&[&ours])).unwrap(), String::from_utf8(written).unwrap());
         }
+    }
+
+    /// On an upgrade, dpkg --unpack keeps the installed version's conffile hashes, marks the
+    /// conffiles the new version drops obsolete and records the old version as Config-Version:
+    /// the stanza built here from those is the one it writes.
+    #[test]
+    fn status_stanza_is_what_dpkg_unpack_writes_on_an_upgrade() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = oracle::root();
+        let dpkg = |args: &[&str], deb: &std::path::Path| {
+            oracle::run(std::process::Command::new("dpkg").arg(format!("--root={}", root.path().display())).args(args).arg(deb));
+        };
+        let control = |v: &str| format!("Package: up\nVersion: {v}\nArchitecture: all\nMaintainer: m\nDescription: d\n");
+        let old = oracle::build(dir.path(), &control("1.0"), Some("/etc/a\n/etc/b\n"), &[("etc/a", "a1\n"), ("etc/b", "b\n")]);
+        dpkg(&["--install"], &old);
+        std::fs::write(root.path().join("etc/a"), "edited by the admin\n").unwrap();
+        let new = oracle::build(dir.path(), &control("2.0"), Some("/etc/a\n"), &[("etc/a", "a2\n")]);
+        dpkg(&["--unpack"], &new);
+        let written = std::fs::read(root.path().join("var/lib/dpkg/status")).unwrap();
+
+        let installed = packages(deb822::parse(&written).unwrap()).unwrap();
+        let md5 = |text: &str| {
+            let path = dir.path().join("md5-input");
+            std::fs::write(&path, text).unwrap();
+            oracle::run(std::process::Command::new("md5sum").arg(&path))[..32].to_string()
+        };
+        let conffiles = [
+            Conffile { path: "/etc/a".into(), hash: md5("a1\n"), obsolete: false, remove_on_upgrade: false },
+            Conffile { path: "/etc/b".into(), hash: md5("b\n"), obsolete: true, remove_on_upgrade: false },
+        ];
+        let control = deb822::parse(control("2.0").as_bytes()).unwrap().remove(0);
+        let ours = status_stanza(&control, &StatusField::parse("install ok unpacked").unwrap(), &conffiles, Some("1.0"));
+        assert_eq!(ours.fields, installed[0].stanza.fields);
+        assert_eq!(String::from_utf8(write_status(&[&ours])).unwrap(), String::from_utf8(written).unwrap());
     }
 }
