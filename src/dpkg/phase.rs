@@ -182,9 +182,15 @@ impl Database {
     }
 
     /// Writes the package's scripts into its own directory under [`NEW_SCRIPTS`].
+    /// None for a package without scripts: nothing is made, so a call that fails leaves even
+    /// the admin directory's times as they were.
     fn write_new_scripts(&mut self, index: usize) -> Result<()> {
+        let mut scripts = self.incoming[index].archive.members.iter().filter(|m| SCRIPTS.contains(&m.name.as_str())).peekable();
+        if scripts.peek().is_none() {
+            return Ok(());
+        }
         let dir = self.new_dir(index)?;
-        for m in self.incoming[index].archive.members.iter().filter(|m| SCRIPTS.contains(&m.name.as_str())) {
+        for m in scripts {
             scripts::write_file(&dir, &m.name, &m.bytes)?;
         }
         Ok(())
@@ -262,6 +268,9 @@ impl Database {
     /// Runs `call` for package `index`: its new script, or the installed version's in `info/`.
     fn call(&self, index: usize, call: &Call) -> Result<Option<bool>> {
         if call.new {
+            if !self.incoming[index].archive.members.iter().any(|m| m.name == call.script) {
+                return Ok(None);
+            }
             let dir = self.new_dir(index)?;
             self.run_in(index, &dir, call.script, call.script, &call.args)
         } else {
