@@ -681,3 +681,23 @@ fn minbase_by_dpkg_after_a_first_stage_is_a_working_system() {
     assert_eq!((audit.code, audit.stdout.as_str()), (0, ""), "dpkg --audit: {}", audit.stderr);
     succeeds(&in_chroot(r, &["apt-get", "check"]), "chroot ROOT apt-get check");
 }
+
+/// A preinst that adds a diversion of one of its package's own files (as `dpkg-divert --local
+/// --rename` would, here by writing dpkg's `diversions` file: the oracle's roots have no dpkg
+/// inside): the file is written where dpkg writes it, read from the diversions as they are
+/// after the preinst.
+#[test]
+fn a_diversion_the_preinst_adds_applies_to_the_package_s_files() {
+    let debs = Debs::new();
+    let name = "scr-pdiv";
+    let preinst = format!(
+        "{}printf '/usr/share/{name}/file\\n/usr/share/{name}/file.real\\n:\\n' >> /var/lib/dpkg/diversions\n",
+        logging_script(&format!("{name}_1.0"), "preinst").replace("exit 0\n", "")
+    );
+    let pkg = logging(Pkg::new(name, "1.0", "amd64"), name, "1.0").file(&format!("/usr/share/{name}/file"), b"diverted\n", 0o644).script("preinst", &preinst);
+    let deb = debs.build(pkg);
+    let o = Scripted::new("a diversion made by the preinst");
+    o.unpack(&[&deb], 0);
+    assert_eq!(content(o.theirs.path(), &format!("usr/share/{name}/file.real")), "diverted\n", "dpkg reads the diversions the preinst made");
+    o.configure();
+}

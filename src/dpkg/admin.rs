@@ -120,22 +120,29 @@ impl Admin {
             }
             lists.push(paths);
         }
-        let diversions_path = self.dir.path().join("diversions");
-        let diversions = match read_file(&self.dir, "diversions", MAX_SMALL)? {
-            Some(bytes) => diversions::parse(&bytes).map_err(|e| bad_db(&diversions_path, e))?,
-            None => Vec::new(),
-        };
+        let diversions = self.diversions()?;
         let overrides = self.overrides(root)?;
         Ok(Installed {
             packages,
             lists,
             owners,
-            diversions: diversions.into_iter().map(|d| (d.from.clone(), d)).collect(),
+            diversions,
             overrides,
             format_missing: !info_names.iter().any(|n| n == "format"),
             triggers_missing: matches!(rustix::fs::statat(self.dir.fd(), "triggers", rustix::fs::AtFlags::SYMLINK_NOFOLLOW), Err(Errno::NOENT)),
             info_names,
         })
+    }
+
+    /// `diversions`, by the path diverted. Read again after each preinst, which may add one
+    /// (`dpkg-divert --rename` in a preinst is how a package diverts a file it ships).
+    pub fn diversions(&self) -> Result<HashMap<PathBuf, Diversion>> {
+        let path = self.dir.path().join("diversions");
+        let list = match read_file(&self.dir, "diversions", MAX_SMALL)? {
+            Some(bytes) => diversions::parse(&bytes).map_err(|e| bad_db(&path, e))?,
+            None => Vec::new(),
+        };
+        Ok(list.into_iter().map(|d| (d.from.clone(), d)).collect())
     }
 
     /// `statoverride`, its user and group names looked up in the root's /etc/passwd and

@@ -94,6 +94,8 @@ impl Database {
         if self.call_noted(index, &Call { new: true, script: "preinst", args: args.clone() })? == Some(false) {
             return Err(scripts::failed(&self.incoming[index].name, "preinst", &to_str(&args), "unwound as Debian Policy 6.6 says; the root's files are as they were"));
         }
+        // The files are written where the diversions say after the preinst, as dpkg writes them.
+        self.installed.diversions = self.admin.diversions()?;
         Ok(())
     }
 
