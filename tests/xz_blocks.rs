@@ -188,6 +188,36 @@ fn read_engaging(xz: &[u8], mut consume: impl FnMut(&[u8])) -> (Vec<u8>, usize) 
     (out, reader.engaged())
 }
 
+/// The cores this process gets right now: as many threads as there are CPUs spin for 200 ms
+/// and count the CPU time they were given.
+fn cores_we_get() -> f64 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let spin = || {
+        let start = std::time::Instant::now();
+        let cpu = || {
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: clock_gettime writes into the timespec it is given.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+        };
+        let begin = cpu();
+        while start.elapsed() < std::time::Duration::from_millis(200) {
+            std::hint::spin_loop();
+        }
+        (cpu() - begin) / start.elapsed().as_secs_f64()
+    };
+    std::thread::scope(|s| (0..cpus).map(|_| s.spawn(spin)).collect::<Vec<_>>().into_iter().map(|t| t.join().unwrap()).sum())
+}
+
+/// Why the load rule cannot be judged now, if it cannot: it weighs this process's CPU time
+/// against the wall clock, so other programs taking the cores (a shared machine, a parallel
+/// build) change what it sees. Asked before such a test and again when its verdict differs.
+fn machine_busy() -> Option<String> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let got = cores_we_get();
+    (got < cpus as f64 - 0.4).then(|| format!("other programs take the cores: this process gets {got:.2} of {cpus}"))
+}
+
 #[test]
 fn a_reader_that_waits_for_decoding_gets_a_second_worker() {
     let _one = one_at_a_time();
@@ -195,17 +225,29 @@ fn a_reader_that_waits_for_decoding_gets_a_second_worker() {
         eprintln!("skipped: one core");
         return;
     }
+    if let Some(why) = machine_busy() {
+        eprintln!("skipped: {why}");
+        return;
+    }
     // Decoding takes some hundreds of milliseconds, many load windows; the reader only copies.
     let data = sample(96 << 20, 7);
     let xz = xz_threaded(&data, 6, 8 << 20);
     let (out, engaged) = read_engaging(&xz, |_| {});
     assert!(out == data, "differs");
+    if let (true, Some(why)) = (engaged != 2, machine_busy()) {
+        eprintln!("no verdict: {why}");
+        return;
+    }
     assert_eq!(engaged, 2, "decoding was all the reader waited for, on two cores");
 }
 
 #[test]
 fn a_reader_slower_than_decoding_keeps_one_worker() {
     let _one = one_at_a_time();
+    if let Some(why) = machine_busy() {
+        eprintln!("skipped: {why}");
+        return;
+    }
     // The reader spends more CPU on every byte than decoding it takes, like a writer of small
     // files: a second decoder would only take its core.
     let data = sample(12 << 20, 8);
@@ -219,6 +261,10 @@ fn a_reader_slower_than_decoding_keeps_one_worker() {
         }
     });
     assert!(out == data, "differs");
+    if let (true, Some(why)) = (engaged != 1, machine_busy()) {
+        eprintln!("no verdict: {why}");
+        return;
+    }
     assert_eq!(engaged, 1, "the reader was the slower");
 }
 
