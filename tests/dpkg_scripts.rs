@@ -701,3 +701,24 @@ fn a_diversion_the_preinst_adds_applies_to_the_package_s_files() {
     assert_eq!(content(o.theirs.path(), &format!("usr/share/{name}/file.real")), "diverted\n", "dpkg reads the diversions the preinst made");
     o.configure();
 }
+
+/// A preinst that adds a statoverride for one of its package's own files (as
+/// `dpkg-statoverride --add` would, here by writing dpkg's `statoverride` file): dpkg read its
+/// overrides before the preinst and writes the file with the archive's mode (the override
+/// applies from the next unpack, or `dpkg-statoverride --update`), and so does the engine.
+#[test]
+fn a_statoverride_the_preinst_adds_applies_from_the_next_unpack_as_with_dpkg() {
+    let debs = Debs::new();
+    let name = "scr-pstat";
+    let preinst = format!(
+        "{}echo 'root root 0600 /usr/share/{name}/file' >> /var/lib/dpkg/statoverride\n",
+        logging_script(&format!("{name}_1.0"), "preinst").replace("exit 0\n", "")
+    );
+    let pkg = logging(Pkg::new(name, "1.0", "amd64"), name, "1.0").file(&format!("/usr/share/{name}/file"), b"private\n", 0o644).script("preinst", &preinst);
+    let deb = debs.build(pkg);
+    let o = Scripted::new("a statoverride made by the preinst");
+    o.unpack(&[&deb], 0);
+    let mode = std::fs::metadata(o.theirs.path().join(format!("usr/share/{name}/file"))).unwrap().permissions();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o7777, 0o644, "dpkg's mode is the archive's");
+    o.configure();
+}
