@@ -16,7 +16,10 @@
 //! This module must never open, create or follow anything by a path string that starts
 //! outside its own descriptors, and never hands out a descriptor for anything but a directory.
 //! Directories it opens stay cached for the whole transaction (the commit phase renames and
-//! fsyncs through them), keyed by their canonical path inside the root.
+//! fsyncs through them), keyed by their canonical path inside the root, and no longer: a call
+//! may run several transactions (the bootstrap's stages, the database after a script failed),
+//! and the next must not take a directory the last one made, renamed or removed for what it was
+//! then ([`Root::forget_dirs`]).
 //!
 //! The state directory `var/lib/unpack/` is the engine's alone, and this module keeps it so:
 //! a transaction's lookups never enter it (no package writes there), and the engine reaches it
@@ -116,6 +119,13 @@ impl Root {
     /// `ROOT/rel`, for messages.
     pub fn display(&self, rel: &Path) -> PathBuf {
         self.path.join(rel)
+    }
+
+    /// Forgets every directory but the root, for a new transaction: a tree an earlier one made
+    /// under a temporary name is in place or gone now, and one cached as new would have files
+    /// written into it under their final names, out of the journal's sight.
+    pub fn forget_dirs(&mut self) {
+        self.dirs.retain(|canon, _| canon.as_os_str().is_empty());
     }
 
     /// A directory already resolved in this transaction, by canonical path.

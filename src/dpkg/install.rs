@@ -119,6 +119,12 @@ impl Database {
         &self.admin.rel
     }
 
+    /// How many packages the database lists as present in some state (`not-installed` ones,
+    /// which a failed first install leaves, are not).
+    pub fn package_count(&self) -> usize {
+        self.installed.packages.iter().filter(|p| p.status.state != super::status::State::NotInstalled).count()
+    }
+
     /// A package of the call starts.
     pub fn begin(&mut self, package: &Path, archive: &ControlArchive) -> Result<()> {
         let control = admin::control_stanza(package, &archive.text)?;
