@@ -341,11 +341,11 @@ fn write_all(
     while let Some(message) = rx.recv() {
         let entry = match message {
             Message::Package { index, path, control } => {
+                reports.push(report::PackageReport::new(control.control.clone()));
                 if let Some(db) = database.as_deref_mut() {
-                    db.begin(&path, &control)?;
+                    db.begin(&path, *control)?;
                     db.before_files()?;
                 }
-                reports.push(report::PackageReport::new(control.control));
                 package = Some((index, path));
                 continue;
             }

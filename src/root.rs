@@ -344,8 +344,22 @@ impl Root {
 }
 
 /// Opens `name` in `dir` (shown as `path`) as a real directory, never through a symlink, making
-/// it (0755) if missing and `create`; `None` if missing otherwise.
+/// it (0755) if missing and `create`; `None` if missing otherwise. Anything else by that name
+/// is refused as the engine's state would be ([`untrusted`]).
 fn open_real_dir(dir: &Directory, name: &OsStr, path: &Path, create: bool) -> Result<Option<Directory>> {
+    real_dir(dir, name, path, create, untrusted)
+}
+
+/// [`open_real_dir`] for a directory of the engine's own elsewhere (the new maintainer
+/// scripts' in dpkg's admin directory), made if missing: anything else by that name is an
+/// error naming what it is.
+pub fn open_or_make_dir(dir: &Directory, name: &str) -> Result<Directory> {
+    let path = dir.path().join(name);
+    let refuse = |path: &Path, shape: String| Error::root(path, "opening a directory of the engine's", std::io::Error::other(shape));
+    real_dir(dir, OsStr::new(name), &path, true, refuse)?.ok_or_else(|| Error::root(&path, "opening", Errno::NOENT))
+}
+
+fn real_dir(dir: &Directory, name: &OsStr, path: &Path, create: bool, refuse: impl Fn(&Path, String) -> Error) -> Result<Option<Directory>> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let open = || rustix::fs::openat(dir.fd(), name, flags, Mode::empty());
     let mut made = false;
@@ -373,7 +387,7 @@ fn open_real_dir(dir: &Directory, name: &OsStr, path: &Path, create: bool) -> Re
         Err(Errno::NOENT) => Ok(None),
         Err(Errno::LOOP) | Err(Errno::NOTDIR) => {
             let st = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(path, "stat", e))?;
-            Err(untrusted(path, shape(&st).to_string()))
+            Err(refuse(path, shape(&st).to_string()))
         }
         Err(e) => Err(Error::root(path, "opening directory", e)),
     }

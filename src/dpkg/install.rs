@@ -125,8 +125,8 @@ impl Database {
         self.installed.packages.iter().filter(|p| p.status.state != super::status::State::NotInstalled).count()
     }
 
-    /// A package of the call starts.
-    pub fn begin(&mut self, package: &Path, archive: &ControlArchive) -> Result<()> {
+    /// A package of the call starts: its control archive is kept (its scripts and info files).
+    pub fn begin(&mut self, package: &Path, archive: ControlArchive) -> Result<()> {
         let control = admin::control_stanza(package, &archive.text)?;
         let name = archive.control.name.to_ascii_lowercase();
         let arch = archive.control.architecture.clone();
@@ -155,7 +155,7 @@ impl Database {
         let md5sums = (!archive.members.iter().any(|m| m.name == "md5sums")).then(Vec::new);
         self.incoming.push(Incoming {
             control,
-            archive: archive.clone(),
+            archive,
             name,
             arch,
             multi_arch_same,
