@@ -8,6 +8,7 @@
 //! tools alike. Nothing here measures or touches the system.
 
 use super::cache::Cache;
+use super::counts::Source;
 use super::package::Package;
 use super::peers::Peer;
 use super::scenario::Scenario;
@@ -118,6 +119,9 @@ pub struct Row {
     pub cache: Cache,
 }
 
+/// The counting runs of a cell with `--counts`: one for system calls, one for instructions.
+pub const COUNTING_RUNS: u64 = 2;
+
 /// A whole matrix, ready to run.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -126,6 +130,9 @@ pub struct Plan {
     pub tools: Vec<Tool>,
     /// Counted runs per cell (after one warm-up round).
     pub runs: u64,
+    /// With `--counts`: the instruction counter, for two counting runs per cell after the
+    /// row's timed runs (one under strace, one counting instructions).
+    pub counts: Option<Source>,
 }
 
 /// One step of a row's schedule.
@@ -179,9 +186,11 @@ impl Plan {
         (0..=self.runs).flat_map(move |round| (0..self.tools.len()).map(move |tool| Step { round, tool }))
     }
 
-    /// Every run the matrix will make, warm-ups included (for the progress bar).
+    /// Every run the matrix will make, warm-ups and counting runs included (for the progress
+    /// bar).
     pub fn total_runs(&self) -> u64 {
-        self.rows.len() as u64 * self.tools.len() as u64 * (self.runs + 1)
+        let counting = if self.counts.is_some() { COUNTING_RUNS } else { 0 };
+        self.rows.len() as u64 * self.tools.len() as u64 * (self.runs + 1 + counting)
     }
 }
 
@@ -195,6 +204,7 @@ mod tests {
             rows: Vec::new(),
             tools: (0..tools).map(|i| Tool::Strategy(format!("s{i}"))).collect(),
             runs,
+            counts: None,
         }
     }
 
