@@ -33,7 +33,9 @@ How the numbers are made (fairness rules):
     with dpkg in a root with dpkg's database instead, so that every tool upgrades a database.
   - The busy scenarios' writer (64 MiB/s in 1 MiB writes, never flushing) starts after the
     run's sync, has 16 MiB dirty before the unpacker starts, stops when it exits, and runs
-    alike beside every tool of a row.";
+    alike beside every tool of a row.
+  - With --counts, the counting runs (strace; valgrind or perf) come after a row's timed runs,
+    each on a fresh filesystem, and are never timed.";
 
 /// The benchmark matrix: our durability strategies and peers (dpkg, tar) x filesystems x mount
 /// options x page cache x scenario -> seconds until exit and until the data is stable.
