@@ -269,7 +269,7 @@ fn strace_summary(text: &str) -> Option<Vec<(String, u64)>> {
 /// The `summary:` line of a cachegrind output file (its only event is `Ir` with
 /// `--cache-sim=no`).
 fn cachegrind_summary(text: &str) -> Option<u64> {
-    text.lines().find_map(|l| l.strip_prefix("summary:")).and_then(|n| n.trim().split_whitespace().next()?.parse().ok())
+    text.lines().find_map(|l| l.strip_prefix("summary:")).and_then(|n| n.split_whitespace().next()?.parse().ok())
 }
 
 /// `perf stat -x,` lines of `instructions:u` and `instructions:k`: (user, kernel), each absent
