@@ -217,6 +217,15 @@ mod tests {
     }
 
     #[test]
+    fn counting_runs_are_two_more_runs_per_cell_in_the_progress() {
+        let mut p = plan(2, 3);
+        p.rows = Plan::rows_for(1, &[("ext4".to_string(), vec!["defaults".to_string()])], &[Scenario::Install], &[Cache::Warm]);
+        assert_eq!(p.total_runs(), 9, "a warm-up and two counted rounds of three tools");
+        p.counts = Some(Source::Valgrind);
+        assert_eq!(p.total_runs(), 15);
+    }
+
+    #[test]
     fn rows_cover_every_combination_in_table_order() {
         let fs = vec![("ext4".to_string(), vec!["defaults".to_string(), "nodelalloc".to_string()])];
         let rows = Plan::rows_for(1, &fs, &[Scenario::Install, Scenario::Upgrade], &[Cache::Warm, Cache::Cold]);
