@@ -10,6 +10,7 @@ use super::{command, Error, Result};
 use unpack::report::Phases;
 use unpack::syscalls::{FlushLatencies, SyscallCounts};
 use serde::{Deserialize, Serialize};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -56,9 +57,10 @@ impl Engine {
         &self.path
     }
 
-    /// The measured command: unpack `packages` into `root` with `strategy`, reporting JSON.
-    pub fn unpack_command(&self, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
-        let mut cmd = Command::new(&self.path);
+    /// The measured command: unpack `packages` into `root` with `strategy`, reporting JSON; the
+    /// binary started by `launch` (`Command::new`, or under a counter).
+    pub fn unpack_command(&self, launch: &dyn Fn(&OsStr) -> Command, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
+        let mut cmd = launch(self.path.as_os_str());
         cmd.arg("--json").arg("--quiet").arg("--strategy").arg(strategy).args(packages).arg(root);
         cmd
     }

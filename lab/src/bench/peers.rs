@@ -18,6 +18,7 @@
 use super::command;
 use super::{Error, Result};
 use serde::Serialize;
+use std::ffi::OsStr;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -83,29 +84,30 @@ impl Peer {
         Ok(())
     }
 
-    /// Unpacks `packages` into `root`: the measured part.
-    pub fn run(self, packages: &[PathBuf], root: &Path) -> io::Result<Output> {
+    /// Unpacks `packages` into `root`: the measured part. Every program starts through
+    /// `launch` (`Command::new`, or under a counter for `--counts`).
+    pub fn run(self, launch: &dyn Fn(&OsStr) -> Command, packages: &[PathBuf], root: &Path) -> io::Result<Output> {
         match self {
             Peer::Dpkg | Peer::DpkgUnsafe => {
                 let io_mode = if self == Peer::Dpkg { "--refuse-unsafe-io" } else { "--force-unsafe-io" };
                 let mut root_arg = std::ffi::OsString::from("--root=");
                 root_arg.push(root);
-                Command::new("dpkg")
+                launch("dpkg".as_ref())
                     .arg(root_arg)
                     .args(["--force-not-root", "--force-depends", "--no-triggers", io_mode, "--unpack"])
                     .args(packages)
                     .stdin(Stdio::null())
                     .output()
             }
-            Peer::Tar => each_package(packages, |p| tar_extract_one(p, root)),
+            Peer::Tar => each_package(packages, |p| tar_extract_one(launch, p, root)),
             Peer::TarSync => {
-                let out = each_package(packages, |p| tar_extract_one(p, root))?;
+                let out = each_package(packages, |p| tar_extract_one(launch, p, root))?;
                 if !out.status.success() {
                     return Ok(out);
                 }
-                Command::new("sync").stdin(Stdio::null()).output()
+                launch("sync".as_ref()).stdin(Stdio::null()).output()
             }
-            Peer::Decompress => each_package(packages, decompress_one),
+            Peer::Decompress => each_package(packages, |p| decompress_one(launch, p)),
         }
     }
 }
@@ -170,8 +172,8 @@ pub fn install_configured(packages: &[PathBuf], root: &Path) -> io::Result<()> {
 }
 
 /// `dpkg-deb --fsys-tarfile PKG > /dev/null`.
-fn decompress_one(package: &Path) -> io::Result<Output> {
-    Command::new("dpkg-deb")
+fn decompress_one(launch: &dyn Fn(&OsStr) -> Command, package: &Path) -> io::Result<Output> {
+    launch("dpkg-deb".as_ref())
         .arg("--fsys-tarfile")
         .arg(package)
         .stdin(Stdio::null())
@@ -181,8 +183,8 @@ fn decompress_one(package: &Path) -> io::Result<Output> {
 }
 
 /// `dpkg-deb --fsys-tarfile PKG | tar -x -f - -C ROOT`.
-fn tar_extract_one(package: &Path, root: &Path) -> io::Result<Output> {
-    let mut deb = Command::new("dpkg-deb")
+fn tar_extract_one(launch: &dyn Fn(&OsStr) -> Command, package: &Path, root: &Path) -> io::Result<Output> {
+    let mut deb = launch("dpkg-deb".as_ref())
         .arg("--fsys-tarfile")
         .arg(package)
         .stdin(Stdio::null())
@@ -192,7 +194,7 @@ fn tar_extract_one(package: &Path, root: &Path) -> io::Result<Output> {
     let Some(stream) = deb.stdout.take() else {
         return Err(io::Error::other("dpkg-deb has no stdout pipe"));
     };
-    let tar = Command::new("tar").args(["-x", "-f", "-", "-C"]).arg(root).stdin(stream).output();
+    let tar = launch("tar".as_ref()).args(["-x", "-f", "-", "-C"]).arg(root).stdin(stream).output();
     let tar = match tar {
         Ok(tar) => tar,
         Err(e) => {
