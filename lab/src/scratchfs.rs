@@ -242,7 +242,7 @@ pub fn backing_file(device: &Path) -> Option<PathBuf> {
 }
 
 /// Runs a command, returning its stdout, or an error carrying its stderr.
-fn run(cmd: &mut Command) -> io::Result<String> {
+pub(crate) fn run(cmd: &mut Command) -> io::Result<String> {
     let out = cmd.output().map_err(|e| io::Error::new(e.kind(), format!("{:?}: {e}", cmd.get_program())))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
