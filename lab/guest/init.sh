@@ -15,7 +15,7 @@ fail() {
 }
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
+mountpoint -q /dev || mount -t devtmpfs devtmpfs /dev
 # Only emergencies on the console, which is the bench's stderr on the host (the loop driver
 # logs every WRITE_ZEROES mkfs tries on a tmpfs file).
 echo 1 > /proc/sys/kernel/printk
