@@ -34,9 +34,9 @@ mem=$(awk '/^MemTotal/ { print int($2 / 1024) }' /proc/meminfo)
 export TMPDIR=/run/tmp
 export UNPACK_BENCH_GUEST="user-mode-linux guest (kernel $release, 1 CPU, $mem MiB)"
 cd "$(cat "$share/cwd")" || fail "cannot enter the host's working directory"
-# The host's argument vector, NUL-separated: no shell ever reads it.
-xargs -0 -x -a "$share/argv" env --
-echo $? > "$share/status"
+# The host's argument vector, NUL-separated: no shell ever parses it (the inner sh only runs
+# "$@", and records the exit status, which xargs itself would fold into 123).
+xargs -0 -x -a "$share/argv" sh -c '"$@"; echo $? > "$0"' "$share/status"
 sync
 umount "$share"
 busybox poweroff -f

@@ -82,3 +82,19 @@ fn assert_no_leftovers(dir: &Path) {
     let entries = std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect::<Vec<_>>();
     assert!(entries.iter().all(|n| n == "out"), "left behind in TMPDIR: {entries:?}");
 }
+
+/// The guest's bench answers for the host's: its exit status and its message come back.
+#[test]
+fn a_usage_error_of_an_nfs_matrix_is_exit_2_with_the_reason() {
+    if !is_root() {
+        eprintln!("skipped: NFS exports and mounts need root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run(Command::new(env!("CARGO_BIN_EXE_unpack-bench")).env("TMPDIR", tmp.path()).args([
+        "--fs", "nfs,ext4", "--synthetic", "1:1k", "--runs", "1",
+    ]));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--fs nfs benches alone"), "{}", r.stderr);
+    assert_no_leftovers(tmp.path());
+}

@@ -220,13 +220,19 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
     };
     let mut environment = Environment::read(device, &host, engine.path(), &plan.workloads);
     // The server lives as long as the matrix; every run exports its own fresh filesystem.
-    let _server = if nfs_rows {
+    let server = if nfs_rows {
         environment.nfs = Some(nfs::describe(&config.option_sets_or(nfs::DEFAULT_CLIENT_SETS)));
         Some(nfs::Server::start()?)
     } else {
         None
     };
-    let ctx = Context { engine: &engine, site, scratch: workdir.path(), writer_device: config.device.as_ref() };
+    let ctx = Context {
+        engine: &engine,
+        site,
+        scratch: workdir.path(),
+        writer_device: config.device.as_ref(),
+        nfs_server: server.as_ref(),
+    };
     let rows = run_plan(&ctx, &plan)?;
     Ok(Matrix {
         environment,

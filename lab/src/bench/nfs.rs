@@ -217,6 +217,22 @@ impl Server {
         Ok(server)
     }
 
+    /// Lets go of everything nfsd holds of an export withdrawn a moment ago, so that its
+    /// filesystem can be unmounted: after `exportfs -u` the kernel's nfsd can keep the
+    /// filesystem busy (seen on Linux 6.1 after the first export following its start, for
+    /// seconds at least), and only stopping its threads releases it. Done only when the bench
+    /// started nfsd itself: another server's threads are never touched (there, an unmount
+    /// that fails stops the matrix, as any filesystem that does not come down does). The
+    /// restart is cheap, and NFSv4's grace period after it ends at once, as there is no client
+    /// to reclaim.
+    pub fn release_exports(&self) -> io::Result<()> {
+        if self.started_nfsd {
+            run(Command::new("rpc.nfsd").arg("0"))?;
+            run(Command::new("rpc.nfsd").arg(NFSD_THREADS))?;
+        }
+        Ok(())
+    }
+
     /// Spawns a daemon in the foreground and waits until rpcbind lists `program`.
     fn spawn(&mut self, cmd: &mut Command, program: &str) -> Result<()> {
         let line = format!("{cmd:?}");
@@ -313,13 +329,15 @@ impl NfsMount {
             .ok_or_else(|| io::Error::other(format!("{}: not in /proc/self/mountstats", self.path().display())))
     }
 
-    /// Unmounts the client and withdraws the export, reporting failure.
-    pub fn teardown(mut self) -> io::Result<()> {
+    /// Unmounts the client and withdraws the export, reporting failure; then lets `server`
+    /// release the backing filesystem ([`Server::release_exports`]).
+    pub fn teardown(mut self, server: Option<&Server>) -> io::Result<()> {
         if let Some(client) = self.client.take() {
             client.unmount()?;
         }
         let spec = std::mem::take(&mut self.export);
-        run(Command::new("exportfs").arg("-u").arg(&spec)).map(drop)
+        run(Command::new("exportfs").arg("-u").arg(&spec))?;
+        server.map_or(Ok(()), Server::release_exports)
     }
 }
 

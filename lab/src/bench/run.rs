@@ -12,7 +12,7 @@ use super::busy::{Writer, WriterUsage};
 use super::device::{Device, DeviceFs, DeviceUsage};
 use crate::vdisk::Counters;
 use super::engine::{self, Engine};
-use super::nfs::{NfsMount, RpcCounts};
+use super::nfs::{NfsMount, RpcCounts, Server};
 use super::plan::{Row, Tool, Workload};
 use super::scenario::WriterSite;
 use super::{Error, Result};
@@ -41,6 +41,8 @@ pub struct Context<'a> {
     /// Where the `busy-elsewhere` writer's filesystems live (the run's device kind, also with
     /// `--dir`).
     pub writer_device: &'a dyn Device,
+    /// The NFS server of the NFS rows.
+    pub nfs_server: Option<&'a Server>,
 }
 
 /// The record of one counted run, as the CSV and JSON keep it.
@@ -129,10 +131,12 @@ fn run_on_site(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run: 
                         let place = Place { base: client.path(), counters: &counters, other, nfs: Some(&client) };
                         let record = measure(ctx, &place, workload, row, tool, run);
                         let mount = client.path().to_path_buf();
-                        client.teardown().map_err(|source| Error::Teardown { path: mount, source })?;
+                        client.teardown(ctx.nfs_server).map_err(|source| Error::Teardown { path: mount, source })?;
                         record
                     }
                     Err(e) => {
+                        // The failed mount withdrew its export; nfsd may still hold it.
+                        ctx.nfs_server.map(Server::release_exports).transpose().map_err(Error::io(fs.path()))?;
                         let why = format!("mounting {fstype} over NFS ({}) with '{}': {e}", nfs.export.name(), row.mount_options);
                         Ok(RunRecord::failed(run, None, why))
                     }
