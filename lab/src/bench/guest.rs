@@ -76,7 +76,9 @@ pub fn run_bench(argv: &[OsString], out: Option<&Path>) -> Result<u8> {
 
     let mut boot = Command::new(linux);
     boot.arg(format!("mem={MEM_MIB}M"))
-        .args(["rootfstype=hostfs", "rootflags=/", "ro", "quiet"])
+        // Only emergencies on the console, which is our stderr (the guest's loop driver logs
+        // every WRITE_ZEROES mkfs tries on a tmpfs file).
+        .args(["rootfstype=hostfs", "rootflags=/", "ro", "quiet", "loglevel=1"])
         .arg(format!("init={}", init.display()))
         .arg(format!("UNPACK_GUEST_SHARE={}", dir.display()))
         // The guest's console is our stderr: its progress and messages show as the bench's own.
