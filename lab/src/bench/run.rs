@@ -131,12 +131,12 @@ fn run_on_site(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run: 
                         let place = Place { base: client.path(), counters: &counters, other, nfs: Some(&client) };
                         let record = measure(ctx, &place, workload, row, tool, run);
                         let mount = client.path().to_path_buf();
-                        client.teardown(ctx.nfs_server).map_err(|source| Error::Teardown { path: mount, source })?;
+                        client.teardown(ctx.nfs_server, fs.path()).map_err(|source| Error::Teardown { path: mount, source })?;
                         record
                     }
                     Err(e) => {
                         // The failed mount withdrew its export; nfsd may still hold it.
-                        ctx.nfs_server.map(Server::release_exports).transpose().map_err(Error::io(fs.path()))?;
+                        ctx.nfs_server.map(|s| s.unmount_backing(fs.path())).transpose().map_err(Error::io(fs.path()))?;
                         let why = format!("mounting {fstype} over NFS ({}) with '{}': {e}", nfs.export.name(), row.mount_options);
                         Ok(RunRecord::failed(run, None, why))
                     }
