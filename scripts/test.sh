@@ -29,8 +29,12 @@ command -v cargo >/dev/null || { echo "test.sh: cargo not found in PATH: install
 # lab's filesystems, fsck of crash states), e2fsprogs (ext4, chattr), util-linux and mount
 # (losetup, setpriv, flock, prlimit, fallocate), zstd and xz-utils (compressed members),
 # dpkg-dev (dpkg-buildpackage), man-db and groff-base (the man page tests), debhelper (the
-# Debian package), time (/usr/bin/time: peak memory).
-packages=(busybox-static strace valgrind xfsprogs btrfs-progs e2fsprogs util-linux mount zstd xz-utils dpkg-dev man-db groff-base debhelper time)
+# Debian package), time (/usr/bin/time: peak memory), valgrind (unpack-bench --counts'
+# instructions where the CPU offers no counter); user-mode-linux, nfs-kernel-server,
+# nfs-common, rpcbind, kmod and iproute2 (the NFS rows of unpack-bench and tests, in a guest
+# kernel where this one has no NFS: docs/nfs.md).
+packages=(busybox-static strace valgrind xfsprogs btrfs-progs e2fsprogs util-linux mount zstd xz-utils dpkg-dev man-db groff-base debhelper time
+          user-mode-linux nfs-kernel-server nfs-common rpcbind kmod iproute2)
 need=()
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")

@@ -103,9 +103,14 @@ impl Mounted {
         &self.target
     }
 
-    /// Unmounts now and reports failure, instead of the best effort of `Drop`.
+    /// Unmounts now and reports failure, instead of the best effort of `Drop`. A filesystem
+    /// its owner unmounted already (the NFS rows unmount their backing filesystem themselves,
+    /// see `bench::nfs::Server::unmount_backing`) is not a failure.
     pub fn unmount(mut self) -> io::Result<()> {
         self.mounted = false;
+        if matches!(crate::mounts::is_mount_point(&self.target), Ok(false)) {
+            return Ok(());
+        }
         run(Command::new("umount").arg(&self.target)).map(drop)
     }
 }
@@ -242,7 +247,7 @@ pub fn backing_file(device: &Path) -> Option<PathBuf> {
 }
 
 /// Runs a command, returning its stdout, or an error carrying its stderr.
-fn run(cmd: &mut Command) -> io::Result<String> {
+pub(crate) fn run(cmd: &mut Command) -> io::Result<String> {
     let out = cmd.output().map_err(|e| io::Error::new(e.kind(), format!("{:?}: {e}", cmd.get_program())))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())

@@ -24,6 +24,9 @@ pub struct Environment {
     pub engine: PathBuf,
     /// What was unpacked: package names, versions and sizes.
     pub workloads: Vec<Workload>,
+    /// NFS rows: where the client and server ran, and the client option sets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nfs: Option<String>,
 }
 
 impl Environment {
@@ -40,6 +43,7 @@ impl Environment {
             host_filesystem: mountinfo::for_path(host).ok(),
             engine: engine.to_path_buf(),
             workloads: workloads.to_vec(),
+            nfs: None,
         }
     }
 }

@@ -13,9 +13,10 @@ use super::counts::{self, Counts, Source};
 use super::device::Device;
 use super::engine::Engine;
 use super::environment::Environment;
+use super::nfs::{self, Backing, Export, NfsRow, RpcCounts};
 use super::package::Package;
 use super::peers::Peer;
-use super::plan::{default_option_sets, Plan, Row, Tool, Workload, COUNTING_RUNS};
+use super::plan::{default_option_sets, FsRows, Plan, Row, Tool, Workload, COUNTING_RUNS};
 use super::run::{run_once, Context, RunRecord, Site};
 use super::scenario::{make_old_version, Scenario};
 use super::stats::Spread;
@@ -51,6 +52,10 @@ pub struct Config {
     pub device: Box<dyn Device>,
     /// Also make the counting runs of every cell (`--counts`).
     pub counts: bool,
+    /// The filesystem under NFS rows (`--fs nfs`).
+    pub nfs_backing: Backing,
+    /// The NFS server's export modes, one table each.
+    pub nfs_exports: Vec<Export>,
 }
 
 /// A column of the tables.
@@ -80,6 +85,9 @@ pub struct Cell {
     pub writer_mib_s: Option<f64>,
     /// Median over the runs of the p99 latency of all our engine's flush calls in a run.
     pub flush_p99_s: Option<f64>,
+    /// NFS rows: the median per operation of the client's RPCs per successful run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpcs: Option<RpcCounts>,
     pub runs: Vec<RunRecord>,
     /// The counting runs' instructions and system calls (`--counts`), apart from the timed
     /// runs above.
@@ -100,6 +108,7 @@ impl Cell {
             device_flushes: median_u64(ok.iter().filter_map(|r| r.device.map(|d| d.flushes)).collect()),
             writer_mib_s: median_f64(ok.iter().filter_map(|r| r.writer.map(|w| w.mib_s)).collect()),
             flush_p99_s: median_f64(ok.iter().filter_map(|r| r.engine.as_ref()?.flush_latency.all.p99_s).collect()),
+            rpcs: median_rpcs(&ok.iter().filter_map(|r| r.rpcs.as_ref()).collect::<Vec<_>>()),
             runs,
             counts: None,
         }
@@ -118,6 +127,13 @@ fn median_f64(values: Vec<f64>) -> Option<f64> {
 fn median_u64(mut values: Vec<u64>) -> Option<u64> {
     values.sort_unstable();
     values.get(values.len() / 2).copied()
+}
+
+/// The median per operation over `runs` (an operation a run did not send counts 0 there).
+fn median_rpcs(runs: &[&RpcCounts]) -> Option<RpcCounts> {
+    let ops: std::collections::BTreeSet<&String> = runs.iter().flat_map(|r| r.0.keys()).collect();
+    let medians = ops.into_iter().filter_map(|op| Some((op.clone(), median_u64(runs.iter().map(|r| r.get(op)).collect())?)));
+    (!runs.is_empty()).then(|| RpcCounts(medians.filter(|&(_, n)| n > 0).collect()))
 }
 
 /// One row's cells, in column order.
@@ -161,7 +177,7 @@ impl Matrix {
 
 /// A cell in words, as the progress bar and the list of failed cells name it.
 fn cell_label(workload: &str, row: &Row, tool: &str) -> String {
-    let (fs, scenario, options, cache) = (&row.filesystem, row.scenario.name(), &row.mount_options, row.cache.name());
+    let (fs, scenario, options, cache) = (&row.filesystem_label(), row.scenario.name(), &row.mount_options, row.cache.name());
     format!("{workload} on {fs}, {scenario}, -o {options} {cache}: {tool}")
 }
 
@@ -191,6 +207,14 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
     let tools = choose_tools(&config)?;
     let counts = if config.counts { Some(Source::detect()?) } else { None };
     let filesystems = choose_filesystems(&config)?;
+    let nfs_rows = filesystems.iter().any(|f| f.nfs.is_some());
+    if nfs_rows && !nfs::kernel_has_nfs() {
+        return Err(Error::Usage(
+            "this kernel has no NFS client and server (/proc/filesystems lists no nfs and nfsd): load the nfs and \
+             nfsd modules, or let unpack-bench run the NFS rows in a user-mode-linux guest"
+                .to_string(),
+        ));
+    }
 
     let temp = std::env::temp_dir();
     let workdir = Workdir::new(&temp, "unpack-bench").map_err(Error::io(&temp))?;
@@ -202,8 +226,22 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
         Some(dir) => (Site::Dir(dir.clone()), dir.clone(), format!("--dir {}", dir.display())),
         None => (Site::Device(config.device.as_ref()), workdir.path().to_path_buf(), config.device.describe()),
     };
-    let environment = Environment::read(device, &host, engine.path(), &plan.workloads);
-    let ctx = Context { engine: &engine, site, scratch: workdir.path(), writer_device: config.device.as_ref(), launcher: None };
+    let mut environment = Environment::read(device, &host, engine.path(), &plan.workloads);
+    // The server lives as long as the matrix; every run exports its own fresh filesystem.
+    let server = if nfs_rows {
+        environment.nfs = Some(nfs::describe(&config.option_sets_or(nfs::DEFAULT_CLIENT_SETS)));
+        Some(nfs::Server::start()?)
+    } else {
+        None
+    };
+    let ctx = Context {
+        engine: &engine,
+        site,
+        scratch: workdir.path(),
+        writer_device: config.device.as_ref(),
+        nfs_server: server.as_ref(),
+        launcher: None,
+    };
     let rows = run_plan(&ctx, &plan)?;
     Ok(Matrix {
         environment,
@@ -249,28 +287,59 @@ fn choose_tools(config: &Config) -> Result<Vec<Tool>> {
     Ok(unique)
 }
 
-/// Each filesystem with its option sets; for `--dir`, the directory's filesystem as mounted.
-fn choose_filesystems(config: &Config) -> Result<Vec<(String, Vec<String>)>> {
+impl Config {
+    /// The `-o` sets, or `defaults` when none are given.
+    fn option_sets_or(&self, defaults: &[&str]) -> Vec<String> {
+        if self.option_sets.is_empty() { defaults.iter().map(|s| s.to_string()).collect() } else { self.option_sets.clone() }
+    }
+}
+
+/// Each filesystem with its option sets; for `--dir`, the directory's filesystem as mounted;
+/// for `--fs nfs`, the backing filesystem itself, then one NFS table per export mode.
+fn choose_filesystems(config: &Config) -> Result<Vec<FsRows>> {
     if let Some(dir) = &config.dir {
         if !dir.is_dir() {
             return Err(Error::Usage(format!("--dir {}: not a directory", dir.display())));
         }
         let info = mountinfo::for_path(dir).map_err(Error::io(dir))?;
-        return Ok(vec![(info.fstype, vec!["as mounted".to_string()])]);
+        return Ok(vec![FsRows { filesystem: info.fstype, option_sets: vec!["as mounted".to_string()], nfs: None }]);
     }
     command::require("losetup", "mount")?;
     command::require("mount", "mount")?;
+    if config.filesystems.iter().any(|f| f == nfs::FS_NAME) {
+        if config.filesystems.len() > 1 {
+            return Err(Error::Usage(
+                "--fs nfs benches alone (its -o sets are the NFS client's; it benches its backing filesystem \
+                 itself, see --nfs-backing)"
+                    .to_string(),
+            ));
+        }
+        let backing = &config.nfs_backing;
+        if !scratchfs::FILESYSTEMS.contains(&backing.filesystem.as_str()) {
+            let known = scratchfs::FILESYSTEMS.join(", ");
+            return Err(Error::Usage(format!("--nfs-backing: unknown filesystem '{}' (known: {known})", backing.filesystem)));
+        }
+        command::require(&format!("mkfs.{}", backing.filesystem), scratchfs::mkfs_package(&backing.filesystem))?;
+        let plain = FsRows { filesystem: backing.filesystem.clone(), option_sets: vec![backing.options.clone()], nfs: None };
+        let exports = config.nfs_exports.iter().map(|&export| FsRows {
+            filesystem: nfs::FS_NAME.to_string(),
+            option_sets: config.option_sets_or(nfs::DEFAULT_CLIENT_SETS),
+            nfs: Some(NfsRow { backing: backing.clone(), export }),
+        });
+        return Ok(std::iter::once(plain).chain(exports).collect());
+    }
     let mut out = Vec::new();
     for fs in &config.filesystems {
         if !scratchfs::FILESYSTEMS.contains(&fs.as_str()) {
             return Err(Error::Usage(format!(
-                "unknown filesystem '{fs}' (known: {})",
-                scratchfs::FILESYSTEMS.join(", ")
+                "unknown filesystem '{fs}' (known: {}, {})",
+                scratchfs::FILESYSTEMS.join(", "),
+                nfs::FS_NAME
             )));
         }
         command::require(&format!("mkfs.{fs}"), scratchfs::mkfs_package(fs))?;
         let sets = if config.option_sets.is_empty() { default_option_sets(fs) } else { config.option_sets.clone() };
-        out.push((fs.clone(), sets));
+        out.push(FsRows { filesystem: fs.clone(), option_sets: sets, nfs: None });
     }
     Ok(out)
 }

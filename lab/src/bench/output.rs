@@ -10,6 +10,7 @@
 use super::busy;
 use super::counts::{Counts, Source};
 use super::chart;
+use super::nfs;
 use super::scenario::WriterSite;
 use super::matrix::{Cell, Matrix, RowResult};
 use super::stats::{ratio, Spread};
@@ -47,7 +48,10 @@ fn times(s: &Spread) -> String {
 /// Groups of consecutive rows that share a workload, filesystem and scenario: one table each.
 fn tables(matrix: &Matrix) -> Vec<&[RowResult]> {
     let same = |a: &RowResult, b: &RowResult| {
-        a.row.workload == b.row.workload && a.row.filesystem == b.row.filesystem && a.row.scenario == b.row.scenario
+        a.row.workload == b.row.workload
+            && a.row.filesystem == b.row.filesystem
+            && a.row.scenario == b.row.scenario
+            && a.row.nfs == b.row.nfs
     };
     matrix.rows.chunk_by(|a, b| same(a, b)).collect()
 }
@@ -67,6 +71,9 @@ pub fn markdown(matrix: &Matrix) -> String {
     if let Some(host) = &env.host_filesystem {
         let _ = writeln!(md, "- host filesystem: {} on {} ({})", host.fstype, host.source, host.options);
     }
+    if let Some(nfs) = &env.nfs {
+        let _ = writeln!(md, "- NFS: {nfs}");
+    }
     let _ = writeln!(md, "- runs: {} counted per cell, after one warm-up round; tools alternate within each round", matrix.runs_per_cell);
     for w in &env.workloads {
         let list: Vec<String> =
@@ -75,7 +82,7 @@ pub fn markdown(matrix: &Matrix) -> String {
     }
     for rows in tables(matrix) {
         let first = &rows[0];
-        let _ = writeln!(md, "\n## {} on {}, {}\n", first.workload, first.row.filesystem, first.row.scenario.name());
+        let _ = writeln!(md, "\n## {} on {}, {}\n", first.workload, first.row.filesystem_label(), first.row.scenario.name());
         let head = header(matrix);
         let mut base_note = if rows.iter().any(|r| baseline(r).is_some()) { " (in brackets: ratio to `none` of the same row)" } else { "" }.to_string();
         if rows.iter().any(|r| r.cells.iter().any(|c| c.device_flushes.is_some())) {
@@ -107,6 +114,9 @@ pub fn markdown(matrix: &Matrix) -> String {
         }
         if rows.iter().any(|r| r.cells.iter().any(|c| c.counts.is_some())) {
             md += &counts_tables(rows, &head);
+        }
+        for row in rows.iter().filter(|r| r.cells.iter().any(|c| c.rpcs.is_some())) {
+            md += &rpc_table(matrix, row);
         }
         md += "\nMount options as /proc/self/mountinfo read them back:\n\n";
         let mut seen: Vec<&str> = Vec::new();
@@ -279,6 +289,38 @@ pub fn counts_csv(matrix: &Matrix) -> String {
     out
 }
 
+/// The NFS client's RPCs per run of one row: one line per operation (most first), one column
+/// per tool, the total last.
+fn rpc_table(matrix: &Matrix, row: &RowResult) -> String {
+    let mut ops: Vec<(&str, u64)> = Vec::new();
+    for rpcs in row.cells.iter().filter_map(|c| c.rpcs.as_ref()) {
+        for (op, n) in rpcs.largest_first() {
+            match ops.iter_mut().find(|(o, _)| *o == op) {
+                Some((_, sum)) => *sum += n,
+                None => ops.push((op, n)),
+            }
+        }
+    }
+    ops.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let names: Vec<&str> = matrix.columns.iter().map(|c| c.name.as_str()).collect();
+    let mut md = format!(
+        "\nNFS RPCs per run until the data was stable, `{}` {} (median per operation, from /proc/self/mountstats):\n\n\
+         | RPC | {} |\n| --- | {} |\n",
+        row.row.mount_options,
+        row.row.cache.name(),
+        names.join(" | "),
+        vec!["---:"; names.len()].join(" | ")
+    );
+    let line = |label: &str, count: &dyn Fn(&nfs::RpcCounts) -> u64| {
+        let cells: Vec<String> = row.cells.iter().map(|c| c.rpcs.as_ref().map_or("–".to_string(), |r| count(r).to_string())).collect();
+        format!("| {label} | {} |\n", cells.join(" | "))
+    };
+    for (op, _) in &ops {
+        md += &line(op, &|r| r.get(op));
+    }
+    md + &line("total", &|r| r.total())
+}
+
 /// One line per row and reason, naming the columns that failed for it (a mount that fails
 /// fails every column alike, and one line says so).
 fn failure_lines(rows: &[RowResult]) -> Vec<String> {
@@ -343,6 +385,7 @@ pub const CSV_COLUMNS: &[&str] = &[
     "workload", "filesystem", "scenario", "mount_options", "applied_options", "cache", "tool", "kind", "run", "ok",
     "exit_code", "exit_s", "stable_s", "extract_s", "barrier_s", "rename_s", "dirsync_s", "engine_total_s", "fsync",
     "fdatasync", "sync", "syncfs", "syncfs_early", "sync_file_range", "rename", "peak_rss_bytes", "device_flushes", "device_bytes", "device_flushes_at_exit",
+    "nfs_rpcs", "nfs_rpc_ops",
     "flush_p99_s", "writer_bytes", "writer_mib_s", "writer_device_flushes", "writer_device_bytes", "error", "kernel", "cpus", "packages",
 ];
 
@@ -392,6 +435,8 @@ pub fn csv(matrix: &Matrix) -> String {
                     opt(run.device.map(|d| d.flushes.to_string())),
                     opt(run.device.map(|d| d.bytes.to_string())),
                     opt(run.device_at_exit.map(|d| d.flushes.to_string())),
+                    opt(run.rpcs.as_ref().map(|r| r.total().to_string())),
+                    opt(run.rpcs.as_ref().map(nfs::RpcCounts::to_field)),
                     opt(e.and_then(|e| e.flush_latency.all.p99_s).map(|s| format!("{s:.6}"))),
                     opt(w.map(|w| w.bytes.to_string())),
                     opt(w.map(|w| format!("{:.1}", w.mib_s))),

@@ -9,6 +9,7 @@
 
 use super::cache::Cache;
 use super::counts::Source;
+use super::nfs::NfsRow;
 use super::package::Package;
 use super::peers::Peer;
 use super::scenario::Scenario;
@@ -117,6 +118,26 @@ pub struct Row {
     /// `--dir`.
     pub mount_options: String,
     pub cache: Cache,
+    /// For NFS rows (`filesystem` is `nfs`, `mount_options` the client's): the backing
+    /// filesystem and the export mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nfs: Option<NfsRow>,
+}
+
+impl Row {
+    /// The filesystem as table headings name it.
+    pub fn filesystem_label(&self) -> String {
+        self.nfs.as_ref().map_or_else(|| self.filesystem.clone(), NfsRow::label)
+    }
+}
+
+/// One filesystem of the matrix with its mount option sets (an NFS export with its client
+/// option sets): the rows of one table per workload and scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsRows {
+    pub filesystem: String,
+    pub option_sets: Vec<String>,
+    pub nfs: Option<NfsRow>,
 }
 
 /// The counting runs of a cell with `--counts`: one for system calls, one for instructions.
@@ -155,22 +176,23 @@ impl Plan {
     /// Rows for every workload x filesystem x scenario x option set x cache, in table order.
     pub fn rows_for(
         workloads: usize,
-        filesystems: &[(String, Vec<String>)],
+        filesystems: &[FsRows],
         scenarios: &[Scenario],
         caches: &[Cache],
     ) -> Vec<Row> {
         let mut rows = Vec::new();
         for workload in 0..workloads {
-            for (filesystem, option_sets) in filesystems {
+            for fs in filesystems {
                 for &scenario in scenarios {
-                    for options in option_sets {
+                    for options in &fs.option_sets {
                         for &cache in caches {
                             rows.push(Row {
                                 workload,
-                                filesystem: filesystem.clone(),
+                                filesystem: fs.filesystem.clone(),
                                 scenario,
                                 mount_options: options.clone(),
                                 cache,
+                                nfs: fs.nfs.clone(),
                             });
                         }
                     }
@@ -219,7 +241,8 @@ mod tests {
     #[test]
     fn counting_runs_are_two_more_runs_per_cell_in_the_progress() {
         let mut p = plan(2, 3);
-        p.rows = Plan::rows_for(1, &[("ext4".to_string(), vec!["defaults".to_string()])], &[Scenario::Install], &[Cache::Warm]);
+        let fs = [FsRows { filesystem: "ext4".to_string(), option_sets: vec!["defaults".to_string()], nfs: None }];
+        p.rows = Plan::rows_for(1, &fs, &[Scenario::Install], &[Cache::Warm]);
         assert_eq!(p.total_runs(), 9, "a warm-up and two counted rounds of three tools");
         p.counts = Some(Source::Valgrind);
         assert_eq!(p.total_runs(), 15);
@@ -227,7 +250,8 @@ mod tests {
 
     #[test]
     fn rows_cover_every_combination_in_table_order() {
-        let fs = vec![("ext4".to_string(), vec!["defaults".to_string(), "nodelalloc".to_string()])];
+        let options = vec!["defaults".to_string(), "nodelalloc".to_string()];
+        let fs = vec![FsRows { filesystem: "ext4".to_string(), option_sets: options, nfs: None }];
         let rows = Plan::rows_for(1, &fs, &[Scenario::Install, Scenario::Upgrade], &[Cache::Warm, Cache::Cold]);
         assert_eq!(rows.len(), 8);
         assert_eq!((rows[0].scenario, rows[0].mount_options.as_str(), rows[0].cache), (Scenario::Install, "defaults", Cache::Warm));

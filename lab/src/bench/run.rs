@@ -13,6 +13,7 @@ use super::counts::Launcher;
 use super::device::{Device, DeviceFs, DeviceUsage};
 use crate::vdisk::Counters;
 use super::engine::{self, Engine};
+use super::nfs::{NfsMount, RpcCounts, Server};
 use super::plan::{Row, Tool, Workload};
 use super::scenario::WriterSite;
 use super::{Error, Result};
@@ -43,6 +44,8 @@ pub struct Context<'a> {
     /// Where the `busy-elsewhere` writer's filesystems live (the run's device kind, also with
     /// `--dir`).
     pub writer_device: &'a dyn Device,
+    /// The NFS server of the NFS rows.
+    pub nfs_server: Option<&'a Server>,
     /// Starts the tool's programs under a counter, for the counting runs of `--counts`
     /// ([`super::counts`]); `None` for timed runs, whose programs start as they are.
     pub launcher: Option<&'a Launcher>,
@@ -51,7 +54,14 @@ pub struct Context<'a> {
 impl<'a> Context<'a> {
     /// The same context, its runs' programs started by `launcher`.
     pub fn with_launcher<'b>(&'b self, launcher: &'b Launcher) -> Context<'b> {
-        Context { engine: self.engine, site: self.site.clone(), scratch: self.scratch, writer_device: self.writer_device, launcher: Some(launcher) }
+        Context {
+            engine: self.engine,
+            site: self.site.clone(),
+            scratch: self.scratch,
+            writer_device: self.writer_device,
+            nfs_server: self.nfs_server,
+            launcher: Some(launcher),
+        }
     }
 
     /// A command for `program`, under the counter when there is one.
@@ -85,6 +95,9 @@ pub struct RunRecord {
     pub device_at_exit: Option<DeviceUsage>,
     /// The busy scenarios' background writer while the unpacker ran.
     pub writer: Option<WriterUsage>,
+    /// NFS rows: the client's RPCs per operation until the data was stable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpcs: Option<RpcCounts>,
     /// Why the run failed.
     pub error: Option<String>,
 }
@@ -127,14 +140,36 @@ fn run_on_site(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run: 
         Site::Device(device) => {
             let same = if row.scenario.writer() == Some(WriterSite::SameFilesystem) { super::busy::SPAN } else { 0 };
             let size = workload.space_needed().saturating_add(same).saturating_add(FS_SLACK_BYTES).max(MIN_FS_BYTES);
-            let fs = match device.fresh_filesystem(&row.filesystem, &row.mount_options, size, ctx.scratch) {
+            let (fstype, options) = match &row.nfs {
+                Some(nfs) => (&nfs.backing.filesystem, &nfs.backing.options),
+                None => (&row.filesystem, &row.mount_options),
+            };
+            let fs = match device.fresh_filesystem(fstype, options, size, ctx.scratch) {
                 Ok(fs) => fs,
                 Err(e) => {
-                    let why = format!("making {} mounted with '{}': {e}", row.filesystem, row.mount_options);
+                    let why = format!("making {fstype} mounted with '{options}': {e}");
                     return Ok(RunRecord::failed(run, None, why));
                 }
             };
-            let record = measure(ctx, &Place { base: fs.path(), counters: &|| fs.counters(), other }, workload, row, tool, run);
+            let counters = || fs.counters();
+            let record = match &row.nfs {
+                None => measure(ctx, &Place { base: fs.path(), counters: &counters, other, nfs: None }, workload, row, tool, run),
+                Some(nfs) => match NfsMount::mount(fs.path(), nfs.export, &row.mount_options, &ctx.scratch.join("nfs")) {
+                    Ok(client) => {
+                        let place = Place { base: client.path(), counters: &counters, other, nfs: Some(&client) };
+                        let record = measure(ctx, &place, workload, row, tool, run);
+                        let mount = client.path().to_path_buf();
+                        client.teardown(ctx.nfs_server, fs.path()).map_err(|source| Error::Teardown { path: mount, source })?;
+                        record
+                    }
+                    Err(e) => {
+                        // The failed mount withdrew its export; nfsd may still hold it.
+                        ctx.nfs_server.map(|s| s.unmount_backing(fs.path())).transpose().map_err(Error::io(fs.path()))?;
+                        let why = format!("mounting {fstype} over NFS ({}) with '{}': {e}", nfs.export.name(), row.mount_options);
+                        Ok(RunRecord::failed(run, None, why))
+                    }
+                },
+            };
             let mount = fs.path().to_path_buf();
             fs.teardown().map_err(|source| Error::Teardown { path: mount, source })?;
             record
@@ -142,7 +177,7 @@ fn run_on_site(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run: 
         Site::Dir(dir) => {
             let base = dir.join(format!("unpack-bench.{}.run", std::process::id()));
             std::fs::create_dir(&base).map_err(Error::io(&base))?;
-            let record = measure(ctx, &Place { base: &base, counters: &|| None, other }, workload, row, tool, run);
+            let record = measure(ctx, &Place { base: &base, counters: &|| None, other, nfs: None }, workload, row, tool, run);
             std::fs::remove_dir_all(&base).map_err(Error::io(&base))?;
             record
         }
@@ -159,6 +194,8 @@ struct Place<'a> {
     counters: CounterRead<'a>,
     /// The `busy-elsewhere` writer's filesystem.
     other: Option<&'a DeviceFs>,
+    /// The NFS client's mount, when `base` is one: its RPCs are counted.
+    nfs: Option<&'a NfsMount>,
 }
 
 /// The run proper, in `place.base`.
@@ -191,6 +228,7 @@ fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &
         started => started.and_then(|b| b.ok()),
     };
     let before = counters();
+    let rpcs_before = place.nfs.map(NfsMount::rpc_counts);
 
     let packages = workload.package_paths();
     let start = Instant::now();
@@ -206,6 +244,11 @@ fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &
     let synced = rustix::fs::syncfs(&fs_fd);
     let stable_s = start.elapsed().as_secs_f64();
     let after = counters();
+    let rpcs = match (rpcs_before, place.nfs.map(NfsMount::rpc_counts)) {
+        (Some(Ok(b)), Some(Ok(a))) => Some(Ok(a.since(&b))),
+        (Some(Err(e)), _) | (_, Some(Err(e))) => Some(Err(e)),
+        _ => None,
+    };
 
     let output = match output {
         Ok(output) => output,
@@ -220,6 +263,7 @@ fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &
         device: before.zip(after).map(|(b, a)| a.since(&b).into()),
         device_at_exit: before.zip(at_exit).map(|(b, a)| a.since(&b).into()),
         writer: writer.as_ref().and_then(|w| w.as_ref().ok()).copied(),
+        rpcs: rpcs.as_ref().and_then(|r| r.as_ref().ok()).cloned(),
         ..RunRecord::default()
     };
     record.error = if !output.status.success() {
@@ -228,6 +272,8 @@ fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &
         Some(format!("the busy writer: {e}"))
     } else if let Err(e) = synced {
         Some(format!("syncfs of {} after the run: {e}", base.display()))
+    } else if let Some(Err(e)) = rpcs {
+        Some(format!("counting the NFS client's RPCs: {e}"))
     } else if let Tool::Strategy(_) = tool {
         match engine::Report::parse(&output.stdout) {
             Ok(report) => {

@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use unpack_lab::bench::cache::Cache;
 use unpack_lab::bench::device;
+use unpack_lab::bench::guest;
+use unpack_lab::bench::nfs::{self, Backing, Export};
 use unpack_lab::bench::peers::Peer;
 use unpack_lab::bench::scenario::Scenario;
 use unpack_lab::bench::{output, run_matrix, synthetic, Config};
@@ -46,7 +48,10 @@ struct Args {
     #[arg(required_unless_present = "synthetic")]
     packages: Vec<PathBuf>,
 
-    /// Filesystems to make: ext4, ext3, xfs, btrfs.
+    /// Filesystems to make: ext4, ext3, xfs, btrfs; or nfs alone: the kernel's NFS server
+    /// exporting the backing filesystem (--nfs-backing) on 127.0.0.1 and its client mounting it,
+    /// with -o as the client's option sets (default vers=3 and vers=4.2), beside a row of the
+    /// backing filesystem itself. Where this kernel has no NFS, in a user-mode-linux guest.
     #[arg(long = "fs", value_name = "LIST", value_delimiter = ',', default_value = "ext4", conflicts_with = "dir")]
     filesystems: Vec<String>,
 
@@ -104,6 +109,15 @@ struct Args {
     #[arg(long)]
     counts: bool,
 
+    /// With --fs nfs: the filesystem under the export, FS or FS:OPTIONS.
+    #[arg(long, value_name = "FS[:OPTIONS]", default_value = "ext4")]
+    nfs_backing: Backing,
+
+    /// With --fs nfs: the server's export modes, one table each: sync (exports(5)'s default:
+    /// stable on the server's disk before it replies), async (replies first).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "sync")]
+    nfs_export: Vec<Export>,
+
     /// Write matrix.md, matrix.csv, matrix.json and matrix.svg here (and counts.csv with
     /// --counts) instead of printing the markdown.
     #[arg(long, value_name = "DIR")]
@@ -129,6 +143,11 @@ fn run(args: Args) -> anyhow::Result<u8> {
         None => None,
         Some(list) => Some(names(list).map(str::parse).collect::<Result<Vec<Peer>, _>>()?),
     };
+    if args.filesystems.iter().any(|f| f == nfs::FS_NAME) && !nfs::kernel_has_nfs() {
+        unpack::stderr!("unpack-bench: this kernel has no NFS; running the matrix in a user-mode-linux guest");
+        let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        return Ok(guest::run_bench(&argv, args.out.as_deref())?);
+    }
     let strategies = args.strategies.as_deref().map(|list| names(list).map(String::from).collect());
     let config = Config {
         packages: args.packages,
@@ -143,6 +162,8 @@ fn run(args: Args) -> anyhow::Result<u8> {
         dir: args.dir,
         device: device::for_profile(args.device),
         counts: args.counts,
+        nfs_backing: args.nfs_backing,
+        nfs_exports: args.nfs_export,
     };
     let matrix = run_matrix(config)?;
     match &args.out {
