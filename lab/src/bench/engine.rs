@@ -58,8 +58,18 @@ impl Engine {
 
     /// The measured command: unpack `packages` into `root` with `strategy`, reporting JSON.
     pub fn unpack_command(&self, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
+        self.measured(&[], strategy, packages, root)
+    }
+
+    /// The measured command of the minbase scenario: `unpack --bootstrap` of `packages` into
+    /// the empty `root` (both of its stages), reporting JSON.
+    pub fn bootstrap_command(&self, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
+        self.measured(&["--bootstrap"], strategy, packages, root)
+    }
+
+    fn measured(&self, mode: &[&str], strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
         let mut cmd = Command::new(&self.path);
-        cmd.arg("--json").arg("--quiet").arg("--strategy").arg(strategy).args(packages).arg(root);
+        cmd.arg("--json").arg("--quiet").args(mode).arg("--strategy").arg(strategy).args(packages).arg(root);
         cmd
     }
 

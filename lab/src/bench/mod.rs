@@ -27,6 +27,7 @@ pub mod device;
 pub mod engine;
 pub mod environment;
 pub mod matrix;
+pub mod minbase;
 pub mod output;
 pub mod package;
 pub mod peers;

@@ -83,23 +83,34 @@ impl Peer {
         Ok(())
     }
 
+    /// dpkg's I/O mode option for this peer: safe for `dpkg`, unsafe for `dpkg-unsafe`, none for
+    /// the peers that are not dpkg.
+    pub fn io_mode(self) -> &'static [&'static str] {
+        match self {
+            Peer::Dpkg => &["--refuse-unsafe-io"],
+            Peer::DpkgUnsafe => &["--force-unsafe-io"],
+            Peer::Tar | Peer::TarSync | Peer::Decompress => &[],
+        }
+    }
+
     /// Unpacks `packages` into `root`: the measured part.
     pub fn run(self, packages: &[PathBuf], root: &Path) -> io::Result<Output> {
         match self {
             Peer::Dpkg | Peer::DpkgUnsafe => {
-                let io_mode = if self == Peer::Dpkg { "--refuse-unsafe-io" } else { "--force-unsafe-io" };
                 let mut root_arg = std::ffi::OsString::from("--root=");
                 root_arg.push(root);
                 Command::new("dpkg")
                     .arg(root_arg)
-                    .args(["--force-not-root", "--force-depends", "--no-triggers", io_mode, "--unpack"])
+                    .args(["--force-not-root", "--force-depends", "--no-triggers"])
+                    .args(self.io_mode())
+                    .arg("--unpack")
                     .args(packages)
                     .stdin(Stdio::null())
                     .output()
             }
-            Peer::Tar => each_package(packages, |p| tar_extract_one(p, root)),
+            Peer::Tar => each_package(packages, |p| tar_extract(p, root, &[])),
             Peer::TarSync => {
-                let out = each_package(packages, |p| tar_extract_one(p, root))?;
+                let out = each_package(packages, |p| tar_extract(p, root, &[]))?;
                 if !out.status.success() {
                     return Ok(out);
                 }
@@ -180,8 +191,8 @@ fn decompress_one(package: &Path) -> io::Result<Output> {
         .output()
 }
 
-/// `dpkg-deb --fsys-tarfile PKG | tar -x -f - -C ROOT`.
-fn tar_extract_one(package: &Path, root: &Path) -> io::Result<Output> {
+/// `dpkg-deb --fsys-tarfile PKG | tar -x -f - OPTIONS... -C ROOT`.
+pub fn tar_extract(package: &Path, root: &Path, options: &[&str]) -> io::Result<Output> {
     let mut deb = Command::new("dpkg-deb")
         .arg("--fsys-tarfile")
         .arg(package)
@@ -192,7 +203,7 @@ fn tar_extract_one(package: &Path, root: &Path) -> io::Result<Output> {
     let Some(stream) = deb.stdout.take() else {
         return Err(io::Error::other("dpkg-deb has no stdout pipe"));
     };
-    let tar = Command::new("tar").args(["-x", "-f", "-", "-C"]).arg(root).stdin(stream).output();
+    let tar = Command::new("tar").args(["-x", "-f", "-"]).args(options).arg("-C").arg(root).stdin(stream).output();
     let tar = match tar {
         Ok(tar) => tar,
         Err(e) => {
