@@ -8,7 +8,7 @@
 #   xz_blocks      any bytes as an xz stream: the multi-block reader against the
 #                  one-thread decoder, byte for byte and failure for failure
 #   dpkg_db        any bytes as each of dpkg's database files (status, control, info
-#                  lists, conffiles, md5sums, diversions, statoverride), versions and
+#                  lists, conffiles, md5sums, diversions, statoverride, triggers), versions and
 #                  relations: round trips and version order
 #   journal_recover  any bytes as the recovery journal of a trapped root (with an intent),
 #                  recovered; the tree beside the root must not change. An odd first byte
@@ -95,6 +95,11 @@ if [ -d fuzz/corpus/dpkg_db ]; then
              $(ls /var/lib/dpkg/info/*.list /var/lib/dpkg/info/*.md5sums /var/lib/dpkg/info/*.conffiles 2>/dev/null | head -30); do
         [ -f "$f" ] && head -c 60000 "$f" > "fuzz/corpus/dpkg_db/seed-$(basename "$f")"
     done
+    for f in /var/lib/dpkg/triggers/File $(ls /var/lib/dpkg/info/*.triggers 2>/dev/null | head -10); do
+        [ -f "$f" ] && head -c 60000 "$f" > "fuzz/corpus/dpkg_db/seed-triggers-$(basename "$f")"
+    done
+    printf 'interest-noawait /usr/lib/x86_64-linux-gnu\nactivate-await ldconfig\n' > fuzz/corpus/dpkg_db/seed-triggers-member
+    printf 'man-db\nlibc-bin/noawait\nlibfoo:amd64\n' > fuzz/corpus/dpkg_db/seed-triggers-explicit
     printf '1.0~rc1-1\n1:1.0+dfsg-2~bpo1\n' > fuzz/corpus/dpkg_db/seed-versions
     printf 'libc6 (>= 2.3) | foo:any, bar (<< 1:2-3)\n' > fuzz/corpus/dpkg_db/seed-relations
 fi

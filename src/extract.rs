@@ -29,6 +29,10 @@ use std::fs::File;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
+/// What a file the engine writes for dpkg's database is called in errors, where a package's
+/// file would be named.
+const DATABASE: &str = "dpkg's database";
+
 /// The archive's metadata for a directory the transaction made, applied in the commit phase
 /// before the barrier. Directories that were already there have none: they keep their own.
 #[derive(Debug)]
@@ -105,6 +109,7 @@ impl<'a> Transaction<'a> {
     /// Starts a transaction: marks it in progress with the intent file in `state` (a checked
     /// state directory, from [`Root::state_dir`]).
     pub fn new(root: &'a mut Root, state: Directory, strategy: &'a dyn Strategy, calls: &'a Syscalls, stop: Option<&'a StopFn>) -> Result<Transaction<'a>> {
+        root.forget_dirs();
         let intent_path = state.path().join(INTENT);
         let intent = crate::root::create_state_file(&state, INTENT)?;
         intent.set_len(0).map_err(|e| Error::root(&intent_path, "truncating the intent file", e))?;
@@ -153,20 +158,27 @@ impl<'a> Transaction<'a> {
     /// `bytes`, through the transaction like any package file: a temporary name now, the
     /// rename at commit, recovery's to finish or roll back.
     pub fn add_generated(&mut self, path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-        self.generate(path, Kind::File { size: bytes.len() as u64 }, mode, bytes)
+        self.generate(path, Kind::File { size: bytes.len() as u64 }, mode, bytes, DATABASE)
     }
 
     /// A directory of dpkg's database, made through the transaction as a new tree.
     pub fn add_generated_dir(&mut self, path: &Path, mode: u32) -> Result<()> {
-        self.generate(path, Kind::Dir, mode, &[])
+        self.generate(path, Kind::Dir, mode, &[], DATABASE)
     }
 
-    fn generate(&mut self, path: &Path, kind: Kind, mode: u32, bytes: &[u8]) -> Result<()> {
+    /// A directory or symlink of the root's layout that no package ships (the bootstrap's
+    /// merged /usr: `usr/bin`, and `bin` -> `usr/bin`), through the transaction.
+    pub fn add_layout(&mut self, path: &Path, kind: Kind) -> Result<()> {
+        let mode = if matches!(kind, Kind::Dir) { 0o755 } else { 0o777 };
+        self.generate(path, kind, mode, &[], "the merged-/usr layout")
+    }
+
+    fn generate(&mut self, path: &Path, kind: Kind, mode: u32, bytes: &[u8], origin: &str) -> Result<()> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let (uid, gid) = (self.identity.euid, self.identity.egid);
         let entry = Entry { path: path.to_path_buf(), kind, mode, uid, gid, mtime: (now.as_secs() as i64, now.subsec_nanos()) };
         self.generating = true;
-        let added = self.add(self.pkg, Path::new("dpkg's database"), &entry, &mut &bytes[..]);
+        let added = self.add(self.pkg, Path::new(origin), &entry, &mut &bytes[..]);
         self.generating = false;
         added
     }

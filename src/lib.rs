@@ -45,6 +45,7 @@ pub mod cli;
 // The transaction and what only it uses. The journal's format, the resolver and the xz block
 // decoder are reached by fuzz/ and this package's tests through the `fuzzing` feature, hidden
 // from the documentation: internals, not API.
+mod bootstrap;
 mod commit;
 mod early_writeback;
 mod extract;
@@ -132,72 +133,149 @@ pub fn recover_root(root: &Path, options: &Options) -> Result<Recovery> {
 /// On an error before the renames the root is left as it was (the engine's state directory
 /// `var/lib/unpack/` aside).
 pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Report> {
-    let started = Instant::now();
-    if packages.is_empty() {
-        return Err(Error::Usage("no package given".into()));
+    let mut call = Call::open(packages, root, options)?;
+    let database = call.dpkg.take().map(|d| d.read(&mut call.root)).transpose()?;
+    call.transact(packages, options, database)
+}
+
+/// A base system in one call (`unpack --bootstrap`), into a root whose dpkg database is empty
+/// or absent: a first transaction writes the merged-/usr layout, an empty database and the
+/// files of the Essential packages and their closure, with no script; a second unpacks every
+/// package in database mode, maintainer scripts included (see the `bootstrap` module). The
+/// report is the second's, with the first stage's packages and time, and both stages' flushes.
+pub fn bootstrap(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Report> {
+    let mut call = Call::open(packages, root, options)?;
+    let plan = bootstrap::plan(packages)?;
+    let existing = call.dpkg.take().map(|d| d.read(&mut call.root)).transpose()?;
+    if let Some(db) = existing.as_ref().filter(|db| db.package_count() > 0) {
+        return Err(Error::Usage(format!(
+            "--bootstrap: the database in {} lists {} installed packages: the bootstrap makes a new system; unpack into this one without --bootstrap",
+            error::escape(&call.root.display(db.admin_rel())),
+            db.package_count()
+        )));
     }
-    raise_fd_limit();
-    let mut root_handle = root::Root::open(root)?;
-    let _lock = root_handle.lock(options.wait)?;
-    let dpkg = dpkg::install::Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
-    let recovered = match recover::recover(&mut root_handle, options.strategy.as_ref(), &syscalls::Syscalls::default())? {
-        recover::Recovery::Clean => None,
-        r => Some(r.describe(root)),
-    };
-    let mut database = dpkg.map(|d| d.read(&mut root_handle)).transpose()?;
-    let calls = syscalls::Syscalls::default();
-    let mut reports = Vec::with_capacity(packages.len());
-    let state = root_handle.state_dir()?;
-    let mut tx = extract::Transaction::new(&mut root_handle, state, options.strategy.as_ref(), &calls, options.stop.as_deref())?;
-    if let Some(db) = &database {
-        tx.set_admin(db.admin_rel());
+    let admin = existing.as_ref().map_or_else(|| PathBuf::from(dpkg::admin::DEFAULT_ADMINDIR), |db| db.admin_rel().to_path_buf());
+    let first_started = Instant::now();
+    // The layout is on disk before the first stage's packages meet it: their `./bin/` is then
+    // a directory entry over a symlink to one, which keeps the symlink (as dpkg and tar's
+    // --keep-directory-symlink do), where within one transaction it would be a second entry
+    // for one path.
+    let state = call.root.state_dir()?;
+    let mut tx = extract::Transaction::new(&mut call.root, state, options.strategy.as_ref(), &call.calls, options.stop.as_deref())?;
+    if bootstrap::add_layout(&mut tx, &plan, &admin, existing.is_some())? {
+        commit::commit(&mut tx, &["the bootstrap's merged-/usr layout".to_string()])?;
     }
-    if let Some(db) = database.as_mut().filter(|_| options.scripts) {
-        db.run_scripts(root, options.scripts_stdout_to_stderr);
-    }
-    // Until the journal is on disk a failure rolls the transaction back, and the maintainer
-    // scripts that ran are unwound (database mode).
-    let prepared = write_phase(&mut tx, packages, options, &mut reports, database.as_mut());
-    let names: Vec<String> = reports.iter().map(|r: &report::PackageReport| format!("{} {}", r.name, r.version)).collect();
-    let extract_s = started.elapsed().as_secs_f64();
-    let committed = prepared.and_then(|()| commit::commit(&mut tx, &names));
-    let times = match committed {
-        Ok(times) => times,
-        Err(e) => {
-            let committed = matches!(e, Error::Unfinished { .. });
-            drop(tx);
-            if let (Some(db), false) = (database.as_mut(), committed) {
-                db.unwind_all();
-                record(&mut root_handle, db, options, &calls, |db, tx| db.failure_state(tx))?;
-            }
-            return Err(e);
-        }
-    };
     drop(tx);
-    if let Some(db) = database.as_mut() {
-        if let Some((failed, e)) = db.after_commit()? {
-            record(&mut root_handle, db, options, &calls, |db, tx| db.postrm_failure_state(&failed, tx).map(|()| true))?;
-            return Err(e);
-        }
-    }
-    let phases = report::Phases {
-        extract_s,
-        barrier_s: times.barrier_s,
-        rename_s: times.rename_s,
-        dirsync_s: times.dirsync_s,
-        total_s: started.elapsed().as_secs_f64(),
+    let state = call.root.state_dir()?;
+    let mut tx = extract::Transaction::new(&mut call.root, state, options.strategy.as_ref(), &call.calls, options.stop.as_deref())?;
+    tx.set_admin(&admin);
+    write_phase(&mut tx, &plan.first, options, &mut Vec::new(), None)?;
+    commit::commit(&mut tx, &["the bootstrap's first stage".to_string()])?;
+    drop(tx);
+    let first_stage = report::FirstStage { packages: plan.first_names, seconds: first_started.elapsed().as_secs_f64() };
+    let database = match existing {
+        Some(db) => db,
+        None => match dpkg::install::Locked::find(&mut call.root, None, options.wait)? {
+            Some(locked) => locked.read(&mut call.root)?,
+            None => return Err(Error::Usage("internal: the bootstrap's first stage made no database".into())),
+        },
     };
-    Ok(Report {
-        packages: reports,
-        strategy: options.strategy.name().to_string(),
-        root: std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf()),
-        filesystem: mountinfo::for_path(root).ok(),
-        phases,
-        syscalls: calls.counts(),
-        flush_latency: calls.latencies(),
-        peak_rss_bytes: report::peak_rss_bytes(),
-        recovered,
-    })
+    let mut report = call.transact(packages, options, Some(database))?;
+    report.first_stage = Some(first_stage);
+    Ok(report)
+}
+
+/// One call's hold on its root, from before recovery to the end: the root's lock and, in
+/// database mode, dpkg's locks; and the flush calls counted across the call's transactions.
+struct Call {
+    started: Instant,
+    /// The root as the caller named it.
+    path: PathBuf,
+    root: root::Root,
+    _lock: root::Lock,
+    /// dpkg's database, found and locked, until read.
+    dpkg: Option<dpkg::install::Locked>,
+    /// What recovery of an earlier transaction did, for the report.
+    recovered: Option<String>,
+    calls: syscalls::Syscalls,
+}
+
+impl Call {
+    /// Opens and locks the root (and dpkg's database, if it has one), and recovers an
+    /// interrupted transaction.
+    fn open(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Call> {
+        let started = Instant::now();
+        if packages.is_empty() {
+            return Err(Error::Usage("no package given".into()));
+        }
+        raise_fd_limit();
+        let mut root_handle = root::Root::open(root)?;
+        let lock = root_handle.lock(options.wait)?;
+        let dpkg = dpkg::install::Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
+        let recovered = match recover::recover(&mut root_handle, options.strategy.as_ref(), &syscalls::Syscalls::default())? {
+            recover::Recovery::Clean => None,
+            r => Some(r.describe(root)),
+        };
+        Ok(Call { started, path: root.to_path_buf(), root: root_handle, _lock: lock, dpkg, recovered, calls: syscalls::Syscalls::default() })
+    }
+
+    /// The transaction over `packages`, in database mode with `database`, and its report.
+    fn transact(mut self, packages: &[PathBuf], options: &Options, mut database: Option<dpkg::install::Database>) -> Result<Report> {
+        let (started, calls, root) = (self.started, &self.calls, self.path.as_path());
+        if let Some(db) = database.as_mut().filter(|_| options.scripts) {
+            db.run_scripts(root, options.scripts_stdout_to_stderr);
+        }
+        let mut reports = Vec::with_capacity(packages.len());
+        let state = self.root.state_dir()?;
+        let mut tx = extract::Transaction::new(&mut self.root, state, options.strategy.as_ref(), calls, options.stop.as_deref())?;
+        if let Some(db) = &database {
+            tx.set_admin(db.admin_rel());
+        }
+        // Until the journal is on disk a failure rolls the transaction back, and the maintainer
+        // scripts that ran are unwound (database mode).
+        let prepared = write_phase(&mut tx, packages, options, &mut reports, database.as_mut());
+        let names: Vec<String> = reports.iter().map(|r: &report::PackageReport| format!("{} {}", r.name, r.version)).collect();
+        let extract_s = started.elapsed().as_secs_f64();
+        let committed = prepared.and_then(|()| commit::commit(&mut tx, &names));
+        let times = match committed {
+            Ok(times) => times,
+            Err(e) => {
+                let committed = matches!(e, Error::Unfinished { .. });
+                drop(tx);
+                if let (Some(db), false) = (database.as_mut(), committed) {
+                    db.unwind_all();
+                    record(&mut self.root, db, options, calls, |db, tx| db.failure_state(tx))?;
+                }
+                return Err(e);
+            }
+        };
+        drop(tx);
+        if let Some(db) = database.as_mut() {
+            if let Some((failed, e)) = db.after_commit()? {
+                record(&mut self.root, db, options, calls, |db, tx| db.postrm_failure_state(&failed, tx).map(|()| true))?;
+                return Err(e);
+            }
+        }
+        let phases = report::Phases {
+            extract_s,
+            barrier_s: times.barrier_s,
+            rename_s: times.rename_s,
+            dirsync_s: times.dirsync_s,
+            total_s: started.elapsed().as_secs_f64(),
+        };
+        Ok(Report {
+            packages: reports,
+            strategy: options.strategy.name().to_string(),
+            root: std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf()),
+            filesystem: mountinfo::for_path(root).ok(),
+            phases,
+            syscalls: calls.counts(),
+            flush_latency: calls.latencies(),
+            peak_rss_bytes: report::peak_rss_bytes(),
+            recovered: self.recovered.take(),
+            first_stage: None,
+        })
+    }
 }
 
 /// After a maintainer script's failure: dpkg's database as `write` makes it (true: something to
@@ -263,11 +341,11 @@ fn write_all(
     while let Some(message) = rx.recv() {
         let entry = match message {
             Message::Package { index, path, control } => {
+                reports.push(report::PackageReport::new(control.control.clone()));
                 if let Some(db) = database.as_deref_mut() {
-                    db.begin(&path, &control)?;
+                    db.begin(&path, *control)?;
                     db.before_files()?;
                 }
-                reports.push(report::PackageReport::new(control.control));
                 package = Some((index, path));
                 continue;
             }

@@ -78,18 +78,27 @@ impl Batcher {
     }
 }
 
+/// Reads and verifies `deb`'s control archive (it comes first: the data member follows).
+fn control_archive(package: &Path, deb: &mut Deb) -> Result<ControlArchive> {
+    let (member, mut stream) = deb.control()?;
+    let control = ControlArchive::from_tar(package, &member, &mut stream)?;
+    stream.finish()?;
+    Ok(control)
+}
+
+/// The control archive of `package` alone, for a decision made before the transaction reads
+/// the package (the bootstrap's first stage).
+pub fn read_control(package: &Path) -> Result<ControlArchive> {
+    control_archive(package, &mut Deb::open(package)?)
+}
+
 fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressFn>) -> Result<()> {
     let total: u64 = packages.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
     let mut done_before = 0;
     for (index, package) in packages.iter().enumerate() {
         let mut deb = Deb::open(package)?;
         let consumed = deb.consumed();
-        let control = {
-            let (member, mut stream) = deb.control()?;
-            let control = ControlArchive::from_tar(package, &member, &mut stream)?;
-            stream.finish()?;
-            control
-        };
+        let control = control_archive(package, &mut deb)?;
         if !out.send(Message::Package { index, path: package.clone(), control: Box::new(control) }) {
             return Ok(());
         }

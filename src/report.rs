@@ -77,6 +77,17 @@ pub struct Report {
     pub peak_rss_bytes: u64,
     /// What recovery of an earlier, interrupted transaction did first, if anything.
     pub recovered: Option<String>,
+    /// `--bootstrap`: its first stage, before the transaction `packages` reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_stage: Option<FirstStage>,
+}
+
+/// The bootstrap's first stage: packages whose files it wrote with no script and no database
+/// record (`seconds` is within the report's `total_s`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FirstStage {
+    pub packages: Vec<String>,
+    pub seconds: f64,
 }
 
 impl Report {
@@ -90,6 +101,9 @@ impl Report {
             if let Some(db) = &p.database {
                 let _ = writeln!(out, "  {}", db.human());
             }
+        }
+        if let Some(first) = &self.first_stage {
+            let _ = writeln!(out, "bootstrap: first stage (files only, no script, no database record) of {} packages in {:.3} s", first.packages.len(), first.seconds);
         }
         let fs = match &self.filesystem {
             Some(fs) => format!("{} on {} ({})", fs.fstype, fs.source, fs.options),

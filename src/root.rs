@@ -16,7 +16,10 @@
 //! This module must never open, create or follow anything by a path string that starts
 //! outside its own descriptors, and never hands out a descriptor for anything but a directory.
 //! Directories it opens stay cached for the whole transaction (the commit phase renames and
-//! fsyncs through them), keyed by their canonical path inside the root.
+//! fsyncs through them), keyed by their canonical path inside the root, and no longer: a call
+//! may run several transactions (the bootstrap's stages, the database after a script failed),
+//! and the next must not take a directory the last one made, renamed or removed for what it was
+//! then ([`Root::forget_dirs`]).
 //!
 //! The state directory `var/lib/unpack/` is the engine's alone, and this module keeps it so:
 //! a transaction's lookups never enter it (no package writes there), and the engine reaches it
@@ -116,6 +119,13 @@ impl Root {
     /// `ROOT/rel`, for messages.
     pub fn display(&self, rel: &Path) -> PathBuf {
         self.path.join(rel)
+    }
+
+    /// Forgets every directory but the root, for a new transaction: a tree an earlier one made
+    /// under a temporary name is in place or gone now, and one cached as new would have files
+    /// written into it under their final names, out of the journal's sight.
+    pub fn forget_dirs(&mut self) {
+        self.dirs.retain(|canon, _| canon.as_os_str().is_empty());
     }
 
     /// A directory already resolved in this transaction, by canonical path.
@@ -334,8 +344,22 @@ impl Root {
 }
 
 /// Opens `name` in `dir` (shown as `path`) as a real directory, never through a symlink, making
-/// it (0755) if missing and `create`; `None` if missing otherwise.
+/// it (0755) if missing and `create`; `None` if missing otherwise. Anything else by that name
+/// is refused as the engine's state would be ([`untrusted`]).
 fn open_real_dir(dir: &Directory, name: &OsStr, path: &Path, create: bool) -> Result<Option<Directory>> {
+    real_dir(dir, name, path, create, untrusted)
+}
+
+/// [`open_real_dir`] for a directory of the engine's own elsewhere (the new maintainer
+/// scripts' in dpkg's admin directory), made if missing: anything else by that name is an
+/// error naming what it is.
+pub fn open_or_make_dir(dir: &Directory, name: &str) -> Result<Directory> {
+    let path = dir.path().join(name);
+    let refuse = |path: &Path, shape: String| Error::root(path, "opening a directory of the engine's", std::io::Error::other(shape));
+    real_dir(dir, OsStr::new(name), &path, true, refuse)?.ok_or_else(|| Error::root(&path, "opening", Errno::NOENT))
+}
+
+fn real_dir(dir: &Directory, name: &OsStr, path: &Path, create: bool, refuse: impl Fn(&Path, String) -> Error) -> Result<Option<Directory>> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let open = || rustix::fs::openat(dir.fd(), name, flags, Mode::empty());
     let mut made = false;
@@ -363,7 +387,7 @@ fn open_real_dir(dir: &Directory, name: &OsStr, path: &Path, create: bool) -> Re
         Err(Errno::NOENT) => Ok(None),
         Err(Errno::LOOP) | Err(Errno::NOTDIR) => {
             let st = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(path, "stat", e))?;
-            Err(untrusted(path, shape(&st).to_string()))
+            Err(refuse(path, shape(&st).to_string()))
         }
         Err(e) => Err(Error::root(path, "opening directory", e)),
     }

@@ -227,6 +227,37 @@ fn refused(spoil: impl Fn(&Path), args: &[&str], code: i32, says: &[&str]) {
     assert!(changed.is_empty(), "{says:?}: changed {changed:?}");
 }
 
+/// dpkg's lock files are the root owner's to shape: a FIFO there must not hang the call (it is
+/// opened without blocking), a symlink to a file elsewhere must not be followed and a hard link
+/// to one must not empty it (never truncated, and locked as it is); only a regular file is
+/// locked.
+#[test]
+fn dpkg_s_lock_files_planted_as_a_fifo_a_symlink_or_a_directory_are_exit_4_and_touch_nothing() {
+    let host = tempfile::tempdir().unwrap();
+    let victim = host.path().join("victim");
+    std::fs::write(&victim, b"the host's").unwrap();
+    for name in ["lock-frontend", "lock"] {
+        let replace = |root: &Path| {
+            let path = root.join("var/lib/dpkg").join(name);
+            let _ = std::fs::remove_file(&path);
+            path
+        };
+        let fifo = |root: &Path| assert!(Command::new("mkfifo").arg(replace(root)).status().unwrap().success());
+        refused(fifo, &[], 4, &[name, "not a regular file"]);
+        let victim = victim.clone();
+        refused(move |root: &Path| std::os::unix::fs::symlink(&victim, replace(root)).unwrap(), &[], 4, &[name]);
+        refused(|root: &Path| std::fs::create_dir(replace(root)).unwrap(), &[], 4, &[name]);
+    }
+    assert_eq!(std::fs::read(&victim).unwrap(), b"the host's");
+
+    let work = tempfile::tempdir().unwrap();
+    let (v1, _) = pair(work.path());
+    let root = DbRoot::new();
+    std::fs::hard_link(&victim, root.path().join("var/lib/dpkg/lock")).unwrap();
+    unpack_db(root.path(), &[&v1]);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"the host's", "a lock hard-linked to another file is locked, never emptied");
+}
+
 #[test]
 fn an_unparseable_status_is_exit_4_naming_the_file_and_line() {
     refused(

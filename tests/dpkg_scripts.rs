@@ -34,9 +34,8 @@
 mod common;
 
 use common::dpkg::*;
-use common::{run, Run};
+use common::Run;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The packages of a test, built into a directory of their own.
 struct Debs {
@@ -616,72 +615,6 @@ fn a_package_whose_files_are_all_taken_calls_its_postrm_disappear() {
 
 /// A command run in `chroot ROOT` with the environment `tool` gives dpkg: a fixed PATH, the C
 /// locale, no variable of a calling dpkg or apt.
-fn in_chroot(root: &Path, args: &[&str]) -> Run {
-    run(clean_env(Command::new("chroot").arg(root).args(args)))
-}
-
-fn succeeds(r: &Run, what: &str) {
-    assert_eq!(r.code, 0, "{what}:\n{}{}", r.stdout, r.stderr);
-}
-
-/// The dpkg side of the minbase bootstrap (issue 18, a base system in one call), the reference
-/// for the engine's bootstrap test and the minbase bench's dpkg peer: fixtures/fetch-minbase.sh
-/// fetches the set; a first stage makes the root merged-/usr (bin, sbin, lib, lib64 symlinks to
-/// usr/, which usr-is-merged's preinst demands) and extracts the files of first-stage.list (the
-/// Essential packages and their closure: the Essential ones alone have no libc6) with no script
-/// and no database; then `chroot ROOT dpkg --force-depends --unpack` of every package and
-/// `chroot ROOT dpkg --configure -a` give a system where every package is `ii`, `dpkg --audit`
-/// says nothing and `apt-get check` passes. Nothing is mounted.
-#[test]
-#[ignore = "downloads a Debian minbase (about 90 packages, 32 MB): cargo test --test dpkg_scripts -- --ignored"]
-fn minbase_by_dpkg_after_a_first_stage_is_a_working_system() {
-    let debs = tempfile::Builder::new().prefix("unpack-minbase").tempdir().unwrap();
-    let fetch = run(Command::new(common::repo().join("fixtures/fetch-minbase.sh")).arg(debs.path()));
-    succeeds(&fetch, "fixtures/fetch-minbase.sh");
-    let count: usize = fetch.stdout.trim().parse().unwrap_or_else(|e| panic!("fetch-minbase.sh printed {:?}: {e}", fetch.stdout));
-
-    let root = tempfile::Builder::new().prefix("unpack-minbase-root").tempdir().unwrap();
-    let r = root.path();
-    for dir in ["bin", "sbin", "lib", "lib64"] {
-        std::fs::create_dir_all(r.join("usr").join(dir)).unwrap();
-        std::os::unix::fs::symlink(format!("usr/{dir}"), r.join(dir)).unwrap();
-    }
-    for sub in ["info", "updates"] {
-        std::fs::create_dir_all(r.join("var/lib/dpkg").join(sub)).unwrap();
-    }
-    std::fs::write(r.join("var/lib/dpkg/status"), "").unwrap();
-    let first = std::fs::read_to_string(debs.path().join("first-stage.list")).unwrap();
-    for name in first.lines() {
-        let extract = "dpkg-deb --fsys-tarfile \"$1\" | tar -xf - --keep-directory-symlink -C \"$2\"";
-        succeeds(&run(Command::new("sh").args(["-c", extract, "sh"]).arg(debs.path().join(name)).arg(r)), &format!("first stage: {name}"));
-    }
-
-    let inside = r.join("var/cache/minbase");
-    std::fs::create_dir_all(&inside).unwrap();
-    let mut names: Vec<String> = Vec::new();
-    for entry in std::fs::read_dir(debs.path()).unwrap() {
-        let name = entry.unwrap().file_name().into_string().unwrap();
-        if name.ends_with(".deb") {
-            std::fs::copy(debs.path().join(&name), inside.join(&name)).unwrap();
-            names.push(format!("/var/cache/minbase/{name}"));
-        }
-    }
-    assert_eq!(names.len(), count);
-    let mut unpack = vec!["dpkg", "--force-depends", "--unpack"];
-    unpack.extend(names.iter().map(String::as_str));
-    succeeds(&in_chroot(r, &unpack), "chroot ROOT dpkg --force-depends --unpack");
-    succeeds(&in_chroot(r, &["dpkg", "--configure", "-a"]), "chroot ROOT dpkg --configure -a");
-
-    let states = in_chroot(r, &["dpkg-query", "-W", "-f", "${db:Status-Abbrev}${Package}\n"]);
-    succeeds(&states, "dpkg-query");
-    let not_ii: Vec<&str> = states.stdout.lines().filter(|l| !l.starts_with("ii ")).collect();
-    assert!(not_ii.is_empty(), "not ii: {not_ii:?}");
-    assert_eq!(states.stdout.lines().count(), count);
-    let audit = in_chroot(r, &["dpkg", "--audit"]);
-    assert_eq!((audit.code, audit.stdout.as_str()), (0, ""), "dpkg --audit: {}", audit.stderr);
-    succeeds(&in_chroot(r, &["apt-get", "check"]), "chroot ROOT apt-get check");
-}
-
 /// A preinst that adds a diversion of one of its package's own files (as `dpkg-divert --local
 /// --rename` would, here by writing dpkg's `diversions` file: the oracle's roots have no dpkg
 /// inside): the file is written where dpkg writes it, read from the diversions as they are

@@ -1,18 +1,19 @@
 //! Any bytes as each of dpkg's database files: the status file and control files (deb822, the
 //! packages, the Status and Conffiles fields, the stanza dpkg --unpack would write), an info
-//! list, the conffiles and md5sums members, diversions, statoverride, an /etc/passwd, versions
-//! and relation fields. None may panic; what one accepts and writes back it reads back the
+//! list, the conffiles and md5sums members, diversions, statoverride, an /etc/passwd, the
+//! triggers member, triggers/File and an explicit trigger's file, versions and relation fields. None may panic; what one accepts and writes back it reads back the
 //! same; version order is antisymmetric and reflexive; every path it lets out is plain and
 //! absolute.
 #![no_main]
 
 use std::path::Path;
-use unpack::dpkg::{self, deb822, diversions, list, statoverride, status, version};
+use unpack::dpkg::{self, deb822, diversions, list, statoverride, status, triggers, version};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     control_and_status(data);
     lists(data);
     admin_files(data);
+    trigger_files(data);
     let text = String::from_utf8_lossy(data);
     conffiles_field(&text);
     versions(&text);
@@ -116,5 +117,26 @@ fn relations(text: &str) {
         let written = version::relations_field(&groups);
         let again = version::parse_relations(&written).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(version::relations_field(&again), written);
+    }
+}
+
+/// The triggers member's file names are plain absolute paths, its explicit names never leave
+/// the triggers directory; both interest files read back what they write.
+fn trigger_files(data: &[u8]) {
+    if let Ok(directives) = triggers::parse_member(data) {
+        for d in &directives {
+            if d.is_file() {
+                plain(Path::new(&d.name));
+            } else {
+                assert!(!d.name.contains('/') && d.name != "." && d.name != ".." && !d.name.is_empty(), "{:?}", d.name);
+            }
+        }
+    }
+    if let Ok(interests) = triggers::parse_file_interests(data) {
+        interests.iter().for_each(|i| plain(&i.path));
+        assert_eq!(triggers::parse_file_interests(&triggers::write_interests(&interests, true)), Ok(interests));
+    }
+    if let Ok(interests) = triggers::parse_explicit(data) {
+        assert_eq!(triggers::parse_explicit(&triggers::write_interests(&interests, false)), Ok(interests));
     }
 }

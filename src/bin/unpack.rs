@@ -34,7 +34,7 @@ writeback (today's dpkg), parallel; the default is syncfs.";
     name = "unpack",
     version,
     after_help = AFTER_HELP,
-    override_usage = "unpack [OPTIONS] PACKAGE... ROOT\n       unpack --recover ROOT\n       unpack --list-strategies"
+    override_usage = "unpack [OPTIONS] PACKAGE... ROOT\n       unpack --bootstrap [OPTIONS] PACKAGE... ROOT\n       unpack --recover ROOT\n       unpack --list-strategies"
 )]
 struct Cli {
     /// The packages (.deb), then the root directory to unpack them into. Several packages are
@@ -76,6 +76,13 @@ struct Cli {
     /// that configure later); packages are still recorded `install ok unpacked`.
     #[arg(long)]
     no_scripts: bool,
+
+    /// A base system in one call, into a ROOT whose dpkg database is empty or absent: first the
+    /// merged-/usr layout, an empty database and the files of the Essential packages and their
+    /// dependencies (no scripts, as debootstrap's first stage), then every PACKAGE in database
+    /// mode with its maintainer scripts. Then `chroot ROOT dpkg --configure -a`.
+    #[arg(long, conflicts_with_all = ["recover", "admindir"])]
+    bootstrap: bool,
 
     /// Print the strategies with what each guarantees, and exit.
     #[arg(long)]
@@ -142,7 +149,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             bar.set_position(done);
         }));
     }
-    let report = unpack::unpack(packages, root, &options);
+    let report = if cli.bootstrap { unpack::bootstrap(packages, root, &options) } else { unpack::unpack(packages, root, &options) };
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

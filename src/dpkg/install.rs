@@ -119,8 +119,14 @@ impl Database {
         &self.admin.rel
     }
 
-    /// A package of the call starts.
-    pub fn begin(&mut self, package: &Path, archive: &ControlArchive) -> Result<()> {
+    /// How many packages the database lists as present in some state (`not-installed` ones,
+    /// which a failed first install leaves, are not).
+    pub fn package_count(&self) -> usize {
+        self.installed.packages.iter().filter(|p| p.status.state != super::status::State::NotInstalled).count()
+    }
+
+    /// A package of the call starts: its control archive is kept (its scripts and info files).
+    pub fn begin(&mut self, package: &Path, archive: ControlArchive) -> Result<()> {
         let control = admin::control_stanza(package, &archive.text)?;
         let name = archive.control.name.to_ascii_lowercase();
         let arch = archive.control.architecture.clone();
@@ -149,7 +155,7 @@ impl Database {
         let md5sums = (!archive.members.iter().any(|m| m.name == "md5sums")).then(Vec::new);
         self.incoming.push(Incoming {
             control,
-            archive: archive.clone(),
+            archive,
             name,
             arch,
             multi_arch_same,

@@ -200,8 +200,8 @@ impl Database {
 
     /// `ADMIN/tmp.ci.unpack-new/INDEX/`, made if missing.
     fn new_dir(&self, index: usize) -> Result<Directory> {
-        let top = scripts::open_or_make(&self.admin.dir, NEW_SCRIPTS)?;
-        scripts::open_or_make(&top, &index.to_string())
+        let top = crate::root::open_or_make_dir(&self.admin.dir, NEW_SCRIPTS)?;
+        crate::root::open_or_make_dir(&top, &index.to_string())
     }
 
     /// [`Database::call`], noting that a script ran.

@@ -98,18 +98,6 @@ impl Runner {
     }
 }
 
-/// Opens the directory `name` in `dir` without following a symlink, making it (0755) if
-/// missing.
-pub fn open_or_make(dir: &Directory, name: &str) -> Result<Directory> {
-    let path = dir.path().join(name);
-    match rustix::fs::mkdirat(dir.fd(), name, Mode::from_raw_mode(0o755)) {
-        Ok(()) | Err(Errno::EXIST) => {}
-        Err(e) => return Err(Error::root(&path, "creating", e)),
-    }
-    let fd = rustix::fs::openat(dir.fd(), name, crate::tree::DIR_FLAGS, Mode::empty()).map_err(|e| Error::root(&path, "opening", e))?;
-    Directory::new(fd, path.clone()).map_err(|e| Error::root(&path, "stat", e))
-}
-
 /// Writes a script the engine runs (`bytes`) as `dir/name`, executable by its owner, replacing
 /// what was there.
 pub fn write_file(dir: &Directory, name: &str, bytes: &[u8]) -> Result<()> {

@@ -101,6 +101,7 @@ mod tests {
             },
             peak_rss_bytes: 4096,
             recovered: None,
+            first_stage: None,
         };
         let ours = Report::parse(serde_json::to_string(&theirs).unwrap().as_bytes()).unwrap();
         let s = &ours.syscalls;
