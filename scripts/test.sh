@@ -24,12 +24,13 @@ if [ "$(id -u)" != 0 ]; then
 fi
 command -v cargo >/dev/null || { echo "test.sh: cargo not found in PATH: install the Rust toolchain (rustup)" >&2; exit 2; }
 
-# What the tests run, by Debian package: strace (syscall counts), xfsprogs and btrfs-progs (the
+# What the tests run, by Debian package: strace (syscall counts), valgrind (unpack-bench
+# --counts' instruction counts, where there is no hardware counter), xfsprogs and btrfs-progs (the
 # lab's filesystems, fsck of crash states), e2fsprogs (ext4, chattr), util-linux and mount
 # (losetup, setpriv, flock, prlimit, fallocate), zstd and xz-utils (compressed members),
 # dpkg-dev (dpkg-buildpackage), man-db and groff-base (the man page tests), debhelper (the
 # Debian package), time (/usr/bin/time: peak memory).
-packages=(busybox-static strace xfsprogs btrfs-progs e2fsprogs util-linux mount zstd xz-utils dpkg-dev man-db groff-base debhelper time)
+packages=(busybox-static strace valgrind xfsprogs btrfs-progs e2fsprogs util-linux mount zstd xz-utils dpkg-dev man-db groff-base debhelper time)
 need=()
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")

@@ -228,6 +228,45 @@ fn the_engine_counters_agree_with_strace() {
     }
 }
 
+/// `writeback` opens each written file once at its barrier for both of dpkg's passes (the wait
+/// for the early writeback, then the fsync), where dpkg opens it twice: an open by name is a
+/// path lookup, and on NFS an ACCESS and a GETATTR round trip. The package has more files than
+/// the barrier holds open at once, so its chunks are counted too. Counted by strace: the
+/// barrier's opens are the read-only, non-blocking, never-following opens of the package's files.
+#[test]
+fn writeback_opens_each_written_file_once_at_its_barrier() {
+    let fs = scratch("ext4", "defaults");
+    let deb = fixture("many_1.0_all.deb");
+    let contents = run(Command::new("dpkg-deb").arg("--contents").arg(&deb));
+    let names: std::collections::BTreeSet<String> = contents
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with('-'))
+        .filter_map(|l| l.rsplit('/').next().map(String::from))
+        .collect();
+    for (strategy, opens_per_file) in [("writeback", 1), ("parallel", 1), ("fsync", 0), ("none", 0)] {
+        let log = fs.path().join(format!("{strategy}.openat"));
+        let r = run(Command::new("strace")
+            .args(["-f", "-qq", "-e", "trace=open,openat", "-o"])
+            .arg(&log)
+            .arg(unpack_bin())
+            .args(["--json", "-s", strategy])
+            .arg(&deb)
+            .arg(fs.subdir(strategy)));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let files = r.json()["packages"][0]["files"].as_u64().unwrap();
+        assert!(files > 256, "more files than the barrier holds open at once: {files}");
+        let text = std::fs::read_to_string(&log).unwrap();
+        let reopens = text
+            .lines()
+            .filter(|l| l.contains("O_RDONLY|O_NOCTTY|O_NONBLOCK") && l.contains("O_NOFOLLOW") && !l.contains("O_CREAT"))
+            .filter_map(|l| l.split('"').nth(1))
+            .filter(|name| names.contains(name.trim_end_matches(".unpack-new")))
+            .count() as u64;
+        assert_eq!(reopens, opens_per_file * files, "{strategy}: opens of written files for their flush");
+    }
+}
+
 #[test]
 fn an_upgrade_replaces_every_file_and_matches_the_new_version() {
     let fs = scratch("ext4", "defaults");

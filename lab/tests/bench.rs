@@ -634,3 +634,55 @@ fn the_minbase_scenario_refuses_what_does_not_install_a_system() {
     }
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
+
+/// `--counts` adds two counting runs per cell: strace's tally of every process of the tool
+/// agrees with the engine's own counters of its timed run, the peers' children are counted
+/// (tar is dpkg-deb and tar, each an exec), and so are their instructions (tar retires more
+/// than decompression alone, which it includes). Counts are exact; no time is asserted.
+#[test]
+fn counting_runs_tally_every_process_of_every_tool_per_entry() {
+    let _serial = serial();
+    assert!(is_root(), "the integration tests run as root (loop devices)");
+    let tmp = BenchTmp::new();
+    let outdir = tempfile::tempdir().unwrap();
+    let out = outdir.path().to_str().unwrap();
+    let args = ["--synthetic", "60:1k", "-o", "defaults", "-s", "none,writeback", "--peers", "tar,decompress", "--runs", "1", "--counts", "--out", out];
+    let r = bench(tmp.path(), &args);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("counts.csv"), "{}", r.stderr);
+    let read = |name: &str| std::fs::read_to_string(outdir.path().join(name)).unwrap();
+    let (timed, counts, md) = (csv_records(&read("matrix.csv")), csv_records(&read("counts.csv")), read("matrix.md"));
+    let count = |tool: &str, counter: &str, name: &str| -> u64 {
+        let line = counts.iter().find(|c| c["tool"] == tool && c["counter"] == counter && c["name"] == name);
+        line.map_or(0, |c| c["count"].parse().unwrap_or_else(|_| panic!("{tool} {counter} {name}: {c:?}")))
+    };
+    for c in &counts {
+        assert_eq!(c["error"], "", "{c:?}");
+        assert_eq!(c["source"], "valgrind", "these machines have no hardware instructions counter: {c:?}");
+        // 60 files in their directories, and `./`.
+        let entries: u64 = c["entries"].parse().unwrap();
+        assert!(entries > 60 && entries < 80, "{c:?}");
+    }
+    for tool in ["none", "writeback"] {
+        let engine = timed.iter().find(|r| r["tool"] == tool).unwrap();
+        for call in ["fsync", "sync_file_range"] {
+            assert_eq!(count(tool, "syscalls", call), engine[call].parse::<u64>().unwrap(), "{tool}: {call}, traced against the engine's report");
+        }
+        assert_eq!(count(tool, "syscalls", "execve"), 1, "{tool}: the engine is one program");
+    }
+    assert_eq!(count("writeback", "syscalls", "sync_file_range"), 120, "two per file");
+    assert_eq!(count("tar", "syscalls", "execve"), 2, "dpkg-deb and tar both counted");
+    assert_eq!(count("tar", "syscalls", "fsync"), 0);
+    assert!(count("tar", "syscalls", "openat") > 60, "tar creates the files");
+    for tool in ["none", "writeback", "tar", "decompress"] {
+        let all = count(tool, "syscalls", "all");
+        let kinds: u64 = counts.iter().filter(|c| c["tool"] == tool && c["counter"] == "syscalls" && c["name"] != "all").map(|c| c["count"].parse::<u64>().unwrap()).sum();
+        assert_eq!(all, kinds, "{tool}: the total is the sum of the kinds");
+        assert!(count(tool, "instructions", "user") > 0, "{tool}");
+    }
+    assert!(count("tar", "instructions", "user") > count("decompress", "instructions", "user"), "tar's count has dpkg-deb's");
+    assert!(md.contains("Instructions per entry: user-space instructions") && md.contains("kernel instructions are not in this figure"), "{md}");
+    assert!(md.contains("| sync_file_range |"), "the per-kind table: {md}");
+    assert!(md.contains("System calls per entry (strace -f -c, every kind):"), "{md}");
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}

@@ -391,8 +391,10 @@ fn the_database_invariant_names_what_a_doctored_root_breaks() {
     let file = "usr/share/crashy/d1/f05";
     let list = format!("var/lib/dpkg/info/{}.list", db.package);
     let pending = format!("{}.dpkg-new", database::CONFFILE);
+    // What a case does to the root, and the violations (kind, path) the invariant must report.
     type Doctor = fn(&Path, &Path, &str, &str);
-    let cases: [(&str, Doctor, Vec<(&str, &str)>); 5] = [
+    type Case<'a> = (&'a str, Doctor, Vec<(&'a str, &'a str)>);
+    let cases: [Case; 5] = [
         ("a listed file missing", |root, _, file, _| std::fs::remove_file(root.join(file)).unwrap(), vec![("db-tree", file)]),
         ("a file with another md5sum", |root, _, file, _| std::fs::write(root.join(file), "other bytes").unwrap(), vec![("db-tree", file)]),
         (

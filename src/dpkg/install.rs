@@ -433,10 +433,10 @@ impl Database {
             }
         }
         for name in names {
-            if !explicit.contains_key(&name) {
-                let bytes = read(&name)?;
-                let parsed = triggers::parse_explicit(&bytes).map_err(|e| bad(&name, e))?;
-                explicit.insert(name, (bytes, parsed));
+            if let std::collections::btree_map::Entry::Vacant(slot) = explicit.entry(name) {
+                let bytes = read(slot.key())?;
+                let parsed = triggers::parse_explicit(&bytes).map_err(|e| bad(slot.key(), e))?;
+                slot.insert((bytes, parsed));
             }
         }
         // Interests: each new package's replace its old version's.

@@ -379,6 +379,7 @@ impl From<Node> for TreeNode {
 ///   reads for installed state;
 /// - `triggers/Unincorp`: the queue of trigger activations, empty here (no fixture has
 ///   triggers), which dpkg makes on every run whether or not another tool ran first.
+///
 /// (`status` is compared stanza by stanza, not as a file.)
 const NOT_STATE: [&str; 9] = [
     "lock",

@@ -10,6 +10,7 @@ use super::{command, Error, Result};
 use unpack::report::Phases;
 use unpack::syscalls::{FlushLatencies, SyscallCounts};
 use serde::{Deserialize, Serialize};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -56,19 +57,20 @@ impl Engine {
         &self.path
     }
 
-    /// The measured command: unpack `packages` into `root` with `strategy`, reporting JSON.
-    pub fn unpack_command(&self, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
-        self.measured(&[], strategy, packages, root)
+    /// The measured command: unpack `packages` into `root` with `strategy`, reporting JSON; the
+    /// binary started by `launch` (`Command::new`, or under a counter).
+    pub fn unpack_command(&self, launch: &dyn Fn(&OsStr) -> Command, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
+        self.measured(launch, &[], strategy, packages, root)
     }
 
     /// The measured command of the minbase scenario: `unpack --bootstrap` of `packages` into
-    /// the empty `root` (both of its stages), reporting JSON.
-    pub fn bootstrap_command(&self, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
-        self.measured(&["--bootstrap"], strategy, packages, root)
+    /// the empty `root` (both of its stages), reporting JSON, started by `launch`.
+    pub fn bootstrap_command(&self, launch: &dyn Fn(&OsStr) -> Command, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
+        self.measured(launch, &["--bootstrap"], strategy, packages, root)
     }
 
-    fn measured(&self, mode: &[&str], strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
-        let mut cmd = Command::new(&self.path);
+    fn measured(&self, launch: &dyn Fn(&OsStr) -> Command, mode: &[&str], strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
+        let mut cmd = launch(self.path.as_os_str());
         cmd.arg("--json").arg("--quiet").args(mode).arg("--strategy").arg(strategy).args(packages).arg(root);
         cmd
     }

@@ -9,13 +9,14 @@
 //! never measures anything itself ([`super::run`] does) and never formats output.
 
 use super::cache::Cache;
+use super::counts::{self, Counts, Source};
 use super::device::Device;
 use super::engine::Engine;
 use super::environment::Environment;
 use super::package::Package;
 use super::peers::Peer;
 use super::minbase;
-use super::plan::{default_option_sets, Plan, Row, Tool, Workload};
+use super::plan::{default_option_sets, Plan, Row, Tool, Workload, COUNTING_RUNS};
 use super::run::{run_once, Context, RunRecord, Site};
 use super::scenario::{make_old_version, Scenario};
 use super::stats::Spread;
@@ -49,6 +50,8 @@ pub struct Config {
     pub dir: Option<PathBuf>,
     /// Where fresh filesystems live.
     pub device: Box<dyn Device>,
+    /// Also make the counting runs of every cell (`--counts`).
+    pub counts: bool,
 }
 
 /// A column of the tables.
@@ -81,6 +84,9 @@ pub struct Cell {
     /// Median over the runs of the p99 latency of all our engine's flush calls in a run.
     pub flush_p99_s: Option<f64>,
     pub runs: Vec<RunRecord>,
+    /// The counting runs' instructions and system calls (`--counts`), apart from the timed
+    /// runs above.
+    pub counts: Option<Counts>,
 }
 
 impl Cell {
@@ -99,6 +105,7 @@ impl Cell {
             writer_mib_s: median_f64(ok.iter().filter_map(|r| r.writer.map(|w| w.mib_s)).collect()),
             flush_p99_s: median_f64(ok.iter().filter_map(|r| r.engine.as_ref()?.flush_latency.all.p99_s).collect()),
             runs,
+            counts: None,
         }
     }
 
@@ -139,10 +146,10 @@ pub struct Matrix {
 }
 
 impl Matrix {
-    /// Counted runs that failed, over the whole matrix: a matrix with any is incomplete
-    /// (`unpack-bench` exits 3).
+    /// Counted runs that failed, counting runs included, over the whole matrix: a matrix with
+    /// any is incomplete (`unpack-bench` exits 3).
     pub fn failed_runs(&self) -> usize {
-        self.rows.iter().flat_map(|r| &r.cells).map(|c| c.failed).sum()
+        self.rows.iter().flat_map(|r| &r.cells).map(|c| c.failed + c.counts.as_ref().map_or(0, |k| k.errors.len())).sum()
     }
 
     /// The cells with a failed run, each as `WORKLOAD on FS, SCENARIO, -o OPTIONS CACHE: TOOL`
@@ -150,7 +157,7 @@ impl Matrix {
     pub fn failed_cells(&self) -> Vec<String> {
         self.rows
             .iter()
-            .flat_map(|r| r.cells.iter().filter(|c| c.failed > 0).map(move |c| (r, c)))
+            .flat_map(|r| r.cells.iter().filter(|c| c.failed > 0 || c.counts.as_ref().is_some_and(|k| !k.errors.is_empty())).map(move |c| (r, c)))
             .map(|(r, c)| cell_label(&r.workload, &r.row, &c.tool))
             .collect()
     }
@@ -189,20 +196,21 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
     }
     let engine = Engine::find()?;
     let tools = choose_tools(&config)?;
+    let counts = if config.counts { Some(Source::detect()?) } else { None };
     let filesystems = choose_filesystems(&config)?;
 
     let temp = std::env::temp_dir();
     let workdir = Workdir::new(&temp, "unpack-bench").map_err(Error::io(&temp))?;
     let workloads = prepare_workloads(&config, workdir.path())?;
     let rows = Plan::rows_for(workloads.len(), &filesystems, &config.scenarios, &config.caches);
-    let plan = Plan { workloads, rows, tools, runs: config.runs };
+    let plan = Plan { workloads, rows, tools, runs: config.runs, counts };
 
     let (site, host, device) = match &config.dir {
         Some(dir) => (Site::Dir(dir.clone()), dir.clone(), format!("--dir {}", dir.display())),
         None => (Site::Device(config.device.as_ref()), workdir.path().to_path_buf(), config.device.describe()),
     };
     let environment = Environment::read(device, &host, engine.path(), &plan.workloads);
-    let ctx = Context { engine: &engine, site, scratch: workdir.path(), writer_device: config.device.as_ref() };
+    let ctx = Context { engine: &engine, site, scratch: workdir.path(), writer_device: config.device.as_ref(), launcher: None };
     let rows = run_plan(&ctx, &plan)?;
     Ok(Matrix {
         environment,
@@ -348,6 +356,10 @@ fn run_plan(ctx: &Context, plan: &Plan) -> Result<Vec<RowResult>> {
         ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} runs, about {eta} left\n{wide_msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    let entries = match plan.counts {
+        Some(_) => plan.workloads.iter().map(counts::entries).collect::<Result<Vec<u64>>>()?,
+        None => Vec::new(),
+    };
     let mut results = Vec::with_capacity(plan.rows.len());
     for row in &plan.rows {
         let workload = &plan.workloads[row.workload];
@@ -356,10 +368,7 @@ fn run_plan(ctx: &Context, plan: &Plan) -> Result<Vec<RowResult>> {
             let tool = &plan.tools[step.tool];
             let round = if step.is_warm_up() { "warm-up".to_string() } else { format!("run {}/{}", step.round, plan.runs) };
             bar.set_message(format!("{} {round}", cell_label(&workload.label, row, tool.name())));
-            if let Some(signal) = unpack::interrupt::pending() {
-                bar.abandon();
-                return Err(Error::Interrupted { signal });
-            }
+            stop_if_signalled(&bar)?;
             let record = run_once(ctx, workload, row, tool, step.round)?;
             if !step.is_warm_up() {
                 runs[step.tool].push(record);
@@ -373,7 +382,26 @@ fn run_plan(ctx: &Context, plan: &Plan) -> Result<Vec<RowResult>> {
             applied_options,
             cells: plan.tools.iter().zip(runs).map(|(tool, runs)| Cell::new(tool, runs)).collect(),
         });
+        if let (Some(source), Some(result)) = (plan.counts, results.last_mut()) {
+            for (tool, cell) in plan.tools.iter().zip(&mut result.cells) {
+                bar.set_message(format!("{} counting runs", cell_label(&workload.label, row, tool.name())));
+                stop_if_signalled(&bar)?;
+                cell.counts = Some(counts::count_cell(ctx, workload, row, tool, source, entries[row.workload])?);
+                bar.inc(COUNTING_RUNS);
+            }
+        }
     }
     bar.finish_and_clear();
     Ok(results)
+}
+
+/// Stops the matrix, leaving the progress bar as it is, when a signal came since the last run.
+fn stop_if_signalled(bar: &ProgressBar) -> Result<()> {
+    match unpack::interrupt::pending() {
+        Some(signal) => {
+            bar.abandon();
+            Err(Error::Interrupted { signal })
+        }
+        None => Ok(()),
+    }
 }

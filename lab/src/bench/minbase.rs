@@ -25,6 +25,7 @@ use super::engine::Engine;
 use super::peers::{self, Peer};
 use super::plan::{Tool, Workload};
 use super::{Error, Result};
+use std::ffi::OsStr;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -125,7 +126,7 @@ pub fn first_stage(packages: &[PathBuf], root: &Path) -> io::Result<()> {
     }
     peers::make_admin_dir(root)?;
     for package in packages {
-        let out = peers::tar_extract(package, root, &["--keep-directory-symlink"])?;
+        let out = peers::tar_extract(&|p| Command::new(p), package, root, &["--keep-directory-symlink"])?;
         if !out.status.success() {
             let said = String::from_utf8_lossy(&out.stderr);
             return Err(io::Error::other(format!("{}: extracting the first stage: {}", package.display(), said.trim())));
@@ -135,12 +136,13 @@ pub fn first_stage(packages: &[PathBuf], root: &Path) -> io::Result<()> {
 }
 
 /// The measured command of `tool` on the prepared `root`: `unpack --bootstrap` for a strategy,
-/// `chroot ROOT dpkg --force-depends --unpack` with the peer's I/O mode for a dpkg peer.
-pub fn run(engine: &Engine, tool: &Tool, packages: &[PathBuf], root: &Path) -> io::Result<Output> {
+/// `chroot ROOT dpkg --force-depends --unpack` with the peer's I/O mode for a dpkg peer; started
+/// by `launch` (`Command::new`, or under a counter for `--counts`).
+pub fn run(engine: &Engine, launch: &dyn Fn(&OsStr) -> Command, tool: &Tool, packages: &[PathBuf], root: &Path) -> io::Result<Output> {
     let mut cmd = match tool {
-        Tool::Strategy(strategy) => engine.bootstrap_command(strategy, packages, root),
+        Tool::Strategy(strategy) => engine.bootstrap_command(launch, strategy, packages, root),
         Tool::Peer(peer @ (Peer::Dpkg | Peer::DpkgUnsafe)) => {
-            let mut cmd = Command::new("chroot");
+            let mut cmd = launch("chroot".as_ref());
             cmd.arg(root).args(["dpkg", "--force-depends"]).args(peer.io_mode()).arg("--unpack").args(packages);
             cmd
         }

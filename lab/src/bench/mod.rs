@@ -14,7 +14,9 @@
 //!   only fast until somebody counts the flush;
 //! - tools alternate within a round of a cell row (A B C A B C …), never one block each, so the
 //!   drift of a shared machine hits all of them alike ([`plan`]);
-//! - a run that fails is counted as failed and never contributes a time ([`stats`]).
+//! - a run that fails is counted as failed and never contributes a time ([`stats`]);
+//! - the counting runs of `--counts` (instructions and system calls, [`counts`]) are runs of
+//!   their own, after a row's timed runs: a traced run is never timed.
 //!
 //! It never touches a filesystem it did not make, except the directory given with `--dir`, and
 //! there only a subdirectory of its own.
@@ -23,6 +25,7 @@ pub mod busy;
 pub mod cache;
 pub mod chart;
 pub mod command;
+pub mod counts;
 pub mod device;
 pub mod engine;
 pub mod environment;

@@ -8,6 +8,7 @@
 //! shows a ratio against a `none` that failed.
 
 use super::busy;
+use super::counts::{Counts, Source};
 use super::chart;
 use super::scenario::WriterSite;
 use super::matrix::{Cell, Matrix, RowResult};
@@ -17,9 +18,13 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// Writes `matrix.md`, `matrix.csv`, `matrix.json` and `matrix.svg` into `dir` (created if
-/// needed).
+/// needed), and `counts.csv` when the matrix has counting runs.
 pub fn write_all(matrix: &Matrix, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
+    if has_counts(matrix) {
+        let path = dir.join("counts.csv");
+        std::fs::write(&path, counts_csv(matrix)).map_err(Error::io(&path))?;
+    }
     let json = serde_json::to_string_pretty(matrix)
         .map_err(|e| Error::Output { path: dir.join("matrix.json"), message: e.to_string() })?;
     for (name, text) in [("matrix.md", markdown(matrix)), ("matrix.csv", csv(matrix)), ("matrix.json", json + "\n")] {
@@ -114,6 +119,9 @@ pub fn markdown(matrix: &Matrix) -> String {
         if rows.iter().any(|r| r.cells.iter().any(|c| c.writer_mib_s.is_some())) {
             md += &writer_table(rows, &head);
         }
+        if rows.iter().any(|r| r.cells.iter().any(|c| c.counts.is_some())) {
+            md += &counts_tables(rows, &head);
+        }
         md += "\nMount options as /proc/self/mountinfo read them back:\n\n";
         let mut seen: Vec<&str> = Vec::new();
         for row in rows {
@@ -148,6 +156,141 @@ fn writer_table(rows: &[RowResult], head: &str) -> String {
         md += &table_line(row, |c| c.exit, |c| c.writer_mib_s.map_or("–".to_string(), |m| format!("{m:.0}")));
     }
     md
+}
+
+/// True when some cell has counting runs (`--counts`).
+pub fn has_counts(matrix: &Matrix) -> bool {
+    matrix.rows.iter().flat_map(|r| &r.cells).any(|c| c.counts.is_some())
+}
+
+/// A count per entry with three significant digits, thousands as `k`.
+fn per_entry(x: f64) -> String {
+    if x >= 10_000.0 {
+        format!("{}k", secs(x / 1000.0))
+    } else {
+        secs(x)
+    }
+}
+
+/// The counting runs' tables: instructions and system calls per entry, then every system call
+/// kind per entry, one table per row.
+fn counts_tables(rows: &[RowResult], head: &str) -> String {
+    let text = |c: &Cell, f: &dyn Fn(&Counts) -> Option<String>| match &c.counts {
+        Some(k) if !k.errors.is_empty() => "failed".to_string(),
+        Some(k) => f(k).unwrap_or_else(|| "–".to_string()),
+        None => "–".to_string(),
+    };
+    let source = rows.iter().flat_map(|r| &r.cells).find_map(|c| c.counts.as_ref().map(|k| k.source)).unwrap_or(Source::Valgrind);
+    let entries = rows.iter().flat_map(|r| &r.cells).find_map(|c| c.counts.as_ref().map(|k| k.entries)).unwrap_or(0);
+    let mut md = format!(
+        "\nCounting runs, apart from the timed ones (one run per cell under strace -f, one counting instructions), \
+         per entry of the archives ({entries} entries), the tool's programs and all their children together.\n\n\
+         Instructions per entry: {}{}:\n\n{head}\n",
+        source.describe(),
+        if source == Source::Perf { "; user + kernel" } else { "" },
+    );
+    for row in rows {
+        md += &counts_line(row, |c| {
+            text(c, &|k| {
+                k.instructions_per_entry().map(|(user, kernel)| match kernel {
+                    Some(kernel) => format!("{} + {}", per_entry(user), per_entry(kernel)),
+                    None => per_entry(user),
+                })
+            })
+        });
+    }
+    let _ = write!(md, "\nSystem calls per entry (strace -f -c, every kind):\n\n{head}\n");
+    for row in rows {
+        md += &counts_line(row, |c| text(c, &|k| k.syscalls_per_entry().map(per_entry)));
+    }
+    for row in rows {
+        let names: std::collections::BTreeSet<&str> =
+            row.cells.iter().filter_map(counted).filter_map(|k| k.syscalls.as_ref()).flat_map(|m| m.keys().map(String::as_str)).collect();
+        if names.is_empty() {
+            continue;
+        }
+        let total = |name: &str| -> u64 {
+            row.cells.iter().filter_map(counted).filter_map(|k| k.syscalls.as_ref()?.get(name)).sum()
+        };
+        let mut names: Vec<&str> = names.into_iter().collect();
+        names.sort_by_key(|n| (std::cmp::Reverse(total(n)), *n));
+        let tools: Vec<&str> = row.cells.iter().map(|c| c.tool.as_str()).collect();
+        let _ = write!(
+            md,
+            "\nSystem calls per entry by kind, `{}` {} (most frequent first):\n\n| system call | {} |\n| --- | {} |\n",
+            row.row.mount_options,
+            row.row.cache.name(),
+            tools.join(" | "),
+            vec!["---:"; tools.len()].join(" | ")
+        );
+        for name in names {
+            let cells: Vec<String> = row
+                .cells
+                .iter()
+                .map(|c| text(c, &|k| k.syscalls.as_ref().map(|m| m.get(name).and_then(|n| k.per_entry(*n)).map_or("0".to_string(), |x| format!("{x:.3}")))))
+                .collect();
+            let _ = writeln!(md, "| {name} | {} |", cells.join(" | "));
+        }
+    }
+    md
+}
+
+/// A cell's counts when both its counting runs succeeded.
+fn counted(cell: &Cell) -> Option<&Counts> {
+    cell.counts.as_ref().filter(|k| k.errors.is_empty())
+}
+
+/// One line of a counting table: the counting runs are apart from the timed ones, so a failed
+/// timed run does not hide them.
+fn counts_line(row: &RowResult, text: impl Fn(&Cell) -> String) -> String {
+    let cells: Vec<String> = row.cells.iter().map(text).collect();
+    format!("| `{}` | {} | {} |\n", row.row.mount_options, row.row.cache.name(), cells.join(" | "))
+}
+
+/// The columns of `counts.csv`: one line per cell and counter (instructions by kind of
+/// instruction, system calls by name and in all).
+pub const COUNTS_CSV_COLUMNS: &[&str] = &[
+    "workload", "filesystem", "scenario", "mount_options", "cache", "tool", "kind", "source", "entries", "counter", "name",
+    "count", "per_entry", "error",
+];
+
+/// The counting runs of every cell, one line per figure, so that any line stands on its own.
+pub fn counts_csv(matrix: &Matrix) -> String {
+    let mut out = COUNTS_CSV_COLUMNS.join(",") + "\n";
+    for row in &matrix.rows {
+        for cell in &row.cells {
+            let Some(k) = &cell.counts else { continue };
+            let mut figures: Vec<(&str, String, Option<u64>)> = Vec::new();
+            figures.push(("instructions", "user".to_string(), k.user_instructions));
+            if k.source == Source::Perf {
+                figures.push(("instructions", "kernel".to_string(), k.kernel_instructions));
+            }
+            figures.push(("syscalls", "all".to_string(), k.syscalls.as_ref().map(|m| m.values().sum())));
+            figures.extend(k.syscalls.iter().flatten().map(|(name, n)| ("syscalls", name.clone(), Some(*n))));
+            let source = k.source.name();
+            for (counter, name, count) in figures {
+                let fields = [
+                    row.workload.clone(),
+                    row.row.filesystem.clone(),
+                    row.row.scenario.name().to_string(),
+                    row.row.mount_options.clone(),
+                    row.row.cache.name().to_string(),
+                    cell.tool.clone(),
+                    cell.kind.to_string(),
+                    source.to_string(),
+                    k.entries.to_string(),
+                    counter.to_string(),
+                    name,
+                    count.map(|n| n.to_string()).unwrap_or_default(),
+                    count.and_then(|n| k.per_entry(n)).map(|x| format!("{x:.4}")).unwrap_or_default(),
+                    k.errors.join("; "),
+                ];
+                out += &fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",");
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// One line per row and reason, naming the columns that failed for it (a mount that fails

@@ -18,6 +18,7 @@
 use super::command;
 use super::{Error, Result};
 use serde::Serialize;
+use std::ffi::OsStr;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -93,13 +94,14 @@ impl Peer {
         }
     }
 
-    /// Unpacks `packages` into `root`: the measured part.
-    pub fn run(self, packages: &[PathBuf], root: &Path) -> io::Result<Output> {
+    /// Unpacks `packages` into `root`: the measured part. Every program starts through
+    /// `launch` (`Command::new`, or under a counter for `--counts`).
+    pub fn run(self, launch: &dyn Fn(&OsStr) -> Command, packages: &[PathBuf], root: &Path) -> io::Result<Output> {
         match self {
             Peer::Dpkg | Peer::DpkgUnsafe => {
                 let mut root_arg = std::ffi::OsString::from("--root=");
                 root_arg.push(root);
-                Command::new("dpkg")
+                launch("dpkg".as_ref())
                     .arg(root_arg)
                     .args(["--force-not-root", "--force-depends", "--no-triggers"])
                     .args(self.io_mode())
@@ -108,15 +110,15 @@ impl Peer {
                     .stdin(Stdio::null())
                     .output()
             }
-            Peer::Tar => each_package(packages, |p| tar_extract(p, root, &[])),
+            Peer::Tar => each_package(packages, |p| tar_extract(launch, p, root, &[])),
             Peer::TarSync => {
-                let out = each_package(packages, |p| tar_extract(p, root, &[]))?;
+                let out = each_package(packages, |p| tar_extract(launch, p, root, &[]))?;
                 if !out.status.success() {
                     return Ok(out);
                 }
-                Command::new("sync").stdin(Stdio::null()).output()
+                launch("sync".as_ref()).stdin(Stdio::null()).output()
             }
-            Peer::Decompress => each_package(packages, decompress_one),
+            Peer::Decompress => each_package(packages, |p| decompress_one(launch, p)),
         }
     }
 }
@@ -181,8 +183,8 @@ pub fn install_configured(packages: &[PathBuf], root: &Path) -> io::Result<()> {
 }
 
 /// `dpkg-deb --fsys-tarfile PKG > /dev/null`.
-fn decompress_one(package: &Path) -> io::Result<Output> {
-    Command::new("dpkg-deb")
+fn decompress_one(launch: &dyn Fn(&OsStr) -> Command, package: &Path) -> io::Result<Output> {
+    launch("dpkg-deb".as_ref())
         .arg("--fsys-tarfile")
         .arg(package)
         .stdin(Stdio::null())
@@ -191,9 +193,9 @@ fn decompress_one(package: &Path) -> io::Result<Output> {
         .output()
 }
 
-/// `dpkg-deb --fsys-tarfile PKG | tar -x -f - OPTIONS... -C ROOT`.
-pub fn tar_extract(package: &Path, root: &Path, options: &[&str]) -> io::Result<Output> {
-    let mut deb = Command::new("dpkg-deb")
+/// `dpkg-deb --fsys-tarfile PKG | tar -x -f - OPTIONS... -C ROOT`, each started by `launch`.
+pub fn tar_extract(launch: &dyn Fn(&OsStr) -> Command, package: &Path, root: &Path, options: &[&str]) -> io::Result<Output> {
+    let mut deb = launch("dpkg-deb".as_ref())
         .arg("--fsys-tarfile")
         .arg(package)
         .stdin(Stdio::null())
@@ -203,7 +205,7 @@ pub fn tar_extract(package: &Path, root: &Path, options: &[&str]) -> io::Result<
     let Some(stream) = deb.stdout.take() else {
         return Err(io::Error::other("dpkg-deb has no stdout pipe"));
     };
-    let tar = Command::new("tar").args(["-x", "-f", "-"]).args(options).arg("-C").arg(root).stdin(stream).output();
+    let tar = launch("tar".as_ref()).args(["-x", "-f", "-"]).args(options).arg("-C").arg(root).stdin(stream).output();
     let tar = match tar {
         Ok(tar) => tar,
         Err(e) => {

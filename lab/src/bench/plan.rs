@@ -8,6 +8,7 @@
 //! tools alike. Nothing here measures or touches the system.
 
 use super::cache::Cache;
+use super::counts::Source;
 use super::package::Package;
 use super::peers::Peer;
 use super::scenario::Scenario;
@@ -122,6 +123,9 @@ pub struct Row {
     pub cache: Cache,
 }
 
+/// The counting runs of a cell with `--counts`: one for system calls, one for instructions.
+pub const COUNTING_RUNS: u64 = 2;
+
 /// A whole matrix, ready to run.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -130,6 +134,9 @@ pub struct Plan {
     pub tools: Vec<Tool>,
     /// Counted runs per cell (after one warm-up round).
     pub runs: u64,
+    /// With `--counts`: the instruction counter, for two counting runs per cell after the
+    /// row's timed runs (one under strace, one counting instructions).
+    pub counts: Option<Source>,
 }
 
 /// One step of a row's schedule.
@@ -183,9 +190,11 @@ impl Plan {
         (0..=self.runs).flat_map(move |round| (0..self.tools.len()).map(move |tool| Step { round, tool }))
     }
 
-    /// Every run the matrix will make, warm-ups included (for the progress bar).
+    /// Every run the matrix will make, warm-ups and counting runs included (for the progress
+    /// bar).
     pub fn total_runs(&self) -> u64 {
-        self.rows.len() as u64 * self.tools.len() as u64 * (self.runs + 1)
+        let counting = if self.counts.is_some() { COUNTING_RUNS } else { 0 };
+        self.rows.len() as u64 * self.tools.len() as u64 * (self.runs + 1 + counting)
     }
 }
 
@@ -199,6 +208,7 @@ mod tests {
             rows: Vec::new(),
             tools: (0..tools).map(|i| Tool::Strategy(format!("s{i}"))).collect(),
             runs,
+            counts: None,
         }
     }
 
@@ -208,6 +218,15 @@ mod tests {
         let order: Vec<(u64, usize)> = p.schedule().map(|s| (s.round, s.tool)).collect();
         assert_eq!(order, [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]);
         assert_eq!(p.schedule().filter(|s| s.is_warm_up()).count(), 3);
+    }
+
+    #[test]
+    fn counting_runs_are_two_more_runs_per_cell_in_the_progress() {
+        let mut p = plan(2, 3);
+        p.rows = Plan::rows_for(1, &[("ext4".to_string(), vec!["defaults".to_string()])], &[Scenario::Install], &[Cache::Warm]);
+        assert_eq!(p.total_runs(), 9, "a warm-up and two counted rounds of three tools");
+        p.counts = Some(Source::Valgrind);
+        assert_eq!(p.total_runs(), 15);
     }
 
     #[test]

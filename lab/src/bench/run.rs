@@ -9,6 +9,7 @@
 //! a cache that cannot be dropped) stop the matrix. It never measures anything but the child.
 
 use super::busy::{Writer, WriterUsage};
+use super::counts::Launcher;
 use super::device::{Device, DeviceFs, DeviceUsage};
 use crate::vdisk::Counters;
 use super::engine::{self, Engine};
@@ -21,10 +22,12 @@ use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::ffi::OsStr;
+use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
 /// Where runs happen.
+#[derive(Clone)]
 pub enum Site<'a> {
     /// A fresh filesystem on a fresh device for every run.
     Device(&'a dyn Device),
@@ -41,6 +44,24 @@ pub struct Context<'a> {
     /// Where the `busy-elsewhere` writer's filesystems live (the run's device kind, also with
     /// `--dir`).
     pub writer_device: &'a dyn Device,
+    /// Starts the tool's programs under a counter, for the counting runs of `--counts`
+    /// ([`super::counts`]); `None` for timed runs, whose programs start as they are.
+    pub launcher: Option<&'a Launcher>,
+}
+
+impl<'a> Context<'a> {
+    /// The same context, its runs' programs started by `launcher`.
+    pub fn with_launcher<'b>(&'b self, launcher: &'b Launcher) -> Context<'b> {
+        Context { engine: self.engine, site: self.site.clone(), scratch: self.scratch, writer_device: self.writer_device, launcher: Some(launcher) }
+    }
+
+    /// A command for `program`, under the counter when there is one.
+    fn command(&self, program: &OsStr) -> Command {
+        match self.launcher {
+            Some(launcher) => launcher.command(program),
+            None => Command::new(program),
+        }
+    }
 }
 
 /// The record of one counted run, as the CSV and JSON keep it.
@@ -186,11 +207,11 @@ fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &
 
     let start = Instant::now();
     let output = match tool {
-        _ if is_minbase => minbase::run(ctx.engine, tool, &packages, &root),
+        _ if is_minbase => minbase::run(ctx.engine, &|p| ctx.command(p), tool, &packages, &root),
         Tool::Strategy(strategy) => {
-            ctx.engine.unpack_command(strategy, &packages, &root).stdin(Stdio::null()).output()
+            ctx.engine.unpack_command(&|p| ctx.command(p), strategy, &packages, &root).stdin(Stdio::null()).output()
         }
-        Tool::Peer(peer) => peer.run(&packages, &root),
+        Tool::Peer(peer) => peer.run(&|p| ctx.command(p), &packages, &root),
     };
     let exit_s = start.elapsed().as_secs_f64();
     let at_exit = counters();

@@ -191,7 +191,7 @@ mod tests {
         assert_eq!(status(), "install ok installed");
         Peer::Dpkg.prepare_root(&root).unwrap();
         assert_eq!(status(), "install ok installed", "the peer's preparation keeps the database");
-        let out = Peer::Dpkg.run(&[deb], &root).unwrap();
+        let out = Peer::Dpkg.run(&|p| Command::new(p), &[deb], &root).unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(status(), "install ok unpacked");
         let f = root.join("usr/share/synthetic-3-100/d0000/f0000001");

@@ -39,7 +39,9 @@ How the numbers are made (fairness rules):
     first-stage.list's packages, an empty database, the packages copied inside), untimed, then
     `chroot ROOT dpkg --force-depends --unpack` of them all; our engine gets the empty root and
     `unpack --bootstrap`, both stages timed. A third time adds a timed
-    `chroot ROOT dpkg --configure -a` (which must exit 0) and a syncfs to the time until stable.";
+    `chroot ROOT dpkg --configure -a` (which must exit 0) and a syncfs to the time until stable.
+  - With --counts, the counting runs (strace; valgrind or perf) come after a row's timed runs,
+    each on a fresh filesystem, and are never timed.";
 
 /// The benchmark matrix: our durability strategies and peers (dpkg, tar) x filesystems x mount
 /// options x page cache x scenario -> seconds until exit and until the data is stable.
@@ -105,8 +107,15 @@ struct Args {
     #[arg(long, value_name = "NAME", default_value = "native", conflicts_with = "dir")]
     device: unpack_lab::vdisk::Profile,
 
-    /// Write matrix.md, matrix.csv, matrix.json and matrix.svg here instead of printing the
-    /// markdown.
+    /// Also count, for every cell, in two runs of its own after the row's timed runs: the system
+    /// calls of the tool and all its children by kind (strace -f), and the instructions they
+    /// retire (perf where the CPU's counter is offered, else valgrind: user space only); per
+    /// entry of the archives. Tables in matrix.md, every kind in counts.csv and matrix.json.
+    #[arg(long)]
+    counts: bool,
+
+    /// Write matrix.md, matrix.csv, matrix.json and matrix.svg here (and counts.csv with
+    /// --counts) instead of printing the markdown.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
 }
@@ -143,12 +152,14 @@ fn run(args: Args) -> anyhow::Result<u8> {
         runs: args.runs,
         dir: args.dir,
         device: device::for_profile(args.device),
+        counts: args.counts,
     };
     let matrix = run_matrix(config)?;
     match &args.out {
         Some(dir) => {
             output::write_all(&matrix, dir).with_context(|| format!("writing the matrix to {}", dir.display()))?;
-            unpack::stderr!("unpack-bench: wrote matrix.md, matrix.csv, matrix.json and matrix.svg to {}", dir.display());
+            let files = if output::has_counts(&matrix) { "matrix.json, matrix.svg and counts.csv" } else { "matrix.json and matrix.svg" };
+            unpack::stderr!("unpack-bench: wrote matrix.md, matrix.csv, {files} to {}", dir.display());
         }
         None => unpack::cli::print(&output::markdown(&matrix)).context("printing the matrix on stdout")?,
     }

@@ -207,12 +207,14 @@ fn registered_side(root: &Path, db: &Db) -> Result<Side, String> {
     }
 }
 
+/// An info file's suffix, the paths a version says it holds, and how to read them from it.
+type InfoFile = (&'static str, fn(&Version) -> BTreeSet<String>, fn(&str) -> BTreeSet<String>);
+
 /// The package's info files name the registered version's paths and conffiles.
 fn info_files(dir: &OwnedFd, db: &Db, side: Side, id: usize) -> Vec<Violation> {
     let want = db.version(side);
     let other = db.version(if side == Side::Old { Side::New } else { Side::Old });
-    type Paths = BTreeSet<String>;
-    let files: [(&str, fn(&Version) -> Paths, fn(&str) -> Paths); 3] = [
+    let files: [InfoFile; 3] = [
         ("list", Version::list, |t| lines(t).map(str::to_string).collect()),
         ("md5sums", Version::md5sum_paths, |t| {
             lines(t).filter_map(|l| l.split_once("  ")).map(|(_, p)| p.to_string()).collect()
