@@ -530,6 +530,111 @@ fn a_background_writer_elsewhere_is_flushed_by_batch_and_not_by_syncfs() {
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
 
+/// A base system small enough for a test, as `fixtures/fetch-minbase.sh` lays one out: an
+/// Essential package made of this machine's dpkg, dpkg-deb, dpkg-split, dpkg-query and GNU tar
+/// with the libraries they load, busybox as sh, rm and diff, and do-nothing ldconfig and
+/// start-stop-daemon (the programs dpkg wants on PATH), in the first stage; and a package that
+/// depends on it. Returns the directory.
+fn tiny_base(dir: &Path) -> PathBuf {
+    let set = dir.join("tiny-base");
+    let (base, leaf) = (dir.join("base-tree"), dir.join("leaf-tree"));
+    let install = |from: &Path, to: PathBuf| {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, &to).unwrap();
+    };
+    let programs = ["dpkg", "dpkg-deb", "dpkg-split", "dpkg-query", "tar", "busybox"].map(|p| Path::new("/usr/bin").join(p));
+    for program in &programs {
+        install(program, base.join(program.strip_prefix("/").unwrap()));
+    }
+    // busybox is the static one (busybox-static, as for the dpkg oracles): ldd fails on it.
+    let ldd = run(Command::new("ldd").args(&programs[..programs.len() - 1]));
+    assert_eq!(ldd.code, 0, "{ldd:?}");
+    for lib in ldd.stdout.lines().filter_map(|l| l.split_whitespace().nth(2)).filter(|l| l.starts_with('/')) {
+        let name = Path::new(lib).file_name().unwrap();
+        install(&std::fs::canonicalize(lib).unwrap(), base.join("usr/lib/x86_64-linux-gnu").join(name));
+    }
+    install(&std::fs::canonicalize("/lib64/ld-linux-x86-64.so.2").unwrap(), base.join("usr/lib64/ld-linux-x86-64.so.2"));
+    for applet in ["sh", "rm", "diff"] {
+        std::os::unix::fs::symlink("busybox", base.join("usr/bin").join(applet)).unwrap();
+    }
+    std::fs::create_dir_all(base.join("usr/sbin")).unwrap();
+    for tool in ["ldconfig", "start-stop-daemon"] {
+        let path = base.join("usr/sbin").join(tool);
+        std::fs::write(&path, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::create_dir_all(leaf.join("usr/share/leaf")).unwrap();
+    std::fs::write(leaf.join("usr/share/leaf/file"), "a leaf of the tiny base\n").unwrap();
+    std::fs::create_dir_all(&set).unwrap();
+    for (tree, control, deb) in [
+        (&base, "Package: tinybase\nVersion: 1.0\nArchitecture: amd64\nEssential: yes\n", "tinybase_1.0_amd64.deb"),
+        (&leaf, "Package: leaf\nVersion: 1.0\nArchitecture: all\nDepends: tinybase\n", "leaf_1.0_all.deb"),
+    ] {
+        std::fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+        std::fs::write(tree.join("DEBIAN/control"), format!("{control}Maintainer: unpack tests <root@localhost>\nDescription: tiny base\n")).unwrap();
+        let built = run(Command::new("dpkg-deb").args(["--root-owner-group", "-Zgzip", "--build"]).arg(tree).arg(set.join(deb)));
+        assert_eq!(built.code, 0, "{built:?}");
+    }
+    std::fs::write(set.join("first-stage.list"), "tinybase_1.0_amd64.deb\n").unwrap();
+    set
+}
+
+/// The minbase scenario on a tiny base: the dpkg peers after their first stage and `unpack
+/// --bootstrap` from the empty root each leave a system that `chroot ROOT dpkg --configure -a`
+/// finishes, and every run has its time until configured after its time until stable.
+#[test]
+fn the_minbase_scenario_bootstraps_a_tiny_base_with_every_tool_and_configures_it() {
+    let _serial = serial();
+    assert!(is_root(), "the integration tests run as root (loop devices, chroot)");
+    let tmp = BenchTmp::new();
+    let work = tempfile::tempdir().unwrap();
+    let set = tiny_base(work.path());
+    let out = work.path().join("out");
+    let r = bench(
+        tmp.path(),
+        &["--scenario", "minbase", "-o", "defaults", "-s", "none,syncfs", "--runs", "1", "--out", out.to_str().unwrap(), set.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let records = csv_records(&std::fs::read_to_string(out.join("matrix.csv")).unwrap());
+    let tools: Vec<&str> = records.iter().map(|r| r["tool"].as_str()).collect();
+    assert_eq!(tools, ["none", "syncfs", "dpkg", "dpkg-unsafe"], "the default peers are the dpkg ones");
+    for r in &records {
+        assert_eq!((r["scenario"].as_str(), r["ok"].as_str()), ("minbase", "true"), "{r:?}");
+        let (stable, configured) = (r["stable_s"].parse::<f64>().unwrap(), r["configured_s"].parse::<f64>().unwrap());
+        assert!(configured > stable, "{r:?}");
+        assert_eq!(r["workload"], "tiny-base (2 packages)");
+    }
+    let md = std::fs::read_to_string(out.join("matrix.md")).unwrap();
+    assert!(md.contains("## tiny-base (2 packages) on ext4, minbase") && md.contains("Until the system was configured and stable"), "{md}");
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}
+
+/// What the minbase scenario cannot run is a usage error before any run: a workload that is
+/// not a fetch-minbase.sh directory, a synthetic package, a peer that does not install a system.
+#[test]
+fn the_minbase_scenario_refuses_what_does_not_install_a_system() {
+    let _serial = serial();
+    let tmp = BenchTmp::new();
+    let work = tempfile::tempdir().unwrap();
+    let no_list = work.path().join("no-list");
+    std::fs::create_dir(&no_list).unwrap();
+    std::fs::copy(common::fixture("other_1.0_all.deb"), no_list.join("other_1.0_all.deb")).unwrap();
+    let deb = common::fixture("other_1.0_all.deb");
+    let (deb, no_list) = (deb.to_str().unwrap(), no_list.to_str().unwrap());
+    for (args, says) in [
+        (&["--scenario", "minbase", deb][..], "needs one PACKAGE argument: the directory fixtures/fetch-minbase.sh DIR made"),
+        (&["--scenario", "minbase", "--synthetic", "10:1k"][..], "not a --synthetic package"),
+        (&["--scenario", "minbase", "--peers", "dpkg,tar", no_list][..], "the tar peer does not install a system"),
+        (&["--scenario", "minbase", "-o", "defaults", no_list][..], "no first-stage.list; make the directory with fixtures/fetch-minbase.sh DIR"),
+        (&[no_list, deb][..], "a directory must be the only PACKAGE argument"),
+    ] {
+        let r = bench(tmp.path(), args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(r.stderr.contains(says), "{args:?} says {says}: {}", r.stderr);
+    }
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}
+
 /// `--counts` adds two counting runs per cell: strace's tally of every process of the tool
 /// agrees with the engine's own counters of its timed run, the peers' children are counted
 /// (tar is dpkg-deb and tar, each an exec), and so are their instructions (tar retires more

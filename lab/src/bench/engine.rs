@@ -60,8 +60,18 @@ impl Engine {
     /// The measured command: unpack `packages` into `root` with `strategy`, reporting JSON; the
     /// binary started by `launch` (`Command::new`, or under a counter).
     pub fn unpack_command(&self, launch: &dyn Fn(&OsStr) -> Command, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
+        self.measured(launch, &[], strategy, packages, root)
+    }
+
+    /// The measured command of the minbase scenario: `unpack --bootstrap` of `packages` into
+    /// the empty `root` (both of its stages), reporting JSON, started by `launch`.
+    pub fn bootstrap_command(&self, launch: &dyn Fn(&OsStr) -> Command, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
+        self.measured(launch, &["--bootstrap"], strategy, packages, root)
+    }
+
+    fn measured(&self, launch: &dyn Fn(&OsStr) -> Command, mode: &[&str], strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
         let mut cmd = launch(self.path.as_os_str());
-        cmd.arg("--json").arg("--quiet").arg("--strategy").arg(strategy).args(packages).arg(root);
+        cmd.arg("--json").arg("--quiet").args(mode).arg("--strategy").arg(strategy).args(packages).arg(root);
         cmd
     }
 

@@ -13,6 +13,7 @@ use super::counts::{self, Counts, Source};
 use super::device::Device;
 use super::engine::Engine;
 use super::environment::Environment;
+use super::minbase;
 use super::nfs::{self, Backing, Export, NfsRow, RpcCounts};
 use super::package::Package;
 use super::peers::Peer;
@@ -77,6 +78,8 @@ pub struct Cell {
     pub exit: Option<Spread>,
     /// Until the data was stable, over the successful runs.
     pub stable: Option<Spread>,
+    /// Until the configured system was stable (the minbase scenario), over the successful runs.
+    pub configured: Option<Spread>,
     /// Median device flushes per successful run until it exited and until the data was
     /// stable, when the device counts: the numbers that explain the times.
     pub device_flushes_at_exit: Option<u64>,
@@ -104,6 +107,7 @@ impl Cell {
             failed: runs.len() - ok.len(),
             exit: Spread::of(&times(|r| r.exit_s)),
             stable: Spread::of(&times(|r| r.stable_s)),
+            configured: Spread::of(&times(|r| r.configured_s)),
             device_flushes_at_exit: median_u64(ok.iter().filter_map(|r| r.device_at_exit.map(|d| d.flushes)).collect()),
             device_flushes: median_u64(ok.iter().filter_map(|r| r.device.map(|d| d.flushes)).collect()),
             writer_mib_s: median_f64(ok.iter().filter_map(|r| r.writer.map(|w| w.mib_s)).collect()),
@@ -203,6 +207,9 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
     if config.runs == 0 {
         return Err(Error::Usage("--runs must be at least 1".to_string()));
     }
+    if config.scenarios.contains(&Scenario::Minbase) {
+        check_minbase(&config)?;
+    }
     let engine = Engine::find()?;
     let tools = choose_tools(&config)?;
     let counts = if config.counts { Some(Source::detect()?) } else { None };
@@ -274,7 +281,14 @@ fn choose_tools(config: &Config) -> Result<Vec<Tool>> {
         }
         None => Peer::ALL.into_iter().filter(|p| p.is_installed()).collect(),
     };
-    tools.extend(peers.into_iter().map(Tool::Peer));
+    let mut peers: Vec<Tool> = peers.into_iter().map(Tool::Peer).collect();
+    if config.scenarios.contains(&Scenario::Minbase) {
+        if let (Some(_), Some(other)) = (&config.peers, peers.iter().find(|p| !minbase::runs(p))) {
+            return Err(Error::Usage(format!("--scenario minbase: the {} peer does not install a system (dpkg and dpkg-unsafe do)", other.name())));
+        }
+        peers.retain(minbase::runs);
+    }
+    tools.extend(peers);
     let mut unique: Vec<Tool> = Vec::new();
     for tool in tools {
         if !unique.contains(&tool) {
@@ -285,6 +299,21 @@ fn choose_tools(config: &Config) -> Result<Vec<Tool>> {
         return Err(Error::Usage("no strategy and no peer to bench".to_string()));
     }
     Ok(unique)
+}
+
+/// What the minbase scenario needs, known before any run: one directory of
+/// `fixtures/fetch-minbase.sh` as the workload (read again, and checked, by
+/// [`prepare_workloads`]), no synthetic package, and chroot.
+fn check_minbase(config: &Config) -> Result<()> {
+    if !config.synthetic.is_empty() {
+        return Err(Error::Usage("--scenario minbase installs the system of a fetch-minbase.sh directory, not a --synthetic package".to_string()));
+    }
+    if !matches!(config.packages.as_slice(), [dir] if dir.is_dir()) {
+        return Err(Error::Usage(
+            "--scenario minbase needs one PACKAGE argument: the directory fixtures/fetch-minbase.sh DIR made".to_string(),
+        ));
+    }
+    command::require("chroot", "coreutils").map(drop)
 }
 
 impl Config {
@@ -344,15 +373,32 @@ fn choose_filesystems(config: &Config) -> Result<Vec<FsRows>> {
     Ok(out)
 }
 
-/// The command-line packages as one workload, then one workload per synthetic package; with
-/// their rewritten old versions when the upgrade scenario is benched.
+/// The command-line packages as one workload (a directory of `fixtures/fetch-minbase.sh`
+/// stands for its packages, with its first stage), then one workload per synthetic package;
+/// with their rewritten old versions when the upgrade scenario is benched.
 fn prepare_workloads(config: &Config, scratch: &std::path::Path) -> Result<Vec<Workload>> {
     let mut workloads = Vec::new();
     if !config.packages.is_empty() {
-        let packages = config.packages.iter().map(|p| Package::inspect(p)).collect::<Result<Vec<_>>>()?;
+        let (paths, first_stage, dir) = match config.packages.as_slice() {
+            [dir] if dir.is_dir() => {
+                let set = minbase::read_set(dir)?;
+                (set.packages, set.first_stage, dir.file_name().map(|n| n.to_string_lossy().into_owned()))
+            }
+            paths => {
+                if let Some(dir) = paths.iter().find(|p| p.is_dir()) {
+                    return Err(Error::Usage(format!("{}: a directory must be the only PACKAGE argument", dir.display())));
+                }
+                (paths.to_vec(), Vec::new(), None)
+            }
+        };
+        let packages = paths.iter().map(|p| Package::inspect(p)).collect::<Result<Vec<_>>>()?;
         let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
-        let label = if names.len() <= 3 { names.join("+") } else { format!("{}+{} more", names[0], names.len() - 1) };
-        workloads.push(Workload { label, synthetic_files: None, packages, old_packages: Vec::new() });
+        let label = match dir {
+            Some(dir) => format!("{dir} ({} packages)", names.len()),
+            None if names.len() <= 3 => names.join("+"),
+            None => format!("{}+{} more", names[0], names.len() - 1),
+        };
+        workloads.push(Workload { label, synthetic_files: None, packages, old_packages: Vec::new(), first_stage });
     }
     for spec in &config.synthetic {
         let deb = spec.generate(scratch)?;
@@ -361,6 +407,7 @@ fn prepare_workloads(config: &Config, scratch: &std::path::Path) -> Result<Vec<W
             synthetic_files: Some(spec.files),
             packages: vec![Package::inspect(&deb)?],
             old_packages: Vec::new(),
+            first_stage: Vec::new(),
         });
     }
     if config.scenarios.iter().any(|s| matches!(s, Scenario::Upgrade | Scenario::UpgradeDb)) {

@@ -31,6 +31,7 @@ pub mod engine;
 pub mod environment;
 pub mod guest;
 pub mod matrix;
+pub mod minbase;
 pub mod nfs;
 pub mod output;
 pub mod package;

@@ -96,6 +96,20 @@ pub fn markdown(matrix: &Matrix) -> String {
         for row in rows {
             md += &table_line(row, |c| c.stable, |c| with_ratio(c, |c| c.stable, baseline(row).and_then(|b| b.stable), c.device_flushes));
         }
+        if rows.iter().any(|r| r.cells.iter().any(|c| c.configured.is_some())) {
+            let _ = writeln!(
+                md,
+                "\nUntil the system was configured and stable (until stable as above, then `chroot ROOT dpkg --configure -a` \
+                 and a syncfs), median seconds, min–max{}:\n\n{head}",
+                if rows.iter().any(|r| baseline(r).is_some()) { " (in brackets: ratio to `none` of the same row)" } else { "" }
+            );
+            for row in rows {
+                md += &table_line(row, |c| c.configured, |c| match c.configured {
+                    Some(s) => format!("{} · {}", with_ratio(c, |c| c.configured, baseline(row).and_then(|b| b.configured), None), times(&s)),
+                    None => "–".to_string(),
+                });
+            }
+        }
         let _ = writeln!(md, "\nSpread, min–max seconds (until exited / until stable):\n\n{head}");
         for row in rows {
             md += &table_line(row, |c| c.exit, |c| match (c.exit, c.stable) {
@@ -383,7 +397,7 @@ fn with_ratio(cell: &Cell, pick: fn(&Cell) -> Option<Spread>, base: Option<Sprea
 /// The CSV columns, one line per counted run.
 pub const CSV_COLUMNS: &[&str] = &[
     "workload", "filesystem", "scenario", "mount_options", "applied_options", "cache", "tool", "kind", "run", "ok",
-    "exit_code", "exit_s", "stable_s", "extract_s", "barrier_s", "rename_s", "dirsync_s", "engine_total_s", "fsync",
+    "exit_code", "exit_s", "stable_s", "configured_s", "extract_s", "barrier_s", "rename_s", "dirsync_s", "engine_total_s", "fsync",
     "fdatasync", "sync", "syncfs", "syncfs_early", "sync_file_range", "rename", "peak_rss_bytes", "device_flushes", "device_bytes", "device_flushes_at_exit",
     "nfs_rpcs", "nfs_rpc_ops",
     "flush_p99_s", "writer_bytes", "writer_mib_s", "writer_device_flushes", "writer_device_bytes", "error", "kernel", "cpus", "packages",
@@ -419,6 +433,7 @@ pub fn csv(matrix: &Matrix) -> String {
                     opt(run.exit_code.map(|c| c.to_string())),
                     opt(run.exit_s.map(|s| format!("{s:.6}"))),
                     opt(run.stable_s.map(|s| format!("{s:.6}"))),
+                    opt(run.configured_s.map(|s| format!("{s:.6}"))),
                     opt(e.map(|e| format!("{:.6}", e.phases.extract_s))),
                     opt(e.map(|e| format!("{:.6}", e.phases.barrier_s))),
                     opt(e.map(|e| format!("{:.6}", e.phases.rename_s))),

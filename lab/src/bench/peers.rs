@@ -84,24 +84,35 @@ impl Peer {
         Ok(())
     }
 
+    /// dpkg's I/O mode option for this peer: safe for `dpkg`, unsafe for `dpkg-unsafe`, none for
+    /// the peers that are not dpkg.
+    pub fn io_mode(self) -> &'static [&'static str] {
+        match self {
+            Peer::Dpkg => &["--refuse-unsafe-io"],
+            Peer::DpkgUnsafe => &["--force-unsafe-io"],
+            Peer::Tar | Peer::TarSync | Peer::Decompress => &[],
+        }
+    }
+
     /// Unpacks `packages` into `root`: the measured part. Every program starts through
     /// `launch` (`Command::new`, or under a counter for `--counts`).
     pub fn run(self, launch: &dyn Fn(&OsStr) -> Command, packages: &[PathBuf], root: &Path) -> io::Result<Output> {
         match self {
             Peer::Dpkg | Peer::DpkgUnsafe => {
-                let io_mode = if self == Peer::Dpkg { "--refuse-unsafe-io" } else { "--force-unsafe-io" };
                 let mut root_arg = std::ffi::OsString::from("--root=");
                 root_arg.push(root);
                 launch("dpkg".as_ref())
                     .arg(root_arg)
-                    .args(["--force-not-root", "--force-depends", "--no-triggers", io_mode, "--unpack"])
+                    .args(["--force-not-root", "--force-depends", "--no-triggers"])
+                    .args(self.io_mode())
+                    .arg("--unpack")
                     .args(packages)
                     .stdin(Stdio::null())
                     .output()
             }
-            Peer::Tar => each_package(packages, |p| tar_extract_one(launch, p, root)),
+            Peer::Tar => each_package(packages, |p| tar_extract(launch, p, root, &[])),
             Peer::TarSync => {
-                let out = each_package(packages, |p| tar_extract_one(launch, p, root))?;
+                let out = each_package(packages, |p| tar_extract(launch, p, root, &[]))?;
                 if !out.status.success() {
                     return Ok(out);
                 }
@@ -182,8 +193,8 @@ fn decompress_one(launch: &dyn Fn(&OsStr) -> Command, package: &Path) -> io::Res
         .output()
 }
 
-/// `dpkg-deb --fsys-tarfile PKG | tar -x -f - -C ROOT`.
-fn tar_extract_one(launch: &dyn Fn(&OsStr) -> Command, package: &Path, root: &Path) -> io::Result<Output> {
+/// `dpkg-deb --fsys-tarfile PKG | tar -x -f - OPTIONS... -C ROOT`, each started by `launch`.
+pub fn tar_extract(launch: &dyn Fn(&OsStr) -> Command, package: &Path, root: &Path, options: &[&str]) -> io::Result<Output> {
     let mut deb = launch("dpkg-deb".as_ref())
         .arg("--fsys-tarfile")
         .arg(package)
@@ -194,7 +205,7 @@ fn tar_extract_one(launch: &dyn Fn(&OsStr) -> Command, package: &Path, root: &Pa
     let Some(stream) = deb.stdout.take() else {
         return Err(io::Error::other("dpkg-deb has no stdout pipe"));
     };
-    let tar = launch("tar".as_ref()).args(["-x", "-f", "-", "-C"]).arg(root).stdin(stream).output();
+    let tar = launch("tar".as_ref()).args(["-x", "-f", "-"]).args(options).arg("-C").arg(root).stdin(stream).output();
     let tar = match tar {
         Ok(tar) => tar,
         Err(e) => {

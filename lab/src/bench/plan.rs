@@ -87,6 +87,10 @@ pub struct Workload {
     /// The rewritten "old version" packages of the upgrade scenario, when it is benched.
     #[serde(skip)]
     pub old_packages: Vec<PathBuf>,
+    /// The packages debootstrap's first stage extracts, for the minbase scenario's dpkg peers:
+    /// empty unless the workload is a directory of `fixtures/fetch-minbase.sh`.
+    #[serde(skip)]
+    pub first_stage: Vec<PathBuf>,
 }
 
 impl Workload {

@@ -15,7 +15,8 @@ use crate::vdisk::Counters;
 use super::engine::{self, Engine};
 use super::nfs::{NfsMount, RpcCounts, Server};
 use super::plan::{Row, Tool, Workload};
-use super::scenario::WriterSite;
+use super::minbase;
+use super::scenario::{Scenario, WriterSite};
 use super::{Error, Result};
 use unpack::mountinfo;
 use rustix::fs::{Mode, OFlags};
@@ -85,6 +86,9 @@ pub struct RunRecord {
     pub exit_s: Option<f64>,
     /// `exit_s` plus a syncfs of the filesystem: until the data was stable.
     pub stable_s: Option<f64>,
+    /// The minbase scenario's second figure: `stable_s`, then `chroot ROOT dpkg --configure -a`
+    /// and a syncfs: until the configured system was stable.
+    pub configured_s: Option<f64>,
     /// The mount options `/proc/self/mountinfo` reported after mounting.
     pub applied_options: Option<String>,
     /// Our engine's own report (syscalls, phases, peak RSS); empty for peers.
@@ -215,6 +219,15 @@ fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &
             return fail(format!("preparing {} for {}: {e}", root.display(), peer.name()));
         }
     }
+    let is_minbase = row.scenario == Scenario::Minbase;
+    let packages = if is_minbase {
+        match minbase::prepare(tool, workload, &root) {
+            Ok(packages) => packages,
+            Err(e) => return fail(format!("preparing the minbase root for {}: {e}", tool.name())),
+        }
+    } else {
+        workload.package_paths()
+    };
     let fs_fd = rustix::fs::open(base, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
         .map_err(|e| Error::io(base)(e.into()))?;
     row.cache.settle()?;
@@ -230,9 +243,9 @@ fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &
     let before = counters();
     let rpcs_before = place.nfs.map(NfsMount::rpc_counts);
 
-    let packages = workload.package_paths();
     let start = Instant::now();
     let output = match tool {
+        _ if is_minbase => minbase::run(ctx.engine, &|p| ctx.command(p), tool, &packages, &root),
         Tool::Strategy(strategy) => {
             ctx.engine.unpack_command(&|p| ctx.command(p), strategy, &packages, &root).stdin(Stdio::null()).output()
         }
@@ -254,11 +267,13 @@ fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &
         Ok(output) => output,
         Err(e) => return fail(format!("cannot run {}: {e}", tool.name())),
     };
+    let configured = (is_minbase && output.status.success() && synced.is_ok()).then(|| configure(&root, &fs_fd));
     let mut record = RunRecord {
         run,
         exit_code: output.status.code(),
         exit_s: Some(exit_s),
         stable_s: Some(stable_s),
+        configured_s: configured.as_ref().and_then(|c| c.as_ref().ok()).map(|s| stable_s + s),
         applied_options: applied.clone(),
         device: before.zip(after).map(|(b, a)| a.since(&b).into()),
         device_at_exit: before.zip(at_exit).map(|(b, a)| a.since(&b).into()),
@@ -274,6 +289,8 @@ fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &
         Some(format!("syncfs of {} after the run: {e}", base.display()))
     } else if let Some(Err(e)) = rpcs {
         Some(format!("counting the NFS client's RPCs: {e}"))
+    } else if let Some(Err(e)) = configured {
+        Some(e)
     } else if let Tool::Strategy(_) = tool {
         match engine::Report::parse(&output.stdout) {
             Ok(report) => {
@@ -287,6 +304,20 @@ fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &
     };
     record.ok = record.error.is_none();
     Ok(record)
+}
+
+/// The minbase scenario's second step, timed: `chroot ROOT dpkg --configure -a`, which must exit
+/// 0, and a syncfs of the filesystem `fs_fd`; the seconds it took, or why it failed.
+fn configure(root: &Path, fs_fd: &rustix::fd::OwnedFd) -> std::result::Result<f64, String> {
+    let start = Instant::now();
+    let output = minbase::configure(root);
+    let synced = rustix::fs::syncfs(fs_fd);
+    let seconds = start.elapsed().as_secs_f64();
+    match output {
+        Err(e) => Err(format!("cannot run chroot ROOT dpkg --configure -a: {e}")),
+        Ok(out) if !out.status.success() => Err(format!("chroot ROOT dpkg --configure -a: {}", failure_text(&out))),
+        Ok(_) => synced.map(|()| seconds).map_err(|e| format!("syncfs after dpkg --configure -a: {e}")),
+    }
 }
 
 /// The busy scenarios' writer during one run, from just before the unpacker's spawn.

@@ -3,7 +3,9 @@
 //! a root with dpkg's database (`upgrade-db`: the tool under test upgrades a database too); and
 //! what else the machine does during it: the busy scenarios install into an empty root while a
 //! background writer ([`super::busy`]) dirties data on the same filesystem (`busy`) or on
-//! another one (`busy-elsewhere`).
+//! another one (`busy-elsewhere`); or, for `minbase`, an empty root for our engine and
+//! debootstrap's first stage for dpkg, before a whole base system is installed
+//! ([`super::minbase`]).
 //!
 //! Why upgrade matters: replacing files is where atomicity costs most (the old content must
 //! survive until the new one is durable), and filesystems treat a rename over an existing file
@@ -32,11 +34,16 @@ pub enum Scenario {
     Busy,
     #[serde(rename = "busy-elsewhere")]
     BusyElsewhere,
+    /// A Debian base system into an empty root, as an installer installs it: `unpack
+    /// --bootstrap` against dpkg after a first stage, then `dpkg --configure -a`
+    /// ([`super::minbase`]).
+    Minbase,
 }
 
 impl Scenario {
     /// Every scenario, in the order the tables show them.
-    pub const ALL: [Scenario; 5] = [Scenario::Install, Scenario::Upgrade, Scenario::UpgradeDb, Scenario::Busy, Scenario::BusyElsewhere];
+    pub const ALL: [Scenario; 6] =
+        [Scenario::Install, Scenario::Upgrade, Scenario::UpgradeDb, Scenario::Busy, Scenario::BusyElsewhere, Scenario::Minbase];
 
     /// The name users type.
     pub fn name(self) -> &'static str {
@@ -46,7 +53,14 @@ impl Scenario {
             Scenario::UpgradeDb => "upgrade-db",
             Scenario::Busy => "busy",
             Scenario::BusyElsewhere => "busy-elsewhere",
+            Scenario::Minbase => "minbase",
         }
+    }
+
+    /// True for the scenarios only `unpack-bench` runs: the busy ones (a writer beside the run)
+    /// and minbase (a whole system); `unpack-crashtest` refuses them.
+    pub fn is_bench_only(self) -> bool {
+        self.writer().is_some() || self == Scenario::Minbase
     }
 
     /// Where the background writer writes during the run, if the scenario has one.
@@ -54,15 +68,16 @@ impl Scenario {
         match self {
             Scenario::Busy => Some(WriterSite::SameFilesystem),
             Scenario::BusyElsewhere => Some(WriterSite::OtherFilesystem),
-            Scenario::Install | Scenario::Upgrade | Scenario::UpgradeDb => None,
+            Scenario::Install | Scenario::Upgrade | Scenario::UpgradeDb | Scenario::Minbase => None,
         }
     }
 
     /// Brings `root` (an empty directory) to this scenario's starting state; `old` are the
-    /// rewritten packages of [`make_old_version`]. The caller syncs afterwards.
+    /// rewritten packages of [`make_old_version`]. The caller syncs afterwards. (The minbase
+    /// root depends on the tool: [`super::minbase::prepare`].)
     pub fn prepare(self, engine: &Engine, old: &[PathBuf], root: &Path) -> Result<()> {
         match self {
-            Scenario::Install | Scenario::Busy | Scenario::BusyElsewhere => Ok(()),
+            Scenario::Install | Scenario::Busy | Scenario::BusyElsewhere | Scenario::Minbase => Ok(()),
             Scenario::Upgrade => engine.install_unsafely(old, root),
             Scenario::UpgradeDb => super::peers::install_configured(old, root).map_err(Error::io(root)),
         }

@@ -36,6 +36,12 @@ How the numbers are made (fairness rules):
   - The busy scenarios' writer (64 MiB/s in 1 MiB writes, never flushing) starts after the
     run's sync, has 16 MiB dirty before the unpacker starts, stops when it exits, and runs
     alike beside every tool of a row.
+  - The minbase scenario installs the base system of a fixtures/fetch-minbase.sh directory as an
+    installer does: dpkg gets debootstrap's first stage (merged-/usr symlinks, the files of
+    first-stage.list's packages, an empty database, the packages copied inside), untimed, then
+    `chroot ROOT dpkg --force-depends --unpack` of them all; our engine gets the empty root and
+    `unpack --bootstrap`, both stages timed. A third time adds a timed
+    `chroot ROOT dpkg --configure -a` (which must exit 0) and a syncfs to the time until stable.
   - With --counts, the counting runs (strace; valgrind or perf) come after a row's timed runs,
     each on a fresh filesystem, and are never timed.";
 
@@ -44,7 +50,9 @@ How the numbers are made (fairness rules):
 #[derive(Parser, Debug)]
 #[command(name = "unpack-bench", version, after_long_help = FAIRNESS)]
 struct Args {
-    /// Packages to unpack, all together in each run.
+    /// Packages to unpack, all together in each run; or one directory made by
+    /// fixtures/fetch-minbase.sh, which stands for its packages (and is what --scenario minbase
+    /// needs).
     #[arg(required_unless_present = "synthetic")]
     packages: Vec<PathBuf>,
 
@@ -79,7 +87,9 @@ struct Args {
     /// install (into an empty root), upgrade (over an installed copy with other contents),
     /// upgrade-db (the same copy installed by dpkg, in a root with dpkg's database), busy
     /// (install while a background writer dirties 64 MiB/s on the same filesystem),
-    /// busy-elsewhere (the writer on a filesystem of its own).
+    /// busy-elsewhere (the writer on a filesystem of its own), minbase (a base system into an
+    /// empty root: unpack --bootstrap against dpkg after a first stage, then dpkg --configure -a;
+    /// peers dpkg and dpkg-unsafe only).
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "install")]
     scenario: Vec<Scenario>,
 

@@ -239,7 +239,7 @@ pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matr
                             (newer.as_path(), Some(older.as_path()), old, new, Some(db))
                         }
                         (Scenario::Upgrade, ..) => (config.package.as_path(), Some(older_deb.as_path()), &old, &new, None),
-                        // validate() refuses the busy scenarios: they are the bench's.
+                        // validate() refuses the busy and minbase scenarios: they are the bench's.
                         _ => (config.package.as_path(), None, &empty, &new, None),
                     };
                     let setup = record::Setup {
@@ -408,7 +408,7 @@ fn validate(config: &Config) -> Result<(), CrashError> {
     for s in &config.strategies {
         unpack::durability::by_name(s, 1).map_err(|e| CrashError::Usage(e.to_string()))?;
     }
-    if let Some(s) = config.scenarios.iter().find(|s| s.writer().is_some()) {
+    if let Some(s) = config.scenarios.iter().find(|s| s.is_bench_only()) {
         return Err(CrashError::Usage(format!("scenario '{}' is unpack-bench's; the crash test runs install, upgrade and upgrade-db", s.name())));
     }
     let empty = |what: &str| Err(CrashError::Usage(format!("no {what} to test")));
