@@ -165,7 +165,7 @@ fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_t
     for options in ["defaults", "nodelalloc"] {
         let lines = table_lines(&md, options, "warm");
         assert_eq!(lines.len(), 4, "exit, stable, spread and flush latency lines for {options}: {md}");
-        assert!(seconds(&lines[3][1]) > 0.0, "fsync's p99 flush latency: {:?}", lines[3]);
+        assert!(seconds(lines[3][1]) > 0.0, "fsync's p99 flush latency: {:?}", lines[3]);
         assert_eq!([lines[3][0], lines[3][2], lines[3][3]], ["–"; 3], "none flushes nothing, the peers are not seen");
         for line in &lines[..2] {
             assert_eq!(line.len(), tools.len());

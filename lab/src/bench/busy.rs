@@ -149,7 +149,7 @@ mod tests {
         assert!(writer.written() >= LEAD);
         writer.stop().unwrap();
         let len = std::fs::metadata(dir.path().join(FILE_NAME)).unwrap().len();
-        assert!(len >= LEAD && len <= SPAN, "{len}");
+        assert!((LEAD..=SPAN).contains(&len), "{len}");
     }
 
     #[test]
