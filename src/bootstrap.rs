@@ -22,10 +22,10 @@
 
 use crate::control::ControlArchive;
 use crate::dpkg::deb822::Stanza;
-use crate::entry::Kind;
+use crate::entry::{Entry, Kind};
 use crate::error::{escape, Error, Result};
 use crate::extract::Transaction;
-use crate::root::Root;
+use crate::root::{Pending, Root, Stamp};
 use rustix::fs::AtFlags;
 use rustix::io::Errno;
 use std::collections::HashMap;
@@ -33,12 +33,101 @@ use std::path::{Path, PathBuf};
 
 /// What the first stage needs to know of the call's packages.
 pub(crate) struct Plan {
-    /// The packages of the first stage, in the call's order.
+    /// The packages of the first stage, in the call's order, and their indices in the call.
     pub first: Vec<PathBuf>,
+    pub first_indices: Vec<usize>,
     /// Their names, for the report.
     pub first_names: Vec<String>,
     /// The top-level directories that become symlinks into `usr/`.
     pub merged: Vec<&'static str>,
+}
+
+/// The biggest conffile whose bytes the first stage keeps for the second (which writes it
+/// again as `NAME.dpkg-new`): conffiles are small files under `/etc`; a package with a bigger
+/// one is read again.
+const KEPT_CONFFILE: u64 = 1 << 20;
+
+/// What the first stage wrote, kept for the second stage to *adopt*: a package whose files are
+/// still as the first stage's commit left them (no maintainer script changed one, nothing
+/// diverts or overrides one) has them taken as they are, claimed in the second transaction
+/// without being decompressed, written, flushed or renamed again. The first stage's commit
+/// made them durable with the same strategy. Anything else is read from its archive again,
+/// as debootstrap's dpkg reads every package again.
+#[derive(Default)]
+pub(crate) struct FirstStage {
+    /// By the package's index in the call.
+    packages: HashMap<usize, Written>,
+    /// The first stage's package number (its index in [`Plan::first`]) -> the call's.
+    indices: Vec<usize>,
+    /// The names of the packages the second stage adopted, for the report.
+    pub adopted: Vec<String>,
+}
+
+/// One package the first stage wrote.
+pub(crate) struct Written {
+    pub control: ControlArchive,
+    /// Every entry in archive order, with a conffile's bytes.
+    pub entries: Vec<(Entry, Option<Vec<u8>>)>,
+    /// What each entry that is not a directory was after the first stage's commit, by entry.
+    pub stamps: Vec<Option<Stamp>>,
+    conffiles: Vec<PathBuf>,
+}
+
+impl FirstStage {
+    pub fn new(plan: &Plan) -> FirstStage {
+        FirstStage { indices: plan.first_indices.clone(), ..FirstStage::default() }
+    }
+
+    /// The first stage's package number `first` starts.
+    pub fn begin(&mut self, first: usize, control: &ControlArchive) {
+        let conffiles = match control.members.iter().find(|m| m.name == "conffiles") {
+            Some(m) => crate::dpkg::list::parse_conffiles_member(&m.bytes).map(|c| c.into_iter().map(|c| c.path).collect()).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let index = self.indices.get(first).copied().unwrap_or(usize::MAX);
+        self.packages.insert(index, Written { control: control.clone(), entries: Vec::new(), stamps: Vec::new(), conffiles });
+    }
+
+    /// Whether the bytes of `entry`, of the package begun last, are to be kept: a conffile's.
+    pub fn keeps(&self, first: usize, entry: &Entry) -> bool {
+        let Some(w) = self.indices.get(first).and_then(|i| self.packages.get(i)) else { return false };
+        matches!(entry.kind, Kind::File { size } if size <= KEPT_CONFFILE) && w.conffiles.iter().any(|c| c.strip_prefix("/") == Ok(entry.path.as_path()))
+    }
+
+    /// An entry of the first stage's package number `first`, written.
+    pub fn entry(&mut self, first: usize, entry: Entry, bytes: Option<Vec<u8>>) {
+        if let Some(w) = self.indices.get(first).and_then(|i| self.packages.get_mut(i)) {
+            w.entries.push((entry, bytes));
+        }
+    }
+
+    /// After the first stage's commit: what each written name is now.
+    pub fn stamp(&mut self, root: &mut Root) {
+        for w in self.packages.values_mut() {
+            w.stamps = w.entries.iter().map(|(e, _)| (e.kind != Kind::Dir).then(|| root.stamp(&e.path, &|_| Pending::Nothing)).flatten().map(|(_, s)| s)).collect();
+        }
+    }
+
+    /// The call's package `index` as the first stage wrote it, if the first stage wrote it and
+    /// from the same control archive.
+    pub fn written(&self, index: usize, control: &ControlArchive) -> Option<&Written> {
+        self.packages.get(&index).filter(|w| w.control == *control)
+    }
+
+    /// The call's package `index` as the first stage wrote it.
+    pub fn get(&self, index: usize) -> Option<&Written> {
+        self.packages.get(&index)
+    }
+
+    /// Whether the first stage wrote the call's package `index`.
+    pub fn wrote(&self, index: usize) -> bool {
+        self.packages.contains_key(&index)
+    }
+
+    /// By the call's package index: whether the first stage wrote it.
+    pub fn asked(&self, count: usize) -> Vec<bool> {
+        (0..count).map(|i| self.wrote(i)).collect()
+    }
 }
 
 /// Reads every package's control file and plans the first stage.
@@ -52,6 +141,7 @@ pub(crate) fn plan(packages: &[PathBuf]) -> Result<Plan> {
     let arch = stanzas.iter().filter_map(|s| s.get("Architecture")).find(|a| *a != "all");
     Ok(Plan {
         first: first.iter().map(|&i| packages[i].clone()).collect(),
+        first_indices: first.clone(),
         first_names: first.iter().map(|&i| stanzas[i].get("Package").unwrap_or_default().to_string()).collect(),
         merged: merged_dirs(arch),
     })

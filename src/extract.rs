@@ -16,7 +16,7 @@ use crate::durability::{Directory, Strategy, TempFile};
 use crate::early_writeback::EarlyWriteback;
 use crate::entry::{Entry, Kind};
 use crate::error::{escape, Error, Result};
-use crate::root::{Create, CreatedDir, Pending, ResolveError, Root};
+use crate::root::{Create, CreatedDir, Pending, ResolveError, Root, Stamp};
 use crate::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, STATE_DIR};
 use crate::StopFn;
 use crate::syscalls::Syscalls;
@@ -63,6 +63,8 @@ enum Slot {
     /// A regular file or a hard link to one.
     File { rename: usize },
     Special { rename: usize },
+    /// Taken as it is on disk ([`Transaction::adopt`]): nothing to rename.
+    Adopted,
 }
 
 /// Who the process is, read once.
@@ -234,22 +236,7 @@ impl<'a> Transaction<'a> {
         };
         let (canon_dir, dir) = self.resolve(parent_path, true, package)?;
         let canon = canon_dir.join(name);
-        if canon.starts_with(STATE_DIR) {
-            return Err(in_state_dir(package, &entry.path, &canon));
-        }
-        if let Some(admin) = self.admin.as_ref().filter(|a| canon.starts_with(a) && entry.kind != Kind::Dir && !self.generating) {
-            return Err(Error::bad(
-                package,
-                format!("'{}': dpkg's database {}/ is dpkg's and this engine's to write, no package's", escape(&entry.path), escape(admin)),
-            ));
-        }
-        if let Some((slot, owner)) = self.slots.get(&canon) {
-            let ok_again = matches!(slot, Slot::Dir) && entry.kind == Kind::Dir;
-            if !ok_again {
-                let whose = if *owner == pkg { "this package".to_string() } else { format!("package #{} of this transaction", owner + 1) };
-                return Err(Error::bad(package, format!("entry '{}': the path is already in {whose}", escape(&entry.path))));
-            }
-        }
+        self.check_claim(pkg, package, entry, &canon)?;
         if entry.kind == Kind::Dir {
             return self.add_dir(pkg, package, entry, &canon);
         }
@@ -294,6 +281,54 @@ impl<'a> Transaction<'a> {
         let in_place = dir.staged;
         self.renames.push(TempFile { dir, name: name.to_os_string(), regular, in_place, replaces_empty_dir });
         self.slots.insert(canon, (slot, pkg));
+        Ok(())
+    }
+
+    /// Whether package number `pkg` may have `entry` at `canon`: not in the engine's state
+    /// directory, not in dpkg's database (only [`Transaction::add_generated`] writes there), not
+    /// a path the transaction holds already (a directory may come again).
+    fn check_claim(&self, pkg: usize, package: &Path, entry: &Entry, canon: &Path) -> Result<()> {
+        if canon.starts_with(STATE_DIR) {
+            return Err(in_state_dir(package, &entry.path, canon));
+        }
+        if let Some(admin) = self.admin.as_ref().filter(|a| canon.starts_with(a) && entry.kind != Kind::Dir && !self.generating) {
+            return Err(Error::bad(
+                package,
+                format!("'{}': dpkg's database {}/ is dpkg's and this engine's to write, no package's", escape(&entry.path), escape(admin)),
+            ));
+        }
+        if let Some((slot, owner)) = self.slots.get(canon) {
+            let ok_again = matches!(slot, Slot::Dir) && entry.kind == Kind::Dir;
+            if !ok_again {
+                let whose = if *owner == pkg { "this package".to_string() } else { format!("package #{} of this transaction", owner + 1) };
+                return Err(Error::bad(package, format!("entry '{}': the path is already in {whose}", escape(&entry.path))));
+            }
+        }
+        Ok(())
+    }
+
+    /// What is at `path` now, as the transaction resolves it ([`Root::stamp`]).
+    pub fn stamp(&mut self, path: &Path) -> Option<(PathBuf, Stamp)> {
+        let slots = &self.slots;
+        self.root.stamp(path, &|p| pending(slots, p))
+    }
+
+    /// Takes `entry` (not a directory) of package number `pkg` as it is on disk, written by an
+    /// earlier transaction whose commit made it durable: the path is claimed as [`Transaction::add`]
+    /// claims it (a second package writing it is refused), and nothing is written, flushed or
+    /// renamed. `stamp` is what the earlier transaction left there; anything else at the path
+    /// now (a script or another process changed it since the caller looked) fails the call.
+    pub fn adopt(&mut self, pkg: usize, package: &Path, entry: &Entry, stamp: &Stamp) -> Result<()> {
+        self.pkg = pkg;
+        let now = self.stamp(&entry.path);
+        let Some((canon, _)) = now.filter(|(_, found)| found == stamp) else {
+            return Err(Error::Conflict {
+                path: self.root.display(&entry.path),
+                reason: "the bootstrap's first stage wrote it and it changed while the second stage took it over; run the bootstrap again".into(),
+            });
+        };
+        self.check_claim(pkg, package, entry, &canon)?;
+        self.slots.insert(canon, (Slot::Adopted, pkg));
         Ok(())
     }
 
@@ -483,6 +518,7 @@ impl<'a> Transaction<'a> {
         let rename = match self.slots.get(&tcanon_dir.join(tname)) {
             Some((Slot::File { rename }, _)) | Some((Slot::Symlink { rename, .. }, _)) | Some((Slot::Special { rename }, _)) => *rename,
             Some((Slot::Dir, _)) => return Err(refuse("the target is a directory")),
+            Some((Slot::Adopted, _)) => return Err(refuse("the target was adopted from the first stage, not written")),
             None => return Err(refuse("the target is not an earlier entry of this transaction")),
         };
         let source = &self.renames[rename];
@@ -578,6 +614,8 @@ fn pending(slots: &HashMap<PathBuf, (Slot, usize)>, path: &Path) -> Pending {
     match slots.get(path) {
         None => Pending::Nothing,
         Some((Slot::Dir, _)) => Pending::Dir,
+        // On disk as it will stay: the resolver finds it there.
+        Some((Slot::Adopted, _)) => Pending::Nothing,
         Some((Slot::Symlink { target, .. }, _)) => Pending::Symlink(target.clone()),
         Some(_) => Pending::NotDir,
     }

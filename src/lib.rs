@@ -53,6 +53,7 @@ mod names;
 mod pipeline;
 mod recover;
 mod tree;
+mod write_phase;
 // dpkg's database: its formats (fuzzed, through the `fuzzing` feature) and database mode.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -81,9 +82,8 @@ pub use names::{INTENT, JOURNAL, STATE_DIR};
 pub use recover::Recovery;
 pub use report::Report;
 
-use pipeline::Message;
+use write_phase::{write_phase, Stage};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -135,7 +135,7 @@ pub fn recover_root(root: &Path, options: &Options) -> Result<Recovery> {
 pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Report> {
     let mut call = Call::open(packages, root, options)?;
     let database = call.dpkg.take().map(|d| d.read(&mut call.root)).transpose()?;
-    call.transact(packages, options, database)
+    call.transact(packages, options, database, Stage::Plain)
 }
 
 /// A base system in one call (`unpack --bootstrap`), into a root whose dpkg database is empty
@@ -169,10 +169,12 @@ pub fn bootstrap(packages: &[PathBuf], root: &Path, options: &Options) -> Result
     let state = call.root.state_dir()?;
     let mut tx = extract::Transaction::new(&mut call.root, state, options.strategy.as_ref(), &call.calls, options.stop.as_deref())?;
     tx.set_admin(&admin);
-    write_phase(&mut tx, &plan.first, options, &mut Vec::new(), None)?;
+    let mut first = bootstrap::FirstStage::new(&plan);
+    write_phase(&mut tx, &plan.first, options, &mut Vec::new(), None, Stage::First(&mut first))?;
     commit::commit(&mut tx, &["the bootstrap's first stage".to_string()])?;
     drop(tx);
-    let first_stage = report::FirstStage { packages: plan.first_names, seconds: first_started.elapsed().as_secs_f64() };
+    first.stamp(&mut call.root);
+    let seconds = first_started.elapsed().as_secs_f64();
     let database = match existing {
         Some(db) => db,
         None => match dpkg::install::Locked::find(&mut call.root, None, options.wait)? {
@@ -180,8 +182,8 @@ pub fn bootstrap(packages: &[PathBuf], root: &Path, options: &Options) -> Result
             None => return Err(Error::Usage("internal: the bootstrap's first stage made no database".into())),
         },
     };
-    let mut report = call.transact(packages, options, Some(database))?;
-    report.first_stage = Some(first_stage);
+    let mut report = call.transact(packages, options, Some(database), Stage::Second(&mut first))?;
+    report.first_stage = Some(report::FirstStage { packages: plan.first_names, seconds, adopted: first.adopted });
     Ok(report)
 }
 
@@ -220,7 +222,7 @@ impl Call {
     }
 
     /// The transaction over `packages`, in database mode with `database`, and its report.
-    fn transact(mut self, packages: &[PathBuf], options: &Options, mut database: Option<dpkg::install::Database>) -> Result<Report> {
+    fn transact(mut self, packages: &[PathBuf], options: &Options, mut database: Option<dpkg::install::Database>, stage: Stage<'_>) -> Result<Report> {
         let (started, calls, root) = (self.started, &self.calls, self.path.as_path());
         if let Some(db) = database.as_mut().filter(|_| options.scripts) {
             db.run_scripts(root, options.scripts_stdout_to_stderr);
@@ -233,7 +235,7 @@ impl Call {
         }
         // Until the journal is on disk a failure rolls the transaction back, and the maintainer
         // scripts that ran are unwound (database mode).
-        let prepared = write_phase(&mut tx, packages, options, &mut reports, database.as_mut());
+        let prepared = write_phase(&mut tx, packages, options, &mut reports, database.as_mut(), stage);
         let names: Vec<String> = reports.iter().map(|r: &report::PackageReport| format!("{} {}", r.name, r.version)).collect();
         let extract_s = started.elapsed().as_secs_f64();
         let committed = prepared.and_then(|()| commit::commit(&mut tx, &names));
@@ -292,106 +294,6 @@ fn record(
     tx.set_admin(db.admin_rel());
     if write(db, &mut tx)? {
         commit::commit(&mut tx, &["dpkg's database after a maintainer script failed".to_string()])?;
-    }
-    Ok(())
-}
-
-/// The write phase: the reader thread and the writer, then what database mode adds before the
-/// commit (the database files, the old scripts kept aside).
-fn write_phase(
-    tx: &mut extract::Transaction<'_>,
-    packages: &[PathBuf],
-    options: &Options,
-    reports: &mut Vec<report::PackageReport>,
-    mut database: Option<&mut dpkg::install::Database>,
-) -> Result<()> {
-    let (sender, receiver) = std::sync::mpsc::sync_channel(pipeline::QUEUE);
-    let progress = options.progress.as_deref();
-    std::thread::scope(|s| {
-        let reader = s.spawn(move || pipeline::read(packages, sender, progress));
-        // Returning drops the receiver, which stops a reader still sending.
-        let written = write_all(tx, receiver, reports, database.as_deref_mut());
-        // Joined here, not left to the scope, which waits only for the closure to return: the
-        // thread would still be running its thread-local destructors after unpack() returned
-        // (LeakSanitizer, in the fuzzer, caught one such moment).
-        if let Err(panic) = reader.join() {
-            std::panic::resume_unwind(panic);
-        }
-        written
-    })?;
-    if let Some(db) = database {
-        for (report, db) in reports.iter_mut().zip(db.finish(tx)?) {
-            report.database = Some(db);
-        }
-        db.before_commit()?;
-    }
-    Ok(())
-}
-
-/// The writing half: takes what the reader thread sends and writes it into the transaction.
-fn write_all(
-    tx: &mut extract::Transaction<'_>,
-    rx: Receiver<Vec<Message>>,
-    reports: &mut Vec<report::PackageReport>,
-    mut database: Option<&mut dpkg::install::Database>,
-) -> Result<()> {
-    let mut package: Option<(usize, PathBuf)> = None;
-    let mut failed = None;
-    let mut rx = pipeline::Queue::new(rx);
-    while let Some(message) = rx.recv() {
-        let entry = match message {
-            Message::Package { index, path, control } => {
-                reports.push(report::PackageReport::new(control.control.clone()));
-                if let Some(db) = database.as_deref_mut() {
-                    db.begin(&path, *control)?;
-                    db.before_files()?;
-                }
-                package = Some((index, path));
-                continue;
-            }
-            Message::Failed(e) => return Err(e),
-            Message::Entry(entry) => entry,
-            Message::Data(_) => return Err(Error::Usage("internal: file data without an entry".into())),
-        };
-        let (Some((index, path)), Some(report)) = (&package, reports.last_mut()) else {
-            return Err(Error::Usage("internal: an entry before its package".into()));
-        };
-        report.entries += 1;
-        let size = match entry.kind {
-            entry::Kind::File { size } => {
-                report.files += 1;
-                report.bytes += size;
-                size
-            }
-            _ => 0,
-        };
-        tx.check_stop()?;
-        let mut entry = entry;
-        let archive_path = entry.path.clone();
-        let action = match database.as_deref_mut() {
-            Some(db) => db.map_entry(&mut entry)?,
-            None => dpkg::install::Action::Write { hash: false },
-        };
-        let mut data = pipeline::FileData::new(&mut rx, size, &mut failed);
-        let added = match action {
-            dpkg::install::Action::Skip => std::io::copy(&mut data, &mut std::io::sink()).map(drop).map_err(|e| Error::bad(path, e.to_string())),
-            dpkg::install::Action::Write { hash: false } => tx.add(*index, path, &entry, &mut data),
-            dpkg::install::Action::Write { hash: true } => {
-                let mut hashing = dpkg::md5::Hashing::new(&mut data);
-                let added = tx.add(*index, path, &entry, &mut hashing);
-                let sum = hashing.finish();
-                if added.is_ok() {
-                    if let Some(db) = database.as_deref_mut() {
-                        db.file_hashed(&archive_path, sum);
-                    }
-                }
-                added
-            }
-        };
-        if let Some(e) = failed.take() {
-            return Err(e);
-        }
-        added?;
     }
     Ok(())
 }

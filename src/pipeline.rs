@@ -44,12 +44,22 @@ pub enum Message {
 
 /// Reads `packages` in order and sends what they hold. Returns when done, on the first error
 /// (sent as [`Message::Failed`]), or when the receiver is gone.
-pub fn read(packages: &[PathBuf], tx: SyncSender<Vec<Message>>, progress: Option<&ProgressFn>) {
+pub fn read(packages: &[PathBuf], tx: SyncSender<Vec<Message>>, progress: Option<&ProgressFn>, skips: Option<Skips>) {
     let mut out = Batcher { tx, batch: Vec::new(), bytes: 0 };
-    if let Err(e) = read_all(packages, &mut out, progress) {
+    if let Err(e) = read_all(packages, &mut out, progress, skips.as_ref()) {
         out.batch.push(Message::Failed(e));
     }
     out.flush();
+}
+
+/// Packages whose data the writer may not need (the bootstrap's second stage adopts the files
+/// its first stage wrote): after such a package's control archive the reader waits for the
+/// writer's word, and reads the data only on `false`. A writer that hangs up instead stops
+/// the reader.
+pub struct Skips {
+    /// By package index.
+    pub asked: Vec<bool>,
+    pub answers: Receiver<bool>,
 }
 
 /// Collects messages into batches.
@@ -92,7 +102,7 @@ pub fn read_control(package: &Path) -> Result<ControlArchive> {
     control_archive(package, &mut Deb::open(package)?)
 }
 
-fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressFn>) -> Result<()> {
+fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressFn>, skips: Option<&Skips>) -> Result<()> {
     let total: u64 = packages.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
     let mut done_before = 0;
     for (index, package) in packages.iter().enumerate() {
@@ -103,6 +113,19 @@ fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressF
             return Ok(());
         }
         let size = deb.len();
+        if let Some(skips) = skips.filter(|s| s.asked.get(index) == Some(&true)) {
+            if !out.flush() {
+                return Ok(());
+            }
+            match skips.answers.recv() {
+                Ok(true) => {
+                    done_before += size;
+                    continue;
+                }
+                Ok(false) => {}
+                Err(_) => return Ok(()),
+            }
+        }
         let (member, mut stream) = deb.data()?;
         let tick = || {
             if let Some(p) = progress {

@@ -88,6 +88,9 @@ pub struct Report {
 pub struct FirstStage {
     pub packages: Vec<String>,
     pub seconds: f64,
+    /// The packages whose files the second stage took as the first stage left them, without
+    /// writing them again (the others it read again from their archives).
+    pub adopted: Vec<String>,
 }
 
 impl Report {
@@ -103,7 +106,13 @@ impl Report {
             }
         }
         if let Some(first) = &self.first_stage {
-            let _ = writeln!(out, "bootstrap: first stage (files only, no script, no database record) of {} packages in {:.3} s", first.packages.len(), first.seconds);
+            let _ = writeln!(
+                out,
+                "bootstrap: first stage (files only, no script, no database record) of {} packages in {:.3} s; the second stage adopted {} of them as written",
+                first.packages.len(),
+                first.seconds,
+                first.adopted.len()
+            );
         }
         let fs = match &self.filesystem {
             Some(fs) => format!("{} on {} ({})", fs.fstype, fs.source, fs.options),

@@ -53,6 +53,40 @@ pub enum Pending {
     NotDir,
 }
 
+/// The identity and every changeable attribute of an inode under a name: equal stamps taken
+/// at two moments mean that nothing wrote, renamed over, chmod-ed, chown-ed or linked it in
+/// between (each of those moves the inode number or the change time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    dev: u64,
+    ino: u64,
+    mode: u32,
+    nlink: u64,
+    uid: u32,
+    gid: u32,
+    size: i64,
+    mtime: (i64, u64),
+    ctime: (i64, u64),
+}
+
+impl Stamp {
+    // The kernel's stat fields have other types on other architectures.
+    #[allow(clippy::unnecessary_cast)]
+    pub fn of(st: &rustix::fs::Stat) -> Stamp {
+        Stamp {
+            dev: st.st_dev as u64,
+            ino: st.st_ino as u64,
+            mode: st.st_mode as u32,
+            nlink: st.st_nlink as u64,
+            uid: st.st_uid as u32,
+            gid: st.st_gid as u32,
+            size: st.st_size as i64,
+            mtime: (st.st_mtime as i64, st.st_mtime_nsec as u64),
+            ctime: (st.st_ctime as i64, st.st_ctime_nsec as u64),
+        }
+    }
+}
+
 /// Why a lookup failed.
 #[derive(Debug)]
 pub enum ResolveError {
@@ -266,6 +300,17 @@ impl Root {
             }
             Err(e) => Err(io(&self.display(canon), "opening directory", e)),
         }
+    }
+
+    /// What is at `path` (relative, resolved inside the root as [`Root::resolve_dir`] resolves
+    /// it with `overlay`, its last name not followed), with its canonical path; `None` where
+    /// nothing resolves there. The bootstrap's second stage compares it with the stamp taken
+    /// after the first stage's commit to know a file unchanged.
+    pub fn stamp(&mut self, path: &Path, overlay: &dyn Fn(&Path) -> Pending) -> Option<(PathBuf, Stamp)> {
+        let (parent, name) = (path.parent()?, path.file_name()?);
+        let (canon, dir) = self.resolve_dir(parent, Create::Never, overlay).ok()?;
+        let st = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        Some((canon.join(name), Stamp::of(&st)))
     }
 
     /// The engine's state directory `var/lib/unpack`, made (0755) where missing, once it and

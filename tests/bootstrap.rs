@@ -119,6 +119,123 @@ fn a_root_with_a_real_bin_directory_is_refused_unchanged() {
     assert_eq!(snapshot(r), before);
 }
 
+/// A bootstrap whose second stage can adopt what the first wrote, and one whose scripts change
+/// it first. `shell` is the host's static busybox as `/bin/sh`, with the applets the script
+/// calls as symlinks to it. `editor` (not Essential, first in the call) has a preinst that edits a file of the
+/// Essential `base` and diverts another (renaming it, as `dpkg-divert --rename` would), and
+/// logs what dpkg's `tmp.ci` shows it: `$0`, the package of `tmp.ci/control` and the
+/// `templates` member beside it (debconf reads both from there).
+fn adoption_set(dir: &Path, with_editor: bool) -> Vec<PathBuf> {
+    let busybox = std::fs::read("/bin/busybox").expect("/bin/busybox (apt-get install busybox-static)");
+    let editor = "#!/bin/sh\nset -e\n\
+        { echo \"$0 $*\"; grep ^Package: /var/lib/dpkg/tmp.ci/control; cat \"${0%/*}/templates\"; } > /editor.log\n\
+        echo changed > /usr/share/base/data\n\
+        mv /usr/share/base/kept /usr/share/base/kept.real\n\
+        printf '/usr/share/base/kept\\n/usr/share/base/kept.real\\neditor\\n' >> /var/lib/dpkg/diversions\n";
+    let mut debs = Vec::new();
+    if with_editor {
+        debs.push(Pkg::new("editor", "1.0", "amd64").file("/usr/bin/editor", b"#!/bin/sh\n", 0o755).script("preinst", editor).member("templates", b"Template: editor/q\n").build(dir));
+    }
+    debs.extend([
+        Pkg::new("shell", "1.0", "amd64")
+            .field("Essential", "yes")
+            .field("Depends", "libfake")
+            .file("/bin/sh", &busybox, 0o755)
+            .symlink("/bin/cat", "sh")
+            .symlink("/bin/grep", "sh")
+            .symlink("/bin/mv", "sh")
+            .build(dir),
+        Pkg::new("libfake", "1.0", "amd64").file("/lib/x86_64-linux-gnu/libfake.so.1", b"not really\n", 0o644).build(dir),
+        Pkg::new("base", "1.0", "all")
+            .field("Essential", "yes")
+            .file("/usr/share/base/data", b"original\n", 0o644)
+            .file("/usr/share/base/kept", b"kept\n", 0o600)
+            .symlink("/usr/share/base/link", "data")
+            .conffile("/etc/base.conf", b"setting=1\n")
+            .build(dir),
+    ]);
+    debs
+}
+
+/// `unpack --bootstrap -s fsync` of `debs` into `r`; the report.
+fn bootstrap_json(debs: &[PathBuf], r: &Path) -> serde_json::Value {
+    let mut args: Vec<&std::ffi::OsStr> = ["--bootstrap", "--json", "-s", "fsync"].iter().map(|a| a.as_ref()).collect();
+    args.extend(debs.iter().map(|d| d.as_os_str()));
+    args.push(r.as_os_str());
+    let out = unpack(args);
+    succeeds(&out, "unpack --bootstrap");
+    out.json()
+}
+
+/// The root's tree and database, but for the times at which what no package ships was made:
+/// the layout's symlinks and `editor.log`, each made when its side ran.
+fn without_run_times(root: &Path) -> DbSnapshot {
+    let mut snapshot = DbSnapshot::take(root);
+    for dir in ["bin", "sbin", "lib", "lib32", "lib64", "libx32", "editor.log"] {
+        if let Some(node) = snapshot.tree.get_mut(Path::new(dir)) {
+            node.mtime = None;
+        }
+    }
+    snapshot
+}
+
+/// The same packages bootstrapped by `unpack --bootstrap` and by debootstrap's way with the
+/// real dpkg ([`dpkg_bootstrap`], the first stage being the one unpack reports): the same tree
+/// and database field by field, unpacked and again after `dpkg --configure -a`. Returns the
+/// packages unpack's second stage adopted.
+fn same_as_dpkg(debs: &[PathBuf]) -> Vec<String> {
+    let ours = tempfile::Builder::new().prefix("unpack-bootstrap-ours").tempdir().unwrap();
+    let theirs = tempfile::Builder::new().prefix("unpack-bootstrap-dpkg").tempdir().unwrap();
+    let report = bootstrap_json(debs, ours.path());
+    let names = |v: &serde_json::Value| -> Vec<String> { v.as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_string()).collect() };
+    let first = names(&report["first_stage"]["packages"]);
+    let first_debs: Vec<PathBuf> = debs.iter().filter(|d| first.iter().any(|n| d.file_name().unwrap().to_str().unwrap().starts_with(&format!("{n}_")))).cloned().collect();
+    assert_eq!(first_debs.len(), first.len());
+    dpkg_bootstrap(theirs.path(), &first_debs, debs, false);
+    assert_same_db(&without_run_times(ours.path()), &without_run_times(theirs.path()), "unpacked");
+    dpkg_configure(ours.path(), &[]);
+    dpkg_configure(theirs.path(), &[]);
+    assert_same_db(&without_run_times(ours.path()), &without_run_times(theirs.path()), "configured");
+    let verify = dpkg(ours.path(), &["--verify"]);
+    assert_eq!((verify.code, verify.stdout.as_str()), (0, ""), "dpkg --verify: {}", verify.stderr);
+    names(&report["first_stage"]["adopted"])
+}
+
+#[test]
+fn the_second_stage_adopts_the_first_stages_files_and_the_result_is_dpkgs() {
+    let dir = tempfile::Builder::new().prefix("unpack-bootstrap-debs").tempdir().unwrap();
+    let adopted = same_as_dpkg(&adoption_set(dir.path(), false));
+    assert_eq!(adopted, ["shell", "libfake", "base"], "every first-stage package is taken as written, base's conffile written again as .dpkg-new");
+}
+
+#[test]
+fn a_first_stage_file_a_preinst_changed_or_diverted_is_written_again_as_dpkg_writes_it() {
+    let dir = tempfile::Builder::new().prefix("unpack-bootstrap-debs").tempdir().unwrap();
+    let debs = adoption_set(dir.path(), true);
+    let adopted = same_as_dpkg(&debs);
+    assert_eq!(adopted, ["shell", "libfake"], "base is read again from its archive: editor's preinst changed one of its files and diverted another");
+    let root = tempfile::Builder::new().prefix("unpack-bootstrap").tempdir().unwrap();
+    bootstrap_json(&debs, root.path());
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("editor.log")).unwrap(),
+        "/var/lib/dpkg/tmp.ci/preinst install\nPackage: editor\nTemplate: editor/q\n",
+        "the preinst runs from tmp.ci, beside its package's control and templates (and the same as under dpkg, above)"
+    );
+    assert!(!root.path().join("var/lib/dpkg/tmp.ci").exists(), "tmp.ci is gone after the call");
+}
+
+#[test]
+fn a_first_stage_package_without_md5sums_is_read_again_and_its_sums_computed() {
+    let dir = tempfile::Builder::new().prefix("unpack-bootstrap-debs").tempdir().unwrap();
+    let busybox = std::fs::read("/bin/busybox").expect("/bin/busybox (apt-get install busybox-static)");
+    let debs = vec![
+        Pkg::new("shell", "1.0", "amd64").field("Essential", "yes").file("/bin/sh", &busybox, 0o755).build(dir.path()),
+        Pkg::new("old", "1.0", "all").field("Essential", "yes").file("/usr/share/old/file", b"old style\n", 0o644).without_md5sums().build(dir.path()),
+    ];
+    let adopted = same_as_dpkg(&debs);
+    assert_eq!(adopted, ["shell"], "old ships no md5sums: dpkg computes them from the archive's bytes, and so does unpack");
+}
+
 /// A downloaded Debian minbase (fixtures/fetch-minbase.sh): the directory and the package count.
 fn fetch_minbase() -> (tempfile::TempDir, usize) {
     let debs = tempfile::Builder::new().prefix("unpack-minbase").tempdir().unwrap();
@@ -171,18 +288,26 @@ fn a_debian_minbase_in_one_bootstrap_call_is_a_working_system() {
 }
 
 /// The dpkg side of the same bootstrap, the reference for the test above and the minbase
-/// bench's dpkg peer: a first stage makes the root merged-/usr (bin, sbin, lib, lib64 symlinks
-/// to usr/, which usr-is-merged's preinst demands) and extracts the files of first-stage.list
-/// (the Essential packages and their closure: the Essential ones alone have no libc6) with no
-/// script and no database; then `chroot ROOT dpkg --force-depends --unpack` of every package
-/// and `chroot ROOT dpkg --configure -a`.
+/// bench's dpkg peer ([`dpkg_bootstrap`] through `chroot ROOT dpkg`), then `chroot ROOT dpkg
+/// --configure -a`.
 #[test]
 #[ignore = "the reference for the test above: cargo test --test bootstrap -- --ignored"]
 fn minbase_by_dpkg_after_a_first_stage_is_a_working_system() {
     let (debs, count) = fetch_minbase();
     let root = tempfile::Builder::new().prefix("unpack-minbase-root").tempdir().unwrap();
-    let r = root.path();
-    for dir in ["bin", "sbin", "lib", "lib64"] {
+    let first = std::fs::read_to_string(debs.path().join("first-stage.list")).unwrap();
+    let first: Vec<PathBuf> = first.lines().map(|name| debs.path().join(name)).collect();
+    dpkg_bootstrap(root.path(), &first, &debs_in(debs.path()), true);
+    configure_and_check(root.path(), count);
+}
+
+/// debootstrap's way, with the real dpkg as its second stage: the layout `unpack --bootstrap`
+/// makes (amd64's six merged-/usr symlinks), an empty database, the files of `first` extracted
+/// by tar with no script and no record, then `dpkg --force-depends --refuse-unsafe-io --unpack`
+/// of `all` in one call, in their order: as `chroot ROOT dpkg` (`chroot`: the root has its own
+/// dpkg, as a minbase has) or as the host's `dpkg --root=ROOT`, which chroots for the scripts.
+fn dpkg_bootstrap(r: &Path, first: &[PathBuf], all: &[PathBuf], chroot: bool) {
+    for dir in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
         std::fs::create_dir_all(r.join("usr").join(dir)).unwrap();
         std::os::unix::fs::symlink(format!("usr/{dir}"), r.join(dir)).unwrap();
     }
@@ -190,24 +315,32 @@ fn minbase_by_dpkg_after_a_first_stage_is_a_working_system() {
         std::fs::create_dir_all(r.join("var/lib/dpkg").join(sub)).unwrap();
     }
     std::fs::write(r.join("var/lib/dpkg/status"), "").unwrap();
-    let first = std::fs::read_to_string(debs.path().join("first-stage.list")).unwrap();
-    for name in first.lines() {
+    for deb in first {
         let extract = "dpkg-deb --fsys-tarfile \"$1\" | tar -xf - --keep-directory-symlink -C \"$2\"";
-        succeeds(&run(Command::new("sh").args(["-c", extract, "sh"]).arg(debs.path().join(name)).arg(r)), &format!("first stage: {name}"));
+        succeeds(&run(Command::new("sh").args(["-c", extract, "sh"]).arg(deb).arg(r)), &format!("first stage: {}", deb.display()));
     }
-    let inside = r.join("var/cache/minbase");
-    std::fs::create_dir_all(&inside).unwrap();
     let mut names: Vec<String> = Vec::new();
-    for deb in debs_in(debs.path()) {
-        let name = deb.file_name().unwrap().to_str().unwrap().to_string();
-        std::fs::copy(&deb, inside.join(&name)).unwrap();
-        names.push(format!("/var/cache/minbase/{name}"));
+    if chroot {
+        let inside = r.join("var/cache/minbase");
+        std::fs::create_dir_all(&inside).unwrap();
+        for deb in all {
+            let name = deb.file_name().unwrap().to_str().unwrap().to_string();
+            std::fs::copy(deb, inside.join(&name)).unwrap();
+            names.push(format!("/var/cache/minbase/{name}"));
+        }
+    } else {
+        names.extend(all.iter().map(|d| d.to_str().unwrap().to_string()));
     }
-    assert_eq!(names.len(), count);
-    let mut unpack = vec!["dpkg", "--force-depends", "--unpack"];
-    unpack.extend(names.iter().map(String::as_str));
-    succeeds(&in_chroot(r, &unpack), "chroot ROOT dpkg --force-depends --unpack");
-    configure_and_check(r, count);
+    let mut args = vec!["--force-depends", "--refuse-unsafe-io", "--unpack"];
+    args.extend(names.iter().map(String::as_str));
+    if chroot {
+        let mut cmd = vec!["dpkg"];
+        cmd.extend(args);
+        succeeds(&in_chroot(r, &cmd), "chroot ROOT dpkg --force-depends --unpack");
+        std::fs::remove_dir_all(r.join("var/cache/minbase")).unwrap();
+    } else {
+        succeeds(&dpkg(r, &args), "dpkg --root=ROOT --force-depends --unpack");
+    }
 }
 
 fn in_chroot(root: &Path, args: &[&str]) -> Run {

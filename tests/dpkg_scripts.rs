@@ -655,3 +655,26 @@ fn a_statoverride_the_preinst_adds_applies_from_the_next_unpack_as_with_dpkg() {
     assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o7777, 0o644, "dpkg's mode is the archive's");
     o.configure();
 }
+
+/// A new script runs as dpkg runs it, from `ADMIN/tmp.ci/`, beside the rest of its control
+/// archive (debconf's frontend reads `templates` beside `$0` and the package's name from
+/// `tmp.ci/control`): the preinst logs `$0`, the Package line of `tmp.ci/control` and its
+/// `templates`, the same under dpkg and unpack. A `tmp.ci` planted as a symlink to a host
+/// directory is removed, never followed, and nothing is left at the name after the call.
+#[test]
+fn the_new_preinst_runs_from_tmp_ci_beside_its_control_archive_as_under_dpkg() {
+    let debs = Debs::new();
+    let preinst = "#!/bin/sh\n{ echo \"$0 $*\"; while read -r line; do case \"$line\" in Package:*) echo \"$line\";; esac; done < /var/lib/dpkg/tmp.ci/control; while read -r line; do echo \"$line\"; done < \"${0%/*}/templates\"; } >> /var/log/tmp-ci.log\n";
+    let deb = debs.build(Pkg::new("scr-ci", "1.0", "amd64").file("/usr/share/scr-ci/file", b"1\n", 0o644).script("preinst", preinst).member("templates", b"Template: scr-ci/question\n"));
+    let o = Scripted::new("tmp.ci");
+    let host = tempfile::Builder::new().prefix("unpack-host-dir").tempdir().unwrap();
+    std::fs::write(host.path().join("keep"), "host file\n").unwrap();
+    std::os::unix::fs::symlink(host.path(), o.ours.path().join("var/lib/dpkg/tmp.ci")).unwrap();
+    o.unpack(&[&deb], 0);
+    let log = |root: &Path| std::fs::read_to_string(root.join("var/log/tmp-ci.log")).unwrap();
+    assert_eq!(log(o.ours.path()), log(o.theirs.path()));
+    assert_eq!(log(o.ours.path()), "/var/lib/dpkg/tmp.ci/preinst install\nPackage: scr-ci\nTemplate: scr-ci/question\n");
+    assert_eq!(std::fs::read_dir(host.path()).unwrap().count(), 1, "the host directory behind the planted symlink is untouched");
+    assert_eq!(std::fs::read_to_string(host.path().join("keep")).unwrap(), "host file\n");
+    assert!(std::fs::symlink_metadata(o.ours.path().join("var/lib/dpkg/tmp.ci")).is_err(), "nothing is left at tmp.ci");
+}

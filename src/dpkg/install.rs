@@ -249,6 +249,21 @@ impl Database {
         Ok(Action::Write { hash })
     }
 
+    /// Forgets what [`Database::map_entry`] learned of the entries of the package begun last,
+    /// for them to be mapped again from the first (the bootstrap's second stage, which reads a
+    /// package again where it could not adopt the first stage's files).
+    pub fn restart_package(&mut self) {
+        if let Some(inc) = self.incoming.last_mut() {
+            inc.list.clear();
+            inc.listed.clear();
+            inc.written_as.clear();
+            inc.taken.clear();
+            if let Some(sums) = inc.md5sums.as_mut() {
+                sums.clear();
+            }
+        }
+    }
+
     /// The md5 of a regular file just written, for a package that ships no md5sums: `path` is
     /// the entry's path in the archive (dpkg lists it there, not where a diversion or
     /// `.dpkg-new` put it).

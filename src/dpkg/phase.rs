@@ -122,13 +122,13 @@ impl Database {
             let file = format!("{}.postrm", self.installed.packages[o].info_name());
             if let Some(bytes) = super::admin::read_file(&self.admin.info, &file, 64 << 20)? {
                 let dir = self.new_dir(index)?;
-                scripts::write_file(&dir, "old-postrm", &bytes)?;
+                scripts::write_file(&dir, "old-postrm", &bytes, 0o755)?;
             }
         }
         for &(o, by) in &self.disappearing {
             let file = format!("{}.postrm", self.installed.packages[o].info_name());
             if let Some(bytes) = super::admin::read_file(&self.admin.info, &file, 64 << 20)? {
-                scripts::write_file(&self.new_dir(by)?, &format!("disappear-{o}"), &bytes)?;
+                scripts::write_file(&self.new_dir(by)?, &format!("disappear-{o}"), &bytes, 0o755)?;
             }
         }
         Ok(())
@@ -152,10 +152,10 @@ impl Database {
             let new_version = self.incoming[index].archive.control.version.clone();
             let args = vec!["upgrade".to_string(), new_version.clone()];
             let dir = self.new_dir(index)?;
-            let ran = self.run_in(index, &dir, "old-postrm", "postrm", &args)?;
+            let ran = self.run_in(index, &dir, &self.in_root(&dir), "old-postrm", "postrm", &args)?;
             if ran == Some(false) {
                 let fallback = vec!["failed-upgrade".to_string(), old_version, new_version];
-                if self.run_in(index, &dir, "postrm", "postrm", &fallback)? != Some(true) {
+                if self.run_new(index, "postrm", &fallback)? != Some(true) {
                     failed.push(index);
                     first_error.get_or_insert_with(|| {
                         scripts::failed(&self.incoming[index].name, "postrm", &to_str(&args), "and the new postrm failed-upgrade failed too: the new version's files are committed, and the package is recorded half-installed, for a reinstall")
@@ -187,13 +187,16 @@ impl Database {
     /// None for a package without scripts: nothing is made, so a call that fails leaves even
     /// the admin directory's times as they were.
     fn write_new_scripts(&mut self, index: usize) -> Result<()> {
-        let mut scripts = self.incoming[index].archive.members.iter().filter(|m| SCRIPTS.contains(&m.name.as_str())).peekable();
-        if scripts.peek().is_none() {
+        if !self.incoming[index].archive.members.iter().any(|m| SCRIPTS.contains(&m.name.as_str())) {
             return Ok(());
         }
+        // The whole control archive, as dpkg extracts it into tmp.ci: the scripts may read
+        // the rest (debconf reads `control`, `templates` and `config`).
         let dir = self.new_dir(index)?;
-        for m in scripts {
-            scripts::write_file(&dir, &m.name, &m.bytes)?;
+        let archive = &self.incoming[index].archive;
+        scripts::write_file(&dir, "control", archive.text.as_bytes(), 0o644)?;
+        for m in archive.members.iter().filter(|m| m.name != "control" && !m.name.contains('/')) {
+            scripts::write_file(&dir, &m.name, &m.bytes, m.mode)?;
         }
         Ok(())
     }
@@ -273,21 +276,29 @@ impl Database {
             if !self.incoming[index].archive.members.iter().any(|m| m.name == call.script) {
                 return Ok(None);
             }
-            let dir = self.new_dir(index)?;
-            self.run_in(index, &dir, call.script, call.script, &call.args)
+            self.run_new(index, call.script, &call.args)
         } else {
             let Some(o) = self.incoming[index].old else { return Ok(None) };
             let file = format!("{}.{}", self.installed.packages[o].info_name(), call.script);
-            self.run_in(index, &self.admin.info, &file, call.script, &call.args)
+            self.run_in(index, &self.admin.info, &self.in_root(&self.admin.info), &file, call.script, &call.args)
         }
     }
 
-    fn run_in(&self, index: usize, dir: &Directory, file: &str, name: &str, args: &[String]) -> Result<Option<bool>> {
+    /// Runs the new `script` of package `index` as dpkg runs it: from `ADMIN/tmp.ci/`, where the
+    /// rest of its control archive is.
+    fn run_new(&self, index: usize, script: &str, args: &[String]) -> Result<Option<bool>> {
+        let dir = self.new_dir(index)?;
+        let _tmp_ci = scripts::ControlDir::link(&self.admin.dir, &index.to_string())?;
+        self.run_in(index, &dir, &self.admin.rel.join(scripts::CONTROL_DIR), script, script, args)
+    }
+
+    /// Runs `dir/file`, which the scripts see as `in_root/file`.
+    fn run_in(&self, index: usize, dir: &Directory, in_root: &Path, file: &str, name: &str, args: &[String]) -> Result<Option<bool>> {
         let Some(runner) = &self.scripts else { return Ok(None) };
         let inc = &self.incoming[index];
         let refcount = self.installed.packages.iter().filter(|p| p.name == inc.name && p.status.state != State::NotInstalled).count().max(1);
         let owner = Owner { package: &inc.name, arch: &inc.arch, refcount };
-        runner.run(dir, &self.in_root(dir), file, name, &owner, &to_str(args))
+        runner.run(dir, in_root, file, name, &owner, &to_str(args))
     }
 
     /// Where `dir`, a directory in the admin directory, is as the scripts see it.

@@ -24,6 +24,35 @@ use std::process::{Command, Stdio};
 /// `tmp.ci` under the engine's temporary suffix.
 pub const NEW_SCRIPTS: &str = "tmp.ci.unpack-new";
 
+/// dpkg's name for the directory that holds the control members of the package being
+/// unpacked while its new scripts run (`ADMIN/tmp.ci`): debconf's frontend, called from a
+/// preinst, reads the package's `templates` and `config` beside `$0` and its name from
+/// `tmp.ci/control`.
+pub const CONTROL_DIR: &str = "tmp.ci";
+
+/// [`CONTROL_DIR`] for the length of one new script's run: a symlink to the package's own
+/// directory under [`NEW_SCRIPTS`], removed when dropped. Whatever was at the name before (a
+/// directory a killed dpkg left, a symlink) is removed first, as dpkg removes it, and never
+/// followed.
+pub struct ControlDir<'a> {
+    admin: &'a Directory,
+}
+
+impl<'a> ControlDir<'a> {
+    pub fn link(admin: &'a Directory, package: &str) -> Result<ControlDir<'a>> {
+        let path = admin.path().join(CONTROL_DIR);
+        crate::tree::remove_tree(admin.fd(), OsStr::new(CONTROL_DIR), &mut (0, 0)).map_err(|e| Error::root(&path, "removing", e))?;
+        rustix::fs::symlinkat(format!("{NEW_SCRIPTS}/{package}"), admin.fd(), CONTROL_DIR).map_err(|e| Error::root(&path, "creating symlink", e))?;
+        Ok(ControlDir { admin })
+    }
+}
+
+impl Drop for ControlDir<'_> {
+    fn drop(&mut self) {
+        let _ = rustix::fs::unlinkat(self.admin.fd(), CONTROL_DIR, AtFlags::empty());
+    }
+}
+
 /// How scripts are run in one call.
 pub struct Runner {
     /// The root as given, chrooted into unless it is `/`.
@@ -62,7 +91,8 @@ impl Runner {
         }
         let chroot = self.root != Path::new("/");
         let inside = Path::new("/").join(dir_in_root).join(file);
-        let mut cmd = Command::new(if chroot { &inside } else { &host_path });
+        // By the path the script sees, the one dpkg gives it (`$0` is this path, not argv[0]).
+        let mut cmd = Command::new(&inside);
         cmd.arg0(name)
             .args(args)
             .env("DPKG_MAINTSCRIPT_PACKAGE", owner.package)
@@ -98,21 +128,26 @@ impl Runner {
     }
 }
 
-/// Writes a script the engine runs (`bytes`) as `dir/name`, executable by its owner, replacing
-/// what was there.
-pub fn write_file(dir: &Directory, name: &str, bytes: &[u8]) -> Result<()> {
+/// Writes a control member (`bytes`) as `dir/name` with permission bits `mode`, replacing what
+/// was there.
+pub fn write_file(dir: &Directory, name: &str, bytes: &[u8], mode: u32) -> Result<()> {
     let path = dir.path().join(name);
     match rustix::fs::unlinkat(dir.fd(), name, AtFlags::empty()) {
         Ok(()) | Err(Errno::NOENT) => {}
         Err(e) => return Err(Error::root(&path, "removing", e)),
     }
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(dir.fd(), OsStr::new(name), flags, Mode::from_raw_mode(0o755)).map_err(|e| Error::root(&path, "creating", e))?;
+    let fd = rustix::fs::openat(dir.fd(), OsStr::new(name), flags, Mode::empty()).map_err(|e| Error::root(&path, "creating", e))?;
+    // Through the descriptor, so that the umask takes nothing away.
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o777)).map_err(|e| Error::root(&path, "chmod", e))?;
     std::fs::File::from(fd).write_all(bytes).map_err(|e| Error::root(&path, "writing", e))
 }
 
-/// Removes [`NEW_SCRIPTS`] and what it holds.
+/// Removes [`NEW_SCRIPTS`] and what it holds, and a [`CONTROL_DIR`] symlink to it.
 pub fn remove_new(admin: &Directory) -> Result<()> {
+    if rustix::fs::readlinkat(admin.fd(), CONTROL_DIR, Vec::new()).is_ok_and(|l| l.as_bytes().starts_with(NEW_SCRIPTS.as_bytes())) {
+        let _ = rustix::fs::unlinkat(admin.fd(), CONTROL_DIR, AtFlags::empty());
+    }
     crate::tree::remove_tree(admin.fd(), OsStr::new(NEW_SCRIPTS), &mut (0, 0))
         .or_else(|e| if e == Errno::NOENT { Ok(()) } else { Err(e) })
         .map_err(|e| Error::root(admin.path().join(NEW_SCRIPTS), "removing", e))

@@ -38,9 +38,10 @@ pub const FIRST_STAGE_LIST: &str = "first-stage.list";
 /// them there, as debootstrap's second stage reads `var/cache/apt/archives`.
 pub const DEBS_INSIDE: &str = "var/cache/minbase";
 
-/// The top-level directories the first stage makes symlinks into `usr/`, as the dpkg reference
-/// test does (usr-is-merged's preinst refuses a root without them).
-const MERGED_DIRS: [&str; 4] = ["bin", "sbin", "lib", "lib64"];
+/// The top-level directories the first stage makes symlinks into `usr/`: debootstrap's table
+/// for amd64, which `unpack --bootstrap` and the dpkg reference test make too (usr-is-merged's
+/// preinst refuses a root without the first three).
+const MERGED_DIRS: [&str; 6] = ["bin", "sbin", "lib", "lib32", "lib64", "libx32"];
 
 /// The environment of every command run in the root (and of the engine's bootstrap, whose
 /// scripts run there): an installer's, not the bench's.
