@@ -125,7 +125,7 @@ impl FirstStage {
     }
 
     /// By the call's package index: whether the first stage wrote it.
-    pub fn asked(&self, count: usize) -> Vec<bool> {
+    pub fn wrote_all(&self, count: usize) -> Vec<bool> {
         (0..count).map(|i| self.wrote(i)).collect()
     }
 }

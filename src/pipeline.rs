@@ -8,6 +8,12 @@
 //! bounded whatever the package. The reader never touches the root: everything it learns goes through the queue,
 //! and it stops as soon as the writer hangs up (an error or a signal on the writing side).
 //!
+//! Several packages are read at once, one per *lane* (a thread with a queue of its own, lane k
+//! reading packages k, k + lanes, ...), and the writer takes them from the lanes in the call's
+//! order: a call of many packages (a base system, an upgrade) decompresses the next package
+//! while the writer writes this one, where one reader left the writer waiting on
+//! decompression (see docs/minbase.md for what it bought).
+//!
 //! The end of the queue is a promise: the reader ends it without a [`Message::Failed`] only
 //! once every member has been read to its end and its checksums verified
 //! ([`crate::deb::MemberStream::finish`]), so a writer that commits only after the queue ended
@@ -21,13 +27,19 @@ use crate::ProgressFn;
 use std::io::{self, BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{Receiver, SyncSender};
 
 
 /// Largest piece of file data in one message, and the size at which a batch is sent.
 pub const CHUNK: usize = 128 * 1024;
-/// Batches in flight: at most about `QUEUE * 2 * CHUNK` bytes of file data are buffered.
-pub const QUEUE: usize = 16;
+/// Batches in flight per lane: at most about `QUEUE * 2 * CHUNK` bytes of file data are
+/// buffered in each (8 MiB: the next package of a base system, most of them smaller, is read
+/// whole while the writer writes this one).
+pub const QUEUE: usize = 32;
+/// The most lanes (packages read at once), whatever the number of CPUs: the writer, one
+/// thread, cannot take more.
+const MAX_LANES: usize = 4;
 /// Most messages in one batch (a batch of empty files or symlinks carries no bytes).
 const BATCH_MESSAGES: usize = 512;
 
@@ -40,26 +52,69 @@ pub enum Message {
     Data(Vec<u8>),
     /// The reader failed; nothing follows.
     Failed(Error),
+    /// The package's entries are all sent and its members verified: the writer's queue goes on
+    /// to the next lane. Never seen by the writer.
+    End,
 }
 
-/// Reads `packages` in order and sends what they hold. Returns when done, on the first error
-/// (sent as [`Message::Failed`]), or when the receiver is gone.
-pub fn read(packages: &[PathBuf], tx: SyncSender<Vec<Message>>, progress: Option<&ProgressFn>, skips: Option<Skips>) {
-    let mut out = Batcher { tx, batch: Vec::new(), bytes: 0 };
-    if let Err(e) = read_all(packages, &mut out, progress, skips.as_ref()) {
-        out.batch.push(Message::Failed(e));
+/// Starts the reading half in `scope`: lanes that read `packages` and send what they hold;
+/// returns the writer's end and the lanes, to be joined once the writer is done. Of a package
+/// `skipped` (by index) only the control archive is sent, then its end: the bootstrap's second
+/// stage adopts the files its first stage wrote, and reads a package again itself where it
+/// cannot. Each lane stops on its first error (sent as [`Message::Failed`] where the
+/// package's entries were), or when the writer's end is dropped.
+pub fn start<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    packages: &'env [PathBuf],
+    progress: Option<&'env ProgressFn>,
+    skipped: Vec<bool>,
+) -> (Queue, Vec<std::thread::ScopedJoinHandle<'scope, ()>>) {
+    let lanes = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_LANES).min(packages.len().max(1));
+    let progress = progress.map(|report| Progress {
+        report,
+        total: packages.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum(),
+        read: AtomicU64::new(0),
+    });
+    let progress = std::sync::Arc::new(progress);
+    let skipped = std::sync::Arc::new(skipped);
+    let mut queue = Queue { lanes: Vec::new(), batches: Vec::new(), next: 0, count: packages.len() };
+    let mut handles = Vec::with_capacity(lanes);
+    for lane in 0..lanes {
+        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+        let (progress, skipped) = (progress.clone(), skipped.clone());
+        handles.push(scope.spawn(move || {
+            let mut out = Batcher { tx, batch: Vec::new(), bytes: 0 };
+            let mine = Lane { index: lane, lanes, skipped: &skipped };
+            if let Err(e) = read_lane(packages, &mine, &mut out, (*progress).as_ref()) {
+                out.batch.push(Message::Failed(e));
+            }
+            out.flush();
+        }));
+        queue.lanes.push(rx);
+        queue.batches.push(Vec::new().into_iter());
     }
-    out.flush();
+    (queue, handles)
 }
 
-/// Packages whose data the writer may not need (the bootstrap's second stage adopts the files
-/// its first stage wrote): after such a package's control archive the reader waits for the
-/// writer's word, and reads the data only on `false`. A writer that hangs up instead stops
-/// the reader.
-pub struct Skips {
-    /// By package index.
-    pub asked: Vec<bool>,
-    pub answers: Receiver<bool>,
+/// One lane's share of the call.
+struct Lane<'a> {
+    index: usize,
+    lanes: usize,
+    skipped: &'a [bool],
+}
+
+/// The progress callback, with the bytes of package files read by every lane so far.
+struct Progress<'a> {
+    report: &'a ProgressFn,
+    total: u64,
+    read: AtomicU64,
+}
+
+impl Progress<'_> {
+    fn add(&self, bytes: u64) {
+        let read = self.read.fetch_add(bytes, Relaxed) + bytes;
+        (self.report)(read, self.total);
+    }
 }
 
 /// Collects messages into batches.
@@ -102,10 +157,10 @@ pub fn read_control(package: &Path) -> Result<ControlArchive> {
     control_archive(package, &mut Deb::open(package)?)
 }
 
-fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressFn>, skips: Option<&Skips>) -> Result<()> {
-    let total: u64 = packages.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
-    let mut done_before = 0;
-    for (index, package) in packages.iter().enumerate() {
+/// Reads the lane's packages in order.
+fn read_lane(packages: &[PathBuf], lane: &Lane<'_>, out: &mut Batcher, progress: Option<&Progress<'_>>) -> Result<()> {
+    for index in (lane.index..packages.len()).step_by(lane.lanes) {
+        let package = &packages[index];
         let mut deb = Deb::open(package)?;
         let consumed = deb.consumed();
         let control = control_archive(package, &mut deb)?;
@@ -113,32 +168,29 @@ fn read_all(packages: &[PathBuf], out: &mut Batcher, progress: Option<&ProgressF
             return Ok(());
         }
         let size = deb.len();
-        if let Some(skips) = skips.filter(|s| s.asked.get(index) == Some(&true)) {
-            if !out.flush() {
-                return Ok(());
-            }
-            match skips.answers.recv() {
-                Ok(true) => {
-                    done_before += size;
-                    continue;
-                }
-                Ok(false) => {}
-                Err(_) => return Ok(()),
-            }
-        }
-        let (member, mut stream) = deb.data()?;
+        // The package file's bytes reported so far.
+        let counted = std::cell::Cell::new(0u64);
         let tick = || {
             if let Some(p) = progress {
-                p(done_before + consumed.load(Relaxed), total);
+                let now = consumed.load(Relaxed).min(size).max(counted.get());
+                p.add(now - counted.replace(now));
             }
         };
-        if !send_entries(package, &member, &mut stream, out, &tick)? {
+        if lane.skipped.get(index) != Some(&true) {
+            let (member, mut stream) = deb.data()?;
+            if !send_entries(package, &member, &mut stream, out, &tick)? {
+                return Ok(());
+            }
+            // Before the writer can see the package's end, and so before the barrier: the
+            // entries sent count only once the stream they came from has verified.
+            stream.finish()?;
+        }
+        if let Some(p) = progress {
+            p.add(size - counted.get());
+        }
+        if !out.send(Message::End) {
             return Ok(());
         }
-        // Before the writer can see the end of the queue, and so before the barrier: the
-        // entries sent count only once the stream they came from has verified.
-        stream.finish()?;
-        done_before += size;
     }
     Ok(())
 }
@@ -188,25 +240,36 @@ fn send_entries(package: &Path, member: &str, stream: impl Read, out: &mut Batch
     Ok(true)
 }
 
-/// The writer's end of the queue: messages one by one out of the batches.
+/// The writer's end: messages one by one out of the lanes' batches, each package from its
+/// lane, in the call's order.
 pub struct Queue {
-    rx: Receiver<Vec<Message>>,
-    batch: std::vec::IntoIter<Message>,
+    lanes: Vec<Receiver<Vec<Message>>>,
+    batches: Vec<std::vec::IntoIter<Message>>,
+    /// The package being taken.
+    next: usize,
+    count: usize,
 }
 
 impl Queue {
-    pub fn new(rx: Receiver<Vec<Message>>) -> Queue {
-        Queue { rx, batch: Vec::new().into_iter() }
-    }
-
-    /// The next message; `None` when the reader is done.
+    /// The next message; `None` once every package's end came.
     pub fn recv(&mut self) -> Option<Message> {
-        loop {
-            if let Some(m) = self.batch.next() {
-                return Some(m);
+        while self.next < self.count {
+            let lane = self.next % self.lanes.len();
+            match self.batches[lane].next() {
+                Some(Message::End) => self.next += 1,
+                Some(m) => return Some(m),
+                None => match self.lanes[lane].recv() {
+                    Ok(batch) => self.batches[lane] = batch.into_iter(),
+                    Err(_) => {
+                        // A lane ends early only after a failure it sent, or once the writer
+                        // hung up: never end the queue as if every package were read.
+                        self.next = self.count;
+                        return Some(Message::Failed(Error::Usage("internal: a package reader stopped before its package's end".into())));
+                    }
+                },
             }
-            self.batch = self.rx.recv().ok()?.into_iter();
         }
+        None
     }
 }
 
@@ -262,5 +325,72 @@ impl Read for FileData<'_> {
         buf[..n].copy_from_slice(&available[..n]);
         self.consume(n);
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+    }
+
+    /// What the writer's end yields for `packages`: per message, the package index of a
+    /// `Package`, the path of an `Entry`, or the error; and every progress call.
+    fn read(packages: &[PathBuf], skipped: Vec<bool>) -> (Vec<String>, Vec<(u64, u64)>) {
+        let calls = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let mine = calls.clone();
+        let record = move |done: u64, total: u64| mine.lock().unwrap().push((done, total));
+        let messages = std::thread::scope(|s| {
+            let (mut queue, lanes) = start(s, packages, Some(&record), skipped);
+            let mut out = Vec::new();
+            while let Some(m) = queue.recv() {
+                match m {
+                    Message::Package { index, .. } => out.push(format!("package {index}")),
+                    Message::Entry(e) => out.push(format!("entry {}", e.path.display())),
+                    Message::Data(_) => {}
+                    Message::Failed(e) => out.push(format!("failed {e}")),
+                    Message::End => out.push("end".into()),
+                }
+            }
+            drop(queue);
+            lanes.into_iter().for_each(|l| l.join().unwrap());
+            out
+        });
+        let calls = calls.lock().unwrap().clone();
+        (messages, calls)
+    }
+
+    #[test]
+    fn the_lanes_deliver_every_package_in_the_calls_order_and_progress_only_grows_to_the_total() {
+        let names = ["pkg-v1_1.0_all.deb", "comp-gz_1.0_all.deb", "comp-xz_1.0_all.deb", "comp-zst_1.0_all.deb", "comp-bz2_1.0_all.deb", "other_1.0_all.deb", "many_1.0_all.deb"];
+        let packages: Vec<PathBuf> = names.iter().map(|n| fixture(n)).collect();
+        let (together, progress) = read(&packages, Vec::new());
+        let alone: Vec<String> = packages
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| read(std::slice::from_ref(p), Vec::new()).0.into_iter().map(move |m| if m == "package 0" { format!("package {i}") } else { m }))
+            .collect();
+        assert_eq!(together, alone, "the same messages as one package at a time, in the call's order");
+        assert!(!together.iter().any(|m| m == "end" || m.starts_with("failed")), "ends are the queue's own: {together:?}");
+        let total: u64 = packages.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+        assert!(progress.windows(2).all(|w| w[0].0 <= w[1].0), "progress never goes back: {progress:?}");
+        assert_eq!(progress.last(), Some(&(total, total)));
+    }
+
+    #[test]
+    fn a_skipped_package_sends_its_control_only_and_a_corrupt_one_fails_where_it_stands() {
+        let packages = [fixture("pkg-v1_1.0_all.deb"), fixture("corrupt-data.deb"), fixture("comp-gz_1.0_all.deb")];
+        let (messages, _) = read(&packages, vec![false, true, false]);
+        let at = |m: &str| messages.iter().position(|x| x == m).unwrap_or_else(|| panic!("{m} in {messages:?}"));
+        assert_eq!(at("package 2"), at("package 1") + 1, "the skipped package has no entries: {messages:?}");
+        assert!(!messages.iter().any(|m| m.starts_with("failed")), "nor is its corrupt data read: {messages:?}");
+        let (messages, _) = read(&packages, Vec::new());
+        let failed = messages.iter().position(|m| m.starts_with("failed")).unwrap_or_else(|| panic!("{messages:?}"));
+        assert!(failed > messages.iter().position(|m| m == "package 1").unwrap(), "{messages:?}");
+        assert!(messages[failed].contains("corrupt-data.deb"), "{}", messages[failed]);
+        assert!(!messages.iter().any(|m| m == "package 2"), "nothing of a later package before the failure is seen: {messages:?}");
     }
 }

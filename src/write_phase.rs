@@ -7,18 +7,18 @@
 //! never commit: until the caller's commit, every error rolls the transaction back.
 
 use crate::bootstrap::{FirstStage, Written};
+use crate::control::ControlArchive;
 use crate::dpkg::install::{Action, Database};
 use crate::entry::{Entry, Kind};
 use crate::error::{Error, Result};
 use crate::extract::Transaction;
-use crate::pipeline::{self, Message, Skips};
+use crate::pipeline::{self, Message};
 use crate::report::PackageReport;
 use crate::root::Stamp;
 use crate::Options;
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::Receiver;
 
 /// What a bootstrap stage asks of the write phase.
 pub(crate) enum Stage<'a> {
@@ -40,27 +40,22 @@ pub(crate) fn write_phase(
     mut database: Option<&mut Database>,
     mut stage: Stage<'_>,
 ) -> Result<()> {
-    let (sender, receiver) = std::sync::mpsc::sync_channel(pipeline::QUEUE);
-    let progress = options.progress.as_deref();
-    let (skips, answers) = match &stage {
-        Stage::Second(first) => {
-            let (answer, answers) = std::sync::mpsc::channel();
-            (Some(Skips { asked: first.asked(packages.len()), answers }), Some(answer))
-        }
-        _ => (None, None),
+    let skipped = match &stage {
+        Stage::Second(first) => first.wrote_all(packages.len()),
+        _ => Vec::new(),
     };
     std::thread::scope(|s| {
-        let reader = s.spawn(move || pipeline::read(packages, sender, progress, skips));
-        // Returning drops the receiver and the answers' sender, which stops a reader still
-        // sending or waiting for an answer.
-        let mut writer = Writer { tx, reports, database: database.as_deref_mut(), stage: &mut stage, answers };
-        let written = writer.write_all(receiver);
-        drop(writer);
+        let (queue, lanes) = pipeline::start(s, packages, options.progress.as_deref(), skipped);
+        // Returning drops the queue, which stops the lanes still sending or waiting for an
+        // answer.
+        let written = Writer { tx, reports, database: database.as_deref_mut(), stage: &mut stage }.write_all(queue);
         // Joined here, not left to the scope, which waits only for the closure to return: the
-        // thread would still be running its thread-local destructors after unpack() returned
+        // threads would still be running their thread-local destructors after unpack() returned
         // (LeakSanitizer, in the fuzzer, caught one such moment).
-        if let Err(panic) = reader.join() {
-            std::panic::resume_unwind(panic);
+        for lane in lanes {
+            if let Err(panic) = lane.join() {
+                std::panic::resume_unwind(panic);
+            }
         }
         written
     })?;
@@ -79,93 +74,135 @@ struct Writer<'t, 'a, 's> {
     reports: &'t mut Vec<PackageReport>,
     database: Option<&'t mut Database>,
     stage: &'t mut Stage<'s>,
-    /// The second stage's word to the reader: adopted (skip the data) or not.
-    answers: Option<std::sync::mpsc::Sender<bool>>,
 }
 
 impl Writer<'_, '_, '_> {
-    fn write_all(&mut self, rx: Receiver<Vec<Message>>) -> Result<()> {
+    /// Takes every message of `rx` (consumed: dropping it stops the lanes).
+    fn write_all(mut self, mut rx: pipeline::Queue) -> Result<()> {
         let mut package: Option<(usize, PathBuf)> = None;
-        let mut failed = None;
-        let mut rx = pipeline::Queue::new(rx);
         while let Some(message) = rx.recv() {
-            let entry = match message {
+            match message {
                 Message::Package { index, path, control } => {
-                    self.reports.push(PackageReport::new(control.control.clone()));
-                    let name = control.control.name.clone();
-                    // The second stage asked the reader to wait for its word on this package.
-                    let (asked, same) = match &mut *self.stage {
-                        Stage::First(first) => {
-                            first.begin(index, &control);
-                            (false, false)
-                        }
-                        Stage::Second(first) => (first.wrote(index), first.written(index, &control).is_some()),
-                        Stage::Plain => (false, false),
-                    };
-                    if let Some(db) = self.database.as_deref_mut() {
-                        db.begin(&path, *control)?;
-                        db.before_files()?;
-                    }
-                    if asked {
-                        let adopted = match (&mut *self.stage, self.database.as_deref_mut()) {
-                            (Stage::Second(first), Some(db)) if same => {
-                                let adopted = match first.get(index) {
-                                    Some(w) => adopt(self.tx, db, index, &path, w, self.reports.last_mut())?,
-                                    None => false,
-                                };
-                                if adopted {
-                                    first.adopted.push(name);
-                                }
-                                adopted
-                            }
-                            _ => false,
-                        };
-                        if let Some(answers) = &self.answers {
-                            let _ = answers.send(adopted);
-                        }
-                    }
+                    self.package(index, &path, *control)?;
                     package = Some((index, path));
-                    continue;
+                }
+                Message::Entry(entry) => {
+                    let Some((index, path)) = &package else {
+                        return Err(Error::Usage("internal: an entry before its package".into()));
+                    };
+                    self.entry(&mut rx, *index, path, entry)?;
                 }
                 Message::Failed(e) => return Err(e),
-                Message::Entry(entry) => entry,
-                Message::Data(_) => return Err(Error::Usage("internal: file data without an entry".into())),
-            };
-            let (Some((index, path)), Some(report)) = (&package, self.reports.last_mut()) else {
-                return Err(Error::Usage("internal: an entry before its package".into()));
-            };
-            count(report, &entry);
-            self.tx.check_stop()?;
-            let size = match entry.kind {
-                Kind::File { size } => size,
-                _ => 0,
-            };
-            let mut data = pipeline::FileData::new(&mut rx, size, &mut failed);
-            let added = match &mut *self.stage {
-                Stage::First(first) if first.keeps(*index, &entry) => {
-                    let mut bytes = Vec::with_capacity(size as usize);
-                    match data.read_to_end(&mut bytes) {
-                        Ok(_) => {
-                            let added = self.tx.add(*index, path, &entry, &mut bytes.as_slice());
-                            first.entry(*index, entry, Some(bytes));
-                            added
-                        }
-                        Err(e) => Err(Error::bad(path, e.to_string())),
-                    }
-                }
-                Stage::First(first) => {
-                    let added = self.tx.add(*index, path, &entry, &mut data);
-                    first.entry(*index, entry, None);
-                    added
-                }
-                _ => write_entry(self.tx, self.database.as_deref_mut(), *index, path, entry, &mut data),
-            };
-            if let Some(e) = failed.take() {
-                return Err(e);
+                Message::Data(_) | Message::End => return Err(Error::Usage("internal: file data without an entry".into())),
             }
-            added?;
         }
         Ok(())
+    }
+
+    /// Package `index` (`path`) starts: in database mode its prerm and preinst run. In the
+    /// second stage a package the first stage wrote, whose data the lanes skipped, is adopted
+    /// or else read again here.
+    fn package(&mut self, index: usize, path: &Path, control: ControlArchive) -> Result<()> {
+        self.reports.push(PackageReport::new(control.control.clone()));
+        let name = control.control.name.clone();
+        let (skipped, same) = match &mut *self.stage {
+            Stage::First(first) => {
+                first.begin(index, &control);
+                (false, false)
+            }
+            Stage::Second(first) => (first.wrote(index), first.written(index, &control).is_some()),
+            Stage::Plain => (false, false),
+        };
+        let kept = skipped.then(|| control.clone());
+        if let Some(db) = self.database.as_deref_mut() {
+            db.begin(path, control)?;
+            db.before_files()?;
+        }
+        let Some(control) = kept else { return Ok(()) };
+        let adopted = match (&mut *self.stage, self.database.as_deref_mut()) {
+            (Stage::Second(first), Some(db)) if same => {
+                let adopted = match first.get(index) {
+                    Some(w) => adopt(self.tx, db, index, path, w, self.reports.last_mut())?,
+                    None => false,
+                };
+                if adopted {
+                    first.adopted.push(name);
+                }
+                adopted
+            }
+            _ => false,
+        };
+        if adopted {
+            return Ok(());
+        }
+        self.read_again(index, path, &control)
+    }
+
+    /// Reads package `index` (`path`), whose data the lanes skipped, on this thread's own lane:
+    /// its control archive must be the one the database took.
+    fn read_again(&mut self, index: usize, path: &Path, control: &ControlArchive) -> Result<()> {
+        let one = [path.to_path_buf()];
+        std::thread::scope(|s| {
+            let (mut rx, lanes) = pipeline::start(s, &one, None, Vec::new());
+            let mut written = || -> Result<()> {
+                while let Some(message) = rx.recv() {
+                    match message {
+                        Message::Package { control: again, .. } if *again == *control => {}
+                        Message::Package { .. } => return Err(Error::bad(path, "the package file changed while it was being read")),
+                        Message::Entry(entry) => self.entry(&mut rx, index, path, entry)?,
+                        Message::Failed(e) => return Err(e),
+                        Message::Data(_) | Message::End => return Err(Error::Usage("internal: file data without an entry".into())),
+                    }
+                }
+                Ok(())
+            };
+            let written = written();
+            drop(rx);
+            for lane in lanes {
+                if let Err(panic) = lane.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+            written
+        })
+    }
+
+    /// One entry of package `index` (`path`), its bytes next in `rx`.
+    fn entry(&mut self, rx: &mut pipeline::Queue, index: usize, path: &Path, entry: Entry) -> Result<()> {
+        let Some(report) = self.reports.last_mut() else {
+            return Err(Error::Usage("internal: an entry before its package".into()));
+        };
+        count(report, &entry);
+        self.tx.check_stop()?;
+        let size = match entry.kind {
+            Kind::File { size } => size,
+            _ => 0,
+        };
+        let mut failed = None;
+        let mut data = pipeline::FileData::new(rx, size, &mut failed);
+        let added = match &mut *self.stage {
+            Stage::First(first) if first.keeps(index, &entry) => {
+                let mut bytes = Vec::with_capacity(size as usize);
+                match data.read_to_end(&mut bytes) {
+                    Ok(_) => {
+                        let added = self.tx.add(index, path, &entry, &mut bytes.as_slice());
+                        first.entry(index, entry, Some(bytes));
+                        added
+                    }
+                    Err(e) => Err(Error::bad(path, e.to_string())),
+                }
+            }
+            Stage::First(first) => {
+                let added = self.tx.add(index, path, &entry, &mut data);
+                first.entry(index, entry, None);
+                added
+            }
+            _ => write_entry(self.tx, self.database.as_deref_mut(), index, path, entry, &mut data),
+        };
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
+        added
     }
 }
 
