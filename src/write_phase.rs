@@ -1,6 +1,7 @@
-//! The write phase of a transaction: the reader thread ([`crate::pipeline`]) and the writer,
-//! which takes each entry through dpkg's database (database mode) into the transaction; then
-//! what database mode adds before the commit (the database files, the old scripts kept aside).
+//! The write phase of a transaction: the lanes that read the packages ([`crate::pipeline`]) and
+//! the writer, which takes each entry through dpkg's database (database mode) into the
+//! transaction; then what database mode adds before the commit (the database files, the old
+//! scripts kept aside).
 //!
 //! The bootstrap's two stages ([`crate::bootstrap`]) pass through here too: the first keeps
 //! what it writes ([`FirstStage`]), the second adopts it where it can. The write phase must
@@ -44,20 +45,8 @@ pub(crate) fn write_phase(
         Stage::Second(first) => first.wrote_all(packages.len()),
         _ => Vec::new(),
     };
-    std::thread::scope(|s| {
-        let (queue, lanes) = pipeline::start(s, packages, options.progress.as_deref(), skipped);
-        // Returning drops the queue, which stops the lanes still sending or waiting for an
-        // answer.
-        let written = Writer { tx, reports, database: database.as_deref_mut(), stage: &mut stage }.write_all(queue);
-        // Joined here, not left to the scope, which waits only for the closure to return: the
-        // threads would still be running their thread-local destructors after unpack() returned
-        // (LeakSanitizer, in the fuzzer, caught one such moment).
-        for lane in lanes {
-            if let Err(panic) = lane.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        written
+    pipeline::with_lanes(packages, options.progress.as_deref(), skipped, |queue| {
+        Writer { tx, reports, database: database.as_deref_mut(), stage: &mut stage }.write_all(queue)
     })?;
     if let Some(db) = database {
         for (report, db) in reports.iter_mut().zip(db.finish(tx)?) {
@@ -142,28 +131,17 @@ impl Writer<'_, '_, '_> {
     /// its control archive must be the one the database took.
     fn read_again(&mut self, index: usize, path: &Path, control: &ControlArchive) -> Result<()> {
         let one = [path.to_path_buf()];
-        std::thread::scope(|s| {
-            let (mut rx, lanes) = pipeline::start(s, &one, None, Vec::new());
-            let mut written = || -> Result<()> {
-                while let Some(message) = rx.recv() {
-                    match message {
-                        Message::Package { control: again, .. } if *again == *control => {}
-                        Message::Package { .. } => return Err(Error::bad(path, "the package file changed while it was being read")),
-                        Message::Entry(entry) => self.entry(&mut rx, index, path, entry)?,
-                        Message::Failed(e) => return Err(e),
-                        Message::Data(_) | Message::End => return Err(Error::Usage("internal: file data without an entry".into())),
-                    }
-                }
-                Ok(())
-            };
-            let written = written();
-            drop(rx);
-            for lane in lanes {
-                if let Err(panic) = lane.join() {
-                    std::panic::resume_unwind(panic);
+        pipeline::with_lanes(&one, None, Vec::new(), |mut rx| {
+            while let Some(message) = rx.recv() {
+                match message {
+                    Message::Package { control: again, .. } if *again == *control => {}
+                    Message::Package { .. } => return Err(Error::bad(path, "the package file changed while it was being read")),
+                    Message::Entry(entry) => self.entry(&mut rx, index, path, entry)?,
+                    Message::Failed(e) => return Err(e),
+                    Message::Data(_) | Message::End => return Err(Error::Usage("internal: file data without an entry".into())),
                 }
             }
-            written
+            Ok(())
         })
     }
 
