@@ -30,7 +30,9 @@ pub fn markdown(m: &Matrix) -> String {
          each kind of violation seen, the number of states showing it. Kinds: zero-length, torn, lost-old \
          (invariant 1: old or new), not-durable (2: new after exit 0), leftover-dirs, mixed, recover-failed (3: \
          entirely old or entirely new after `unpack --recover`), half-registered, db-tree, db-audit (4, with \
-         dpkg's database: the database and the tree agree on one version after recovery).\n",
+         dpkg's database: the database and the tree agree on one version after recovery), redo-failed (the \
+         bootstrap: where its second stage is absent after recovery, `unpack --bootstrap` again finishes the \
+         system).\n",
         m.states_per_cell, m.seed
     );
     let mut filesystems: Vec<&str> = Vec::new();
@@ -72,6 +74,15 @@ pub fn markdown(m: &Matrix) -> String {
             }
             out.push('\n');
         }
+    }
+    let stages: Vec<String> = m.cells.iter().filter_map(stages_text).collect();
+    if !stages.is_empty() {
+        let _ = writeln!(
+            out,
+            "Bootstrap: the stage recovery left each state's root at (states before the second stage's journal are \
+             at an earlier one), and on how many the bootstrap ran again: {}.\n",
+            stages.join("; ")
+        );
     }
     let disturbed: Vec<String> =
         m.cells.iter().filter(|c| c.foreign_flushes > 0).map(|c| format!("{} ({})", c.id, c.foreign_flushes)).collect();
@@ -124,6 +135,16 @@ fn cell_text(c: &CellResult) -> String {
         let _ = write!(text, " ({})", kinds.join(", "));
     }
     text
+}
+
+/// `CELL: nothing N, layout N, ...; redone N` for a bootstrap cell that ran.
+fn stages_text(c: &CellResult) -> Option<String> {
+    let counts = c.bootstrap.as_ref().filter(|_| c.error.is_none())?;
+    let stages: Vec<String> = super::bootstrap::STAGES
+        .iter()
+        .map(|s| format!("{s} {}", counts.states_by_stage.get(s).copied().unwrap_or(0)))
+        .collect();
+    Some(format!("{}: {}, redone {}", c.id, stages.join(", "), counts.states_redone))
 }
 
 fn push_unique<'a>(list: &mut Vec<&'a str>, item: &'a str) {
