@@ -535,8 +535,12 @@ impl Bootstrapped {
         let bootstrap = bootstrap::Bootstrap::write(&package, &dir.path().join("debs")).unwrap();
         let root = dir.path().join("root");
         std::fs::create_dir(&root).unwrap();
-        let r = run(Command::new(common::unpack_bin()).args(["-q", "-s", "fsync"]).args(bootstrap::FLAGS).args(&bootstrap.packages).arg(&root));
+        let r = run(Command::new(common::unpack_bin()).args(["--json", "-s", "fsync"]).args(bootstrap::FLAGS).args(&bootstrap.packages).arg(&root));
         assert_eq!(r.code, 0, "unpack --bootstrap: {}", r.stderr);
+        // The scenario's point: the first stage writes the Essential copy, the second adopts it.
+        let essential = serde_json::json!([bootstrap.registered[0].0]);
+        let first_stage = &r.json()["first_stage"];
+        assert_eq!((&first_stage["packages"], &first_stage["adopted"]), (&essential, &essential), "{first_stage}");
         Bootstrapped { dir, bootstrap, root }
     }
 
