@@ -53,11 +53,11 @@ pub const STAGES: [&str; 4] = ["nothing", "layout", "first-stage", "second-stage
 #[derive(Debug, Clone)]
 pub struct Bootstrap {
     /// The Essential copy, then the second package: the call's order.
-    pub packages: Vec<PathBuf>,
+    pub packages: [PathBuf; 2],
     /// Their names and versions, in the same order.
-    pub registered: Vec<(String, Version)>,
+    pub registered: [(String, Version); 2],
     /// One tree per entry of [`STAGES`].
-    pub stages: Vec<Tree>,
+    pub stages: [Tree; STAGES.len()],
 }
 
 /// What [`Bootstrap::check`] found.
@@ -89,26 +89,27 @@ impl Bootstrap {
         };
         database::rebuild(package, &essential, dir, &edit)?;
         let second = second_package(dir)?;
-        let registered = [&essential, &second]
-            .into_iter()
-            .map(|deb| Ok((database::field(deb, "Package")?, Version::of_deb(deb)?)))
-            .collect::<Result<Vec<_>, CrashError>>()?;
-        if registered.iter().any(|(name, _)| name.is_empty()) || registered[0].0 == registered[1].0 {
-            let reason = format!("a package named '{}' cannot be bootstrapped beside the crash test's own", registered[0].0);
+        let registered = |deb: &Path| Ok::<_, CrashError>((database::field(deb, "Package")?, Version::of_deb(deb)?));
+        let registered = [registered(&essential)?, registered(&second)?];
+        let [(name, copy), (second_name, own)] = &registered;
+        if name.is_empty() || name == second_name {
+            let reason = format!("a package named '{name}' cannot be bootstrapped beside the crash test's own");
             return Err(CrashError::Package { path: package.to_path_buf(), reason });
         }
-        let stages = stages(&registered[0].1, &registered[1].1);
-        Ok(Bootstrap { packages: vec![essential, second], registered, stages })
+        let stages = stages(copy, own);
+        Ok(Bootstrap { packages: [essential, second], registered, stages })
     }
 
     /// The empty root's tree.
     pub fn first(&self) -> &Tree {
-        &self.stages[0]
+        let [nothing, ..] = &self.stages;
+        nothing
     }
 
     /// The tree of the whole system.
     pub fn last(&self) -> &Tree {
-        &self.stages[STAGES.len() - 1]
+        let [.., whole] = &self.stages;
+        whole
     }
 
     /// The trees between: the layout, the first stage.
@@ -259,14 +260,14 @@ fn second_package(dir: &Path) -> Result<PathBuf, CrashError> {
 /// `second`: nothing; the layout; the first stage's files over it; then what the second stage
 /// adds, each package as `dpkg --unpack` leaves it in a root whose files are not its own yet
 /// (a conffile the root has stays, its new content at `NAME.dpkg-new`).
-fn stages(essential: &Version, second: &Version) -> Vec<Tree> {
+fn stages(essential: &Version, second: &Version) -> [Tree; STAGES.len()] {
     let layout = layout();
     let first = over(&layout, &essential.tree);
     let nothing_before = Version { version: String::new(), tree: Tree::default(), conffiles: Default::default() };
     let adopted = Db { package: String::new(), old: essential.clone(), new: essential.clone() };
     let fresh = Db { package: String::new(), old: nothing_before, new: second.clone() };
     let whole = over(&over(&first, &adopted.new_tree()), &fresh.new_tree());
-    vec![Tree::default(), layout, first, whole]
+    [Tree::default(), layout, first, whole]
 }
 
 /// The layout's tree: `usr/DIR` and `DIR` -> `usr/DIR` for each of [`MERGED`], and dpkg's
@@ -320,7 +321,7 @@ mod tests {
     fn each_stage_adds_to_the_one_before_and_the_second_writes_conffiles_as_dpkg_new() {
         let essential = version(&[("bin", Content::Dir), ("bin/sh", file(1, 1)), ("etc/e.conf", file(2, 2))], &["etc/e.conf"]);
         let second = version(&[("usr/share/s", file(3, 3)), ("etc/s.conf", file(4, 4))], &["etc/s.conf"]);
-        let [nothing, layout, first, whole] = &stages(&essential, &second)[..] else { panic!("four stages") };
+        let [nothing, layout, first, whole] = &stages(&essential, &second);
         assert!(nothing.0.is_empty());
         assert_eq!(layout.get(Path::new("bin")), Content::Symlink("usr/bin".into()));
         assert_eq!(layout.get(Path::new("var/lib/dpkg/info")), Content::Dir);

@@ -292,7 +292,7 @@ impl Prepared {
                 ..plain(None)
             }),
             Scenario::Bootstrap => self.bootstrap.as_ref().map(|b| Cast {
-                packages: b.packages.clone(),
+                packages: b.packages.to_vec(),
                 flags: &bootstrap::FLAGS,
                 old: b.first(),
                 new: b.last(),

@@ -58,31 +58,17 @@ pub fn markdown(m: &Matrix) -> String {
                 .into_iter()
                 .collect();
             let _ = writeln!(out, "## {fs}, {} (settle {} s)\n", scenario.name(), settle.join(", "));
-            let _ = writeln!(out, "| mount options | {} |", strategies.join(" | "));
-            let _ = writeln!(out, "| --- |{}", " --- |".repeat(strategies.len()));
-            for row in rows {
-                let texts: Vec<String> = strategies
-                    .iter()
-                    .map(|s| {
-                        cells
-                            .iter()
-                            .find(|c| c.options == row && c.strategy == *s)
-                            .map_or(String::new(), |c| cell_text(c))
-                    })
-                    .collect();
-                let _ = writeln!(out, "| {row} | {} |", texts.join(" | "));
+            table(&mut out, &rows, &strategies, &cells, cell_text);
+            if scenario == Scenario::Bootstrap {
+                let names = super::bootstrap::STAGES.join(" / ");
+                let _ = writeln!(
+                    out,
+                    "Where recovery left each state's root, states at {names} (before the second stage's journal, an \
+                     earlier stage), and on how many the bootstrap ran again:\n"
+                );
+                table(&mut out, &rows, &strategies, &cells, stages_text);
             }
-            out.push('\n');
         }
-    }
-    let stages: Vec<String> = m.cells.iter().filter_map(stages_text).collect();
-    if !stages.is_empty() {
-        let _ = writeln!(
-            out,
-            "Bootstrap: the stage recovery left each state's root at (states before the second stage's journal are \
-             at an earlier one), and on how many the bootstrap ran again: {}.\n",
-            stages.join("; ")
-        );
     }
     let disturbed: Vec<String> =
         m.cells.iter().filter(|c| c.foreign_flushes > 0).map(|c| format!("{} ({})", c.id, c.foreign_flushes)).collect();
@@ -137,14 +123,29 @@ fn cell_text(c: &CellResult) -> String {
     text
 }
 
-/// `CELL: nothing N, layout N, ...; redone N` for a bootstrap cell that ran.
-fn stages_text(c: &CellResult) -> Option<String> {
-    let counts = c.bootstrap.as_ref().filter(|_| c.error.is_none())?;
+/// A markdown table, rows by mount option set, columns by strategy, each cell `text` of its
+/// result (empty where the matrix has none), then a blank line.
+fn table(out: &mut String, rows: &[&str], strategies: &[&str], cells: &[&CellResult], text: fn(&CellResult) -> String) {
+    let _ = writeln!(out, "| mount options | {} |", strategies.join(" | "));
+    let _ = writeln!(out, "| --- |{}", " --- |".repeat(strategies.len()));
+    for row in rows {
+        let texts: Vec<String> = strategies
+            .iter()
+            .map(|s| cells.iter().find(|c| c.options == *row && c.strategy == *s).map_or(String::new(), |c| text(c)))
+            .collect();
+        let _ = writeln!(out, "| {row} | {} |", texts.join(" | "));
+    }
+    out.push('\n');
+}
+
+/// `N / N / N / N (redone N)`: a bootstrap cell's states by stage, and its redos.
+fn stages_text(c: &CellResult) -> String {
+    let Some(counts) = c.bootstrap.as_ref().filter(|_| c.error.is_none()) else { return cell_text(c) };
     let stages: Vec<String> = super::bootstrap::STAGES
         .iter()
-        .map(|s| format!("{s} {}", counts.states_by_stage.get(s).copied().unwrap_or(0)))
+        .map(|s| counts.states_by_stage.get(s).copied().unwrap_or(0).to_string())
         .collect();
-    Some(format!("{}: {}, redone {}", c.id, stages.join(", "), counts.states_redone))
+    format!("{} (redone {})", stages.join(" / "), counts.states_redone)
 }
 
 fn push_unique<'a>(list: &mut Vec<&'a str>, item: &'a str) {
