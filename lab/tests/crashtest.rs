@@ -470,29 +470,30 @@ fn the_database_invariant_names_what_a_doctored_root_breaks() {
 /// root with one overwrites the conffile and keeps the dropped file, which this cell reports.
 #[test]
 fn an_upgrade_db_cell_of_fsync_finds_no_violation_of_the_files_or_the_database() {
+    clean_cell("fsync", "upgrade-db", "30", "3");
+}
+
+/// The only cell of a run on the small package, ext4 `defaults`, which must have checked states
+/// after recovering each and found no violation and no filesystem failure; and the run's output
+/// directory. `None`, the test skipped, when not root.
+fn clean_cell(strategy: &str, scenario: &str, states: &str, seed: &str) -> Option<(Value, tempfile::TempDir)> {
     if !is_root() {
         eprintln!("skipped: needs root");
-        return;
+        return None;
     }
     let dir = tempfile::tempdir().unwrap();
     let package = small_package(dir.path());
-    let args = ["-s", "fsync", "--fs", "ext4", "-o", "defaults", "--scenario", "upgrade-db", "--states", "30", "--seed", "3"];
-    clean_cell(&args, &package, "ext4/defaults/upgrade-db/fsync");
-}
-
-/// The only cell of a run of `args`, which must have checked states after recovering each and
-/// found no violation and no filesystem failure; and the run's output directory.
-fn clean_cell(args: &[&str], package: &Path, id: &str) -> (Value, tempfile::TempDir) {
-    let (json, out) = crash_json(args, package);
+    let args = ["-s", strategy, "--fs", "ext4", "-o", "defaults", "--scenario", scenario, "--states", states, "--seed", seed];
+    let (json, out) = crash_json(&args, &package);
     let cell = cells(&json)[0].clone();
-    assert_eq!(cell["id"], id);
+    assert_eq!(cell["id"], format!("ext4/defaults/{scenario}/{strategy}"));
     assert_eq!(cell["error"], Value::Null, "{cell}");
     assert_eq!(cell["states_recovered"], cell["states"], "{cell}");
     assert!(cell["states"].as_u64().unwrap() > 0);
     let violations = cell["violations"].as_array().unwrap();
     assert!(violations.is_empty(), "{violations:#?}");
     assert_eq!(cell["fs_failures"].as_array().unwrap().len(), 0, "{}", cell["fs_failures"]);
-    (cell, out)
+    Some((cell, out))
 }
 
 /// Bootstrap cells cut the power in all three of the call's transactions: states before the
@@ -501,14 +502,7 @@ fn clean_cell(args: &[&str], package: &Path, id: &str) -> (Value, tempfile::Temp
 /// violation in any.
 #[test]
 fn a_bootstrap_cell_of_syncfs_finds_no_violation_before_or_after_the_second_stages_journal() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let package = small_package(dir.path());
-    let args = ["-s", "syncfs", "--fs", "ext4", "-o", "defaults", "--scenario", "bootstrap", "--states", "40", "--seed", "4"];
-    let (cell, out) = clean_cell(&args, &package, "ext4/defaults/bootstrap/syncfs");
+    let Some((cell, out)) = clean_cell("syncfs", "bootstrap", "40", "4") else { return };
     let states = cell["states"].as_u64().unwrap();
     let by_stage = &cell["bootstrap"]["states_by_stage"];
     let at = |stage: &str| by_stage[stage].as_u64().unwrap_or(0);
