@@ -385,6 +385,8 @@ fn what_cannot_be_benched_is_a_usage_error_before_any_run() {
         // 1g for 1k: refused before a byte is written, not after the disk is full.
         (&["--synthetic", "100000000000:1g", "-o", "defaults"][..], "which has"),
         (&["--dir", "/", "-o", "nodelalloc", "--synthetic", "1:1"][..], "cannot be used with"),
+        // The crash test's scenario: said whose it is.
+        (&["--synthetic", "10:1k", "--scenario", "bootstrap"][..], "a scenario of unpack-crashtest"),
         (&[][..], "required"),
     ] {
         let r = bench(tmp.path(), args);

@@ -11,8 +11,10 @@ use common::{fixture, is_root, run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use unpack_lab::crash::check::Violation;
+use unpack_lab::crash::bootstrap;
+use unpack_lab::crash::check::{after_recovery, Expected, Recovered, Violation};
 use unpack_lab::crash::database;
+use unpack_lab::crash::expect::Content;
 use unpack_lab::crash::record::install_with_dpkg;
 use unpack_lab::scratchfs::{LoopDevice, Mounted};
 
@@ -468,19 +470,179 @@ fn the_database_invariant_names_what_a_doctored_root_breaks() {
 /// root with one overwrites the conffile and keeps the dropped file, which this cell reports.
 #[test]
 fn an_upgrade_db_cell_of_fsync_finds_no_violation_of_the_files_or_the_database() {
+    clean_cell("fsync", "upgrade-db", "30", "3");
+}
+
+/// The only cell of a run on the small package, ext4 `defaults`, which must have checked states
+/// after recovering each and found no violation and no filesystem failure; and the run's output
+/// directory. `None`, the test skipped, when not root.
+fn clean_cell(strategy: &str, scenario: &str, states: &str, seed: &str) -> Option<(Value, tempfile::TempDir)> {
     if !is_root() {
         eprintln!("skipped: needs root");
-        return;
+        return None;
     }
     let dir = tempfile::tempdir().unwrap();
     let package = small_package(dir.path());
-    let args = ["-s", "fsync", "--fs", "ext4", "-o", "defaults", "--scenario", "upgrade-db", "--states", "30", "--seed", "3"];
-    let (json, _out) = crash_json(&args, &package);
-    let cell = &cells(&json)[0];
-    assert_eq!(cell["id"], "ext4/defaults/upgrade-db/fsync");
+    let args = ["-s", strategy, "--fs", "ext4", "-o", "defaults", "--scenario", scenario, "--states", states, "--seed", seed];
+    let (json, out) = crash_json(&args, &package);
+    let cell = cells(&json)[0].clone();
+    assert_eq!(cell["id"], format!("ext4/defaults/{scenario}/{strategy}"));
     assert_eq!(cell["error"], Value::Null, "{cell}");
     assert_eq!(cell["states_recovered"], cell["states"], "{cell}");
     assert!(cell["states"].as_u64().unwrap() > 0);
     let violations = cell["violations"].as_array().unwrap();
     assert!(violations.is_empty(), "{violations:#?}");
+    assert_eq!(cell["fs_failures"].as_array().unwrap().len(), 0, "{}", cell["fs_failures"]);
+    Some((cell, out))
+}
+
+/// Bootstrap cells cut the power in all three of the call's transactions: states before the
+/// second stage's journal (recovered to nothing, the layout or the first stage, where the
+/// bootstrap is run again) and after it (the whole system), and a durable strategy leaves no
+/// violation in any.
+#[test]
+fn a_bootstrap_cell_of_syncfs_finds_no_violation_before_or_after_the_second_stages_journal() {
+    let Some((cell, out)) = clean_cell("syncfs", "bootstrap", "40", "4") else { return };
+    let states = cell["states"].as_u64().unwrap();
+    let by_stage = &cell["bootstrap"]["states_by_stage"];
+    let at = |stage: &str| by_stage[stage].as_u64().unwrap_or(0);
+    let before = at("nothing") + at("layout") + at("first-stage");
+    assert!(before > 0 && at("second-stage") > 0, "states before and after the second stage's journal: {by_stage}");
+    assert_eq!(before + at("second-stage"), states, "every state is at a stage: {by_stage}");
+    assert_eq!(cell["bootstrap"]["states_redone"].as_u64().unwrap(), before, "the bootstrap ran again on every state before");
+    let table = std::fs::read_to_string(out.path().join("crash.md")).unwrap();
+    let redone = cell["bootstrap"]["states_redone"].as_u64().unwrap();
+    let row = format!("| defaults | {} / {} / {} / {} (redone {redone}) |", at("nothing"), at("layout"), at("first-stage"), at("second-stage"));
+    assert!(table.contains("## ext4, bootstrap") && table.contains(&row), "no {row} in {table}");
+}
+
+/// The bootstrap's packages made from the small package, and a root `unpack --bootstrap` made
+/// of them, with what checks it after a crash.
+struct Bootstrapped {
+    dir: tempfile::TempDir,
+    bootstrap: bootstrap::Bootstrap,
+    root: PathBuf,
+}
+
+impl Bootstrapped {
+    fn new() -> Bootstrapped {
+        let dir = tempfile::tempdir().unwrap();
+        let package = small_package(dir.path());
+        let bootstrap = bootstrap::Bootstrap::write(&package, &dir.path().join("debs")).unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let r = run(Command::new(common::unpack_bin()).args(["--json", "-s", "fsync"]).args(bootstrap::FLAGS).args(&bootstrap.packages).arg(&root));
+        assert_eq!(r.code, 0, "unpack --bootstrap: {}", r.stderr);
+        // The scenario's point: the first stage writes the Essential copy, the second adopts it.
+        let essential = serde_json::json!([bootstrap.registered[0].0]);
+        let first_stage = &r.json()["first_stage"];
+        assert_eq!((&first_stage["packages"], &first_stage["adopted"]), (&essential, &essential), "{first_stage}");
+        Bootstrapped { dir, bootstrap, root }
+    }
+
+    /// The checks after a crash (recovery, the stages, the database, the redo) on `root`.
+    fn check(&self, root: &Path) -> Recovered {
+        let expected = Expected {
+            old: self.bootstrap.first(),
+            new: self.bootstrap.last(),
+            root: Path::new(""),
+            fstype: "ext4",
+            unpack: Path::new(common::unpack_bin()),
+            strategy: "fsync",
+            database: None,
+            bootstrap: Some(&self.bootstrap),
+        };
+        after_recovery(root, &expected, 3)
+    }
+
+    /// A copy of the bootstrapped root, named `name`.
+    fn copy(&self, name: &str) -> PathBuf {
+        copy_root(&self.root, self.dir.path(), name)
+    }
+
+    /// The paths the second stage adds to the first stage's tree, deepest first.
+    fn second_stage_paths(&self) -> Vec<PathBuf> {
+        let [.., first, whole] = &self.bootstrap.stages;
+        let mut paths: Vec<PathBuf> = whole.0.keys().filter(|p| first.get(p) != whole.get(p)).cloned().collect();
+        paths.reverse();
+        paths
+    }
+
+    /// Takes the second stage's paths out of `root`, the ones a directory holds with it.
+    fn remove_second_stage_files(&self, root: &Path) {
+        for path in self.second_stage_paths() {
+            let path = root.join(path);
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path).unwrap(),
+                Ok(_) => std::fs::remove_file(&path).unwrap(),
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+#[test]
+fn the_bootstrap_invariant_holds_on_a_bootstrapped_root_and_names_what_a_doctored_one_breaks() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let b = Bootstrapped::new();
+    let (essential, second) = (&b.bootstrap.registered[0].0, &b.bootstrap.registered[1].0);
+    let whole = b.check(&b.root);
+    assert!(whole.violations.is_empty(), "{:#?}", whole.violations);
+    assert_eq!((whole.stage.side, whole.stage.redone), (Some(bootstrap::STAGES.len() - 1), false), "the whole system, not redone");
+    let [_, _, first, last] = &b.bootstrap.stages;
+    // The new install is what the trees say: the Essential conffile at its name and as
+    // .dpkg-new, the second package's only as .dpkg-new.
+    let conffile = |name: &str| PathBuf::from(format!("{name}.dpkg-new"));
+    assert_eq!(last.get(&conffile(bootstrap::ESSENTIAL_CONFFILE)), first.get(Path::new(bootstrap::ESSENTIAL_CONFFILE)));
+    assert!(b.root.join(conffile(bootstrap::ESSENTIAL_CONFFILE)).is_file() && b.root.join(conffile(database::CONFFILE)).is_file());
+    assert!(!b.root.join(database::CONFFILE).exists());
+
+    // A first-stage file gone: the first stage is not all there.
+    let gone = first.0.iter().find(|(p, c)| matches!(c, Content::File { .. }) && p.starts_with("usr/share")).map(|(p, _)| p.clone()).unwrap();
+    let root = b.copy("first-stage-file-gone");
+    std::fs::remove_file(root.join(&gone)).unwrap();
+    let found = b.check(&root);
+    assert_eq!(kinds_and_paths(&found.violations), [("mixed", gone.display().to_string())], "{:#?}", found.violations);
+    assert!(!found.stage.redone, "the status lists the packages: no redo");
+
+    // The second stage's files gone, its records kept: registered without its files.
+    let root = b.copy("second-stage-files-gone");
+    b.remove_second_stage_files(&root);
+    let found = b.check(&root);
+    assert_eq!(found.stage.side, Some(2), "the tree is the first stage's");
+    assert_eq!(kinds_and_paths(&found.violations), [("half-registered", "var/lib/dpkg/status".to_string())], "{:#?}", found.violations);
+    assert!(found.violations[0].found.to_string().contains(second.as_str()), "{:#?}", found.violations);
+
+    // Only the first stage done (its files, an empty database): the bootstrap again finishes
+    // the system, with nothing to report.
+    let root = b.copy("first-stage-only");
+    b.remove_second_stage_files(&root);
+    for name in [essential, second] {
+        for entry in std::fs::read_dir(root.join("var/lib/dpkg/info")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.file_name().unwrap().to_str().unwrap().starts_with(&format!("{name}.")) {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+    }
+    std::fs::write(root.join("var/lib/dpkg/status"), "").unwrap();
+    let found = b.check(&root);
+    assert_eq!((found.stage.side, found.stage.redone), (Some(2), true), "{:#?}", found.violations);
+    assert!(found.violations.is_empty(), "{:#?}", found.violations);
+    assert!(b.check(&root).violations.is_empty() && root.join(conffile(database::CONFFILE)).is_file(), "the system is whole");
+
+    // The same, with a dpkg journal record the engine will not take: the redo fails, and
+    // says how.
+    let root = b.copy("first-stage-and-a-journal");
+    b.remove_second_stage_files(&root);
+    std::fs::write(root.join("var/lib/dpkg/status"), "").unwrap();
+    std::fs::write(root.join("var/lib/dpkg/updates/0000"), "").unwrap();
+    let found = b.check(&root);
+    let kinds: Vec<&str> = found.violations.iter().map(|v| v.kind.name()).collect();
+    assert!(found.stage.redone && kinds.contains(&"redo-failed"), "{:#?}", found.violations);
+    let failed = found.violations.iter().find(|v| v.kind.name() == "redo-failed").unwrap();
+    assert!(failed.found.to_string().contains("updates"), "{failed:?}");
 }

@@ -187,6 +187,7 @@ fn cell_label(workload: &str, row: &Row, tool: &str) -> String {
 
 /// Runs the whole matrix.
 pub fn run_matrix(config: Config) -> Result<Matrix> {
+    super::scenario::refuse_crash_only(&config.scenarios)?;
     let is_root = rustix::process::geteuid().is_root();
     if config.dir.is_none() && !is_root {
         return Err(Error::NeedsRoot(

@@ -5,7 +5,8 @@
 //! background writer ([`super::busy`]) dirties data on the same filesystem (`busy`) or on
 //! another one (`busy-elsewhere`); or, for `minbase`, an empty root for our engine and
 //! debootstrap's first stage for dpkg, before a whole base system is installed
-//! ([`super::minbase`]).
+//! ([`super::minbase`]). One scenario is `unpack-crashtest`'s alone: `bootstrap`, a base system
+//! into an empty root by `unpack --bootstrap`, whose two stages it cuts the power in.
 //!
 //! Why upgrade matters: replacing files is where atomicity costs most (the old content must
 //! survive until the new one is durable), and filesystems treat a rename over an existing file
@@ -38,12 +39,23 @@ pub enum Scenario {
     /// --bootstrap` against dpkg after a first stage, then `dpkg --configure -a`
     /// ([`super::minbase`]).
     Minbase,
+    /// `unpack --bootstrap --no-scripts` of an Essential copy of the package and a second
+    /// package of the crash test's own into an empty root (`crate::crash::bootstrap`): the crash
+    /// test's alone, which checks both stages after every power cut.
+    Bootstrap,
 }
 
 impl Scenario {
     /// Every scenario, in the order the tables show them.
-    pub const ALL: [Scenario; 6] =
-        [Scenario::Install, Scenario::Upgrade, Scenario::UpgradeDb, Scenario::Busy, Scenario::BusyElsewhere, Scenario::Minbase];
+    pub const ALL: [Scenario; 7] = [
+        Scenario::Install,
+        Scenario::Upgrade,
+        Scenario::UpgradeDb,
+        Scenario::Busy,
+        Scenario::BusyElsewhere,
+        Scenario::Minbase,
+        Scenario::Bootstrap,
+    ];
 
     /// The name users type.
     pub fn name(self) -> &'static str {
@@ -54,6 +66,7 @@ impl Scenario {
             Scenario::Busy => "busy",
             Scenario::BusyElsewhere => "busy-elsewhere",
             Scenario::Minbase => "minbase",
+            Scenario::Bootstrap => "bootstrap",
         }
     }
 
@@ -63,23 +76,31 @@ impl Scenario {
         self.writer().is_some() || self == Scenario::Minbase
     }
 
+    /// True for the scenarios only `unpack-crashtest` runs: bootstrap, whose point is what a
+    /// power cut between and inside the two stages leaves; `unpack-bench` refuses them.
+    pub fn is_crash_only(self) -> bool {
+        self == Scenario::Bootstrap
+    }
+
     /// Where the background writer writes during the run, if the scenario has one.
     pub fn writer(self) -> Option<WriterSite> {
         match self {
             Scenario::Busy => Some(WriterSite::SameFilesystem),
             Scenario::BusyElsewhere => Some(WriterSite::OtherFilesystem),
-            Scenario::Install | Scenario::Upgrade | Scenario::UpgradeDb | Scenario::Minbase => None,
+            Scenario::Install | Scenario::Upgrade | Scenario::UpgradeDb | Scenario::Minbase | Scenario::Bootstrap => None,
         }
     }
 
     /// Brings `root` (an empty directory) to this scenario's starting state; `old` are the
     /// rewritten packages of [`make_old_version`]. The caller syncs afterwards. (The minbase
-    /// root depends on the tool: [`super::minbase::prepare`].)
+    /// root depends on the tool: [`super::minbase::prepare`].) The crash test's scenarios are
+    /// refused: [`refuse_crash_only`] keeps them from getting here.
     pub fn prepare(self, engine: &Engine, old: &[PathBuf], root: &Path) -> Result<()> {
         match self {
             Scenario::Install | Scenario::Busy | Scenario::BusyElsewhere | Scenario::Minbase => Ok(()),
             Scenario::Upgrade => engine.install_unsafely(old, root),
             Scenario::UpgradeDb => super::peers::install_configured(old, root).map_err(Error::io(root)),
+            Scenario::Bootstrap => refuse_crash_only(&[self]),
         }
     }
 }
@@ -95,6 +116,17 @@ impl std::str::FromStr for Scenario {
                 let known: Vec<&str> = Scenario::ALL.iter().map(|c| c.name()).collect();
                 format!("unknown scenario '{s}' (known: {})", known.join(", "))
             })
+    }
+}
+
+/// A usage error (exit 2) naming the first of `scenarios` that only `unpack-crashtest` runs.
+pub fn refuse_crash_only(scenarios: &[Scenario]) -> Result<()> {
+    match scenarios.iter().find(|s| s.is_crash_only()) {
+        Some(s) => Err(Error::Usage(format!(
+            "--scenario {}: a scenario of unpack-crashtest, which cuts the power in it; unpack-bench does not time it",
+            s.name()
+        ))),
+        None => Ok(()),
     }
 }
 

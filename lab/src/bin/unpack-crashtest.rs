@@ -25,6 +25,10 @@ fsck'ed. Invariants, per path of the package:
   4. with dpkg's database (upgrade-db), after recovery: the package registered entirely as
      one version, the tree that version's as dpkg leaves it (conffiles as NAME.dpkg-new), and
      `dpkg --audit` listing it as unpacked or nothing (half-registered, db-tree, db-audit);
+     for bootstrap, after recovery: the root entirely at one of its stages in order (nothing,
+     layout, first stage, second stage: mixed otherwise), the status listing no package or
+     both as unpacked with their info files (half-registered), and where it lists none,
+     `unpack --bootstrap` again finishing the system (redo-failed);
   5. the state mounts and fsck is clean (reported apart: it points at the filesystem).
 Needs root (loop devices, FUSE, mounts).";
 
@@ -53,7 +57,9 @@ struct Args {
 
     /// install (into an empty root), upgrade (over an older version the tool makes),
     /// upgrade-db (the same with a conffile and a dropped file, in a root with dpkg's database
-    /// where dpkg installed and configured the older version).
+    /// where dpkg installed and configured the older version), bootstrap (unpack --bootstrap
+    /// --no-scripts of an Essential copy of the package and a package of the tool's own into an
+    /// empty root).
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "install,upgrade")]
     scenario: Vec<Scenario>,
 

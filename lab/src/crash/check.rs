@@ -16,6 +16,12 @@
 //! 4. in a root with dpkg's database (the `upgrade-db` scenario), after recovery too: the
 //!    database registers the package entirely as one version and the tree is that version's
 //!    (`half-registered`, `db-tree`, `db-audit`: see [`super::database`]);
+//! 5. for the `bootstrap` scenario, whose call is three transactions, "entirely old or entirely
+//!    new" of invariant 3 is "entirely at one of the trees the transactions leave, in order"
+//!    (nothing, the layout, the first stage, the second stage), and after recovery the database
+//!    registers both packages or none, consistently with the tree, and where it registers none,
+//!    `unpack --bootstrap` again finishes the system (`half-registered`, `redo-failed`: see
+//!    [`super::bootstrap`]);
 //!
 //! and, apart from them, because it points at the filesystem rather than at the unpacker: the
 //! state mounts, and fsck (`e2fsck -fn`, `xfs_repair -n`, `btrfs check --readonly`) finds
@@ -50,11 +56,12 @@ pub enum Kind {
     HalfRegistered,
     DbTree,
     DbAudit,
+    RedoFailed,
 }
 
 impl Kind {
     /// Every kind, in the order the reports list them.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::ZeroLength,
         Kind::Torn,
         Kind::LostOld,
@@ -65,6 +72,7 @@ impl Kind {
         Kind::HalfRegistered,
         Kind::DbTree,
         Kind::DbAudit,
+        Kind::RedoFailed,
     ];
 
     /// The name the reports use.
@@ -80,6 +88,7 @@ impl Kind {
             Kind::HalfRegistered => "half-registered",
             Kind::DbTree => "db-tree",
             Kind::DbAudit => "db-audit",
+            Kind::RedoFailed => "redo-failed",
         }
     }
 }
@@ -99,6 +108,45 @@ pub struct Expected<'a> {
     /// The package pair whose database the root keeps (the `upgrade-db` scenario): after
     /// recovery, [`super::database::check`] runs too.
     pub database: Option<&'a super::database::Db>,
+    /// The bootstrap scenario's packages and trees: its stages are sides of invariant 3 too,
+    /// and after recovery [`super::bootstrap::Bootstrap::check`] runs.
+    pub bootstrap: Option<&'a super::bootstrap::Bootstrap>,
+}
+
+impl Expected<'_> {
+    /// The trees recovery may leave the root at, in the order the transactions make them: old,
+    /// the bootstrap's stages between, new.
+    fn sides(&self) -> Vec<&Tree> {
+        let between = self.bootstrap.map_or(&[][..], |b| b.between());
+        std::iter::once(self.old).chain(between).chain([self.new]).collect()
+    }
+}
+
+/// One path of a survey: what the old version, the trees between (the bootstrap's stages) and
+/// the new version have there, and what the root holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Row {
+    pub path: PathBuf,
+    pub old: Content,
+    pub between: Vec<Content>,
+    pub new: Content,
+    pub found: Content,
+}
+
+impl Row {
+    /// What side `k` has here: 0 is old, the last new.
+    fn side(&self, k: usize) -> &Content {
+        match k.checked_sub(1).map(|b| self.between.get(b)) {
+            None => &self.old,
+            Some(Some(c)) => c,
+            Some(None) => &self.new,
+        }
+    }
+
+    /// True when every side has the same here: the path takes no side.
+    fn unchanged(&self) -> bool {
+        self.between.iter().chain([&self.new]).all(|c| *c == self.old)
+    }
 }
 
 /// One path of one state that broke an invariant.
@@ -134,6 +182,24 @@ pub struct Outcome {
     pub left: Left,
     /// `unpack --recover` ran (the state mounted).
     pub recovered: bool,
+    pub stage: Stage,
+}
+
+/// What the checks after recovery found.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    pub violations: Vec<Violation>,
+    pub stage: Stage,
+}
+
+/// The bootstrap scenario: where recovery left the root, and whether the bootstrap ran again.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stage {
+    /// The side the recovered root is nearest to (0 nothing, then each stage); none when
+    /// recovery failed or the scenario is another.
+    pub side: Option<usize>,
+    /// The bootstrap was run again on the recovered root.
+    pub redone: bool,
 }
 
 /// The engine's transaction files found in a state, before recovery.
@@ -167,10 +233,9 @@ pub fn check_state(
                     journal: root.join(STATE_DIR).join(JOURNAL).exists(),
                     intent: root.join(STATE_DIR).join(INTENT).exists(),
                 };
-                outcome.violations.extend(recover(&root, expected, id));
-                if let Some(db) = expected.database {
-                    outcome.violations.extend(super::database::check(&root, db, id));
-                }
+                let after = after_recovery(&root, expected, id);
+                outcome.violations.extend(after.violations);
+                outcome.stage = after.stage;
                 outcome.recovered = true;
                 let at = mounted.path().to_path_buf();
                 if let Err(e) = mounted.unmount() {
@@ -198,11 +263,18 @@ fn mount_options(fstype: &str) -> &'static str {
     }
 }
 
-/// What each path of either version holds under `root`: (path, old, new, found).
-fn survey(root: &Path, expected: &Expected<'_>) -> Vec<(PathBuf, Content, Content, Content)> {
+/// Opens `root` to resolve paths under it, or says why it cannot be.
+pub(super) fn open_root(root: &Path) -> Result<OwnedFd, String> {
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let root = rustix::fs::open(root, flags, Mode::empty()).map_err(|e| format!("{}: {e}", root.display()));
-    let paths: std::collections::BTreeSet<&PathBuf> = expected.old.0.keys().chain(expected.new.0.keys()).collect();
+    rustix::fs::open(root, flags, Mode::empty()).map_err(|e| format!("{}: {e}", root.display()))
+}
+
+/// What each path of any side holds under `root`.
+pub(super) fn survey(root: &Path, expected: &Expected<'_>) -> Vec<Row> {
+    let root = open_root(root);
+    let sides = expected.sides();
+    let paths: std::collections::BTreeSet<&PathBuf> = sides.iter().flat_map(|t| t.0.keys()).collect();
+    let between = sides.get(1..sides.len().saturating_sub(1)).unwrap_or_default();
     paths
         .into_iter()
         .map(|path| {
@@ -210,24 +282,48 @@ fn survey(root: &Path, expected: &Expected<'_>) -> Vec<(PathBuf, Content, Conten
                 Ok(root) => probe(root, path),
                 Err(e) => Content::Other(format!("unreadable root: {e}")),
             };
-            (path.clone(), expected.old.get(path), expected.new.get(path), found)
+            Row {
+                path: path.clone(),
+                old: expected.old.get(path),
+                between: between.iter().map(|t| t.get(path)).collect(),
+                new: expected.new.get(path),
+                found,
+            }
         })
         .collect()
 }
 
 /// Invariants 1 and 2 over a survey.
-fn invariants(survey: &[(PathBuf, Content, Content, Content)], id: usize, after_returned: bool) -> Vec<Violation> {
+fn invariants(survey: &[Row], id: usize, after_returned: bool) -> Vec<Violation> {
     survey
         .iter()
-        .filter_map(|(path, old, new, found)| {
-            classify(old, new, found, after_returned).map(|kind| violation(id, path, kind, old, new, found, None))
+        .filter_map(|r| {
+            classify(&r.old, &r.new, &r.found, after_returned).map(|kind| row_violation(id, r, kind, None))
         })
         .collect()
 }
 
-/// Invariant 3: runs `unpack --recover` on `root`, then the package must be entirely old or
-/// entirely new. Paths whose old and new content are the same take no side.
-fn recover(root: &Path, expected: &Expected<'_>, id: usize) -> Vec<Violation> {
+/// The checks of a root after a crash: runs `unpack --recover` on it, then invariant 3 and,
+/// for the scenarios with dpkg's database, 4 and the bootstrap's.
+pub fn after_recovery(root: &Path, expected: &Expected<'_>, id: usize) -> Recovered {
+    let (mut violations, side) = recover(root, expected, id);
+    if let Some(db) = expected.database {
+        violations.extend(super::database::check(root, db, id));
+    }
+    let mut stage = Stage { side: expected.bootstrap.and(side), redone: false };
+    if let (Some(bootstrap), Some(side)) = (expected.bootstrap, side) {
+        let checked = bootstrap.check(root, expected, side, id);
+        violations.extend(checked.violations);
+        stage.redone = checked.redone;
+    }
+    Recovered { violations, stage }
+}
+
+/// Invariant 3: runs `unpack --recover` on `root`, then the root must be entirely at one side
+/// (old or new; for the bootstrap, or a stage between). Paths whose sides are all the same take
+/// no side. Returns the violations and the side the root is nearest to (none when recovery
+/// failed).
+fn recover(root: &Path, expected: &Expected<'_>, id: usize) -> (Vec<Violation>, Option<usize>) {
     let ran = Command::new(expected.unpack).args(["-s", expected.strategy, "--recover"]).arg(root).output();
     let said = match ran {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),
@@ -240,46 +336,48 @@ fn recover(root: &Path, expected: &Expected<'_>, id: usize) -> Vec<Violation> {
             };
             let expected_ok = Content::Other("unpack --recover exits 0".into());
             let found = Content::Other(why.clone());
-            return vec![violation(
-                id,
-                Path::new(""),
-                Kind::RecoverFailed,
-                &expected_ok,
-                &expected_ok,
-                &found,
-                Some(why),
-            )];
+            let failed = violation(id, Path::new(""), Kind::RecoverFailed, &expected_ok, &expected_ok, &found, Some(why));
+            return (vec![failed], None);
         }
     };
     let survey = survey(root, expected);
-    one_side(&survey)
+    let (side, off) = one_side(&survey);
+    let found = off
         .into_iter()
-        .filter_map(|(i, kind)| survey.get(i).map(|(path, old, new, found)| (path, old, new, found, kind)))
-        .map(|(path, old, new, found, kind)| violation(id, path, kind, old, new, found, Some(said.clone())))
-        .collect()
+        .filter_map(|(i, kind)| survey.get(i).map(|r| row_violation(id, r, kind, Some(said.clone()))))
+        .collect();
+    (found, Some(side))
 }
 
-/// Invariant 3 over a survey taken after recovery: the paths (by index) that keep the package
-/// from being entirely old or entirely new, and why. Paths whose old and new content are the
-/// same take no side.
-fn one_side(survey: &[(PathBuf, Content, Content, Content)]) -> Vec<(usize, Kind)> {
-    let sides: Vec<usize> = (0..survey.len()).filter(|&i| survey[i].1 != survey[i].2).collect();
-    let is_old = |i: &usize| survey[*i].3 == survey[*i].1;
-    let is_new = |i: &usize| survey[*i].3 == survey[*i].2;
-    let (old_count, new_count) =
-        (sides.iter().filter(|i| is_old(i)).count(), sides.iter().filter(|i| is_new(i)).count());
-    if old_count == sides.len() || new_count == sides.len() {
-        return Vec::new();
+/// Invariant 3 over a survey taken after recovery: the side the root is nearest to, and the
+/// paths (by index) that keep it from being entirely at that side, and why. Paths whose sides
+/// are all the same take no side. A root entirely at a side but for directories a later side
+/// has (a roll-back that did not know them) has them `leftover-dirs`; otherwise the side fewest
+/// paths are off (the later one of a tie) is the root's, and the paths off it are `mixed`.
+fn one_side(survey: &[Row]) -> (usize, Vec<(usize, Kind)>) {
+    let sides = survey.first().map_or(2, |r| r.between.len() + 2);
+    let sided: Vec<usize> = (0..survey.len()).filter(|&i| !survey[i].unchanged()).collect();
+    let off = |k: usize| -> Vec<usize> { sided.iter().copied().filter(|&i| survey[i].found != *survey[i].side(k)).collect() };
+    if let Some(k) = (0..sides).rev().find(|&k| off(k).is_empty()) {
+        return (k, Vec::new());
     }
-    let leftover_dir = |i: &usize| {
-        let (_, old, new, found) = &survey[*i];
-        *old == Content::Absent && *new == Content::Dir && *found == Content::Dir
+    let leftover_dir = |i: usize, k: usize| {
+        let r = &survey[i];
+        *r.side(k) == Content::Absent && r.found == Content::Dir && (k + 1..sides).any(|later| *r.side(later) == Content::Dir)
     };
-    if sides.iter().all(|i| is_old(i) || leftover_dir(i)) {
-        return sides.into_iter().filter(|i| !is_old(i)).map(|i| (i, Kind::LeftoverDirs)).collect();
+    for k in 0..sides - 1 {
+        let off = off(k);
+        if off.iter().all(|&i| leftover_dir(i, k)) {
+            return (k, off.into_iter().map(|i| (i, Kind::LeftoverDirs)).collect());
+        }
     }
-    let new_side = new_count >= old_count;
-    sides.into_iter().filter(|i| if new_side { !is_new(i) } else { !is_old(i) }).map(|i| (i, Kind::Mixed)).collect()
+    let nearest = (0..sides).rev().min_by_key(|&k| off(k).len()).unwrap_or(sides - 1);
+    (nearest, off(nearest).into_iter().map(|i| (i, Kind::Mixed)).collect())
+}
+
+/// A violation of a surveyed path.
+pub(super) fn row_violation(id: usize, row: &Row, kind: Kind, recover: Option<String>) -> Violation {
+    violation(id, &row.path, kind, &row.old, &row.new, &row.found, recover)
 }
 
 pub(super) fn violation(
@@ -415,11 +513,12 @@ mod tests {
         assert_eq!(classify(&old, &new, &Content::Dir, false), Some(Kind::Torn));
     }
 
-    fn survey(rows: &[(Content, Content, Content)]) -> Vec<(PathBuf, Content, Content, Content)> {
-        rows.iter()
-            .enumerate()
-            .map(|(i, (o, n, f))| (PathBuf::from(format!("p{i}")), o.clone(), n.clone(), f.clone()))
-            .collect()
+    fn survey(rows: &[(Content, Content, Content)]) -> Vec<Row> {
+        rows.iter().map(|(o, n, f)| (o.clone(), vec![], n.clone(), f.clone())).enumerate().map(row).collect()
+    }
+
+    fn row((i, (old, between, new, found)): (usize, (Content, Vec<Content>, Content, Content))) -> Row {
+        Row { path: PathBuf::from(format!("p{i}")), old, between, new, found }
     }
 
     #[test]
@@ -429,19 +528,42 @@ mod tests {
         let dir = Content::Dir;
         // Entirely new, entirely old; unchanged paths (the directory in an upgrade) take no side.
         assert!(
-            one_side(&survey(&[(a.clone(), b.clone(), b.clone()), (dir.clone(), dir.clone(), dir.clone())])).is_empty()
+            one_side(&survey(&[(a.clone(), b.clone(), b.clone()), (dir.clone(), dir.clone(), dir.clone())])).1.is_empty()
         );
-        assert!(one_side(&survey(&[(a.clone(), b.clone(), a.clone()), (a.clone(), b.clone(), a.clone())])).is_empty());
+        assert!(one_side(&survey(&[(a.clone(), b.clone(), a.clone()), (a.clone(), b.clone(), a.clone())])).1.is_empty());
         // A rolled-back install whose new directories stayed.
         let rows = [(absent.clone(), dir.clone(), dir.clone()), (absent.clone(), b.clone(), absent.clone())];
-        assert_eq!(one_side(&survey(&rows)), [(0, Kind::LeftoverDirs)]);
+        assert_eq!(one_side(&survey(&rows)), (0, vec![(0, Kind::LeftoverDirs)]));
         // Files on both sides: the side fewer paths took is mixed.
         let rows =
             [(a.clone(), b.clone(), b.clone()), (a.clone(), b.clone(), b.clone()), (a.clone(), b.clone(), a.clone())];
-        assert_eq!(one_side(&survey(&rows)), [(2, Kind::Mixed)]);
+        assert_eq!(one_side(&survey(&rows)), (1, vec![(2, Kind::Mixed)]));
         // A torn file after recovery is on no side.
         let rows = [(a.clone(), b.clone(), b.clone()), (a.clone(), b.clone(), file(0, 0))];
-        assert_eq!(one_side(&survey(&rows)), [(1, Kind::Mixed)]);
+        assert_eq!(one_side(&survey(&rows)), (1, vec![(1, Kind::Mixed)]));
+    }
+
+    /// The bootstrap's sides: nothing, a directory (the layout), a file in it (the first
+    /// stage), a second file (the second stage).
+    #[test]
+    fn with_stages_between_the_root_is_entirely_at_one_of_them_in_order() {
+        let (absent, dir, a, b) = (Content::Absent, Content::Dir, file(1, 1), file(2, 2));
+        let sides = [
+            (absent.clone(), vec![dir.clone(), dir.clone()], dir.clone()),
+            (absent.clone(), vec![absent.clone(), a.clone()], a.clone()),
+            (absent.clone(), vec![absent.clone(), absent.clone()], b.clone()),
+        ];
+        let at = |found: [&Content; 3]| -> Vec<Row> {
+            sides.iter().zip(found).map(|((o, m, n), f)| (o.clone(), m.clone(), n.clone(), f.clone())).enumerate().map(row).collect()
+        };
+        for (k, found) in [[&absent, &absent, &absent], [&dir, &absent, &absent], [&dir, &a, &absent], [&dir, &a, &b]].into_iter().enumerate() {
+            assert_eq!(one_side(&at(found)), (k, vec![]), "at side {k}");
+        }
+        // The second stage's file without the first stage's.
+        assert_eq!(one_side(&at([&dir, &absent, &b])), (3, vec![(1, Kind::Mixed)]));
+        // A roll-back to nothing that left a directory only a later side has.
+        let only_dir = vec![row((0, (absent.clone(), vec![absent.clone()], dir.clone(), dir.clone()))), row((1, (absent.clone(), vec![absent.clone()], a.clone(), absent.clone())))];
+        assert_eq!(one_side(&only_dir), (0, vec![(0, Kind::LeftoverDirs)]));
     }
 
     #[test]

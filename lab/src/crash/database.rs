@@ -22,7 +22,7 @@
 //! judge the root are the real dpkg's. This module reads the root through
 //! the checker's `probe` and files opened with RESOLVE_IN_ROOT, and changes nothing in it.
 
-use super::check::{probe, violation, Kind, Violation};
+use super::check::{open_root, probe, violation, Kind, Violation};
 use super::expect::{Content, Tree};
 use super::CrashError;
 use rustix::fs::{Mode, OFlags, ResolveFlags};
@@ -71,8 +71,7 @@ impl Version {
     /// member with `dpkg-deb`.
     pub fn of_deb(deb: &Path) -> Result<Version, CrashError> {
         let tree = Tree::of_deb(deb)?;
-        let version =
-            text(&tool(Command::new("dpkg-deb").arg("--field").arg(deb).arg("Version"), deb)?).trim().to_string();
+        let version = field(deb, "Version")?;
         let conffiles = match Command::new("dpkg-deb").arg("--info").arg(deb).arg("conffiles").output() {
             Ok(out) if out.status.success() => {
                 lines(&text(&out)).map(|l| PathBuf::from(l.trim_start_matches('/'))).collect()
@@ -106,9 +105,7 @@ impl Version {
 impl Db {
     /// The package pair `older` (installed and configured before the transaction) and `newer`.
     pub fn of_debs(older: &Path, newer: &Path) -> Result<Db, CrashError> {
-        let package =
-            text(&tool(Command::new("dpkg-deb").arg("--field").arg(newer).arg("Package"), newer)?).trim().to_string();
-        Ok(Db { package, old: Version::of_deb(older)?, new: Version::of_deb(newer)? })
+        Ok(Db { package: field(newer, "Package")?, old: Version::of_deb(older)?, new: Version::of_deb(newer)? })
     }
 
     /// The tree a root holds once the older version is configured: the older package's.
@@ -152,19 +149,9 @@ impl Db {
 /// Checks the database invariant on `root` (after recovery) for crash state `id`; every
 /// violation names the path it is about and what was found.
 pub fn check(root: &Path, db: &Db, id: usize) -> Vec<Violation> {
-    let dir = match rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
+    let dir = match open_root(root) {
         Ok(dir) => dir,
-        Err(e) => {
-            let found = Content::Other(format!("unreadable root: {e}"));
-            return vec![db_violation(
-                id,
-                Path::new(""),
-                Kind::HalfRegistered,
-                "a root".into(),
-                "a root".into(),
-                found,
-            )];
-        }
+        Err(e) => return vec![unreadable_root(id, e)],
     };
     let side = match registered_side(root, db) {
         Ok(side) => side,
@@ -180,6 +167,12 @@ pub fn check(root: &Path, db: &Db, id: usize) -> Vec<Violation> {
     found.extend(verify(root, db, side, id));
     found.extend(audit(root, db, side, id));
     found
+}
+
+/// The violation for a root that cannot be opened to read its database.
+pub(super) fn unreadable_root(id: usize, why: String) -> Violation {
+    let root = "a root".to_string();
+    db_violation(id, Path::new(""), Kind::HalfRegistered, root.clone(), root, Content::Other(format!("unreadable root: {why}")))
 }
 
 /// The side the package's status registers, as `dpkg-query` reads it (`status` with the
@@ -208,29 +201,41 @@ fn registered_side(root: &Path, db: &Db) -> Result<Side, String> {
 }
 
 /// An info file's suffix, the paths a version says it holds, and how to read them from it.
-type InfoFile = (&'static str, fn(&Version) -> BTreeSet<String>, fn(&str) -> BTreeSet<String>);
+pub(super) type InfoFile = (&'static str, fn(&Version) -> BTreeSet<String>, fn(&str) -> BTreeSet<String>);
+
+/// The info files dpkg keeps of a package's paths: its list, md5sums and conffiles.
+pub(super) const INFO_FILES: [InfoFile; 3] = [
+    ("list", Version::list, list_lines),
+    ("md5sums", Version::md5sum_paths, md5sum_lines),
+    ("conffiles", Version::conffile_list, list_lines),
+];
+
+fn list_lines(text: &str) -> BTreeSet<String> {
+    lines(text).map(str::to_string).collect()
+}
+
+fn md5sum_lines(text: &str) -> BTreeSet<String> {
+    lines(text).filter_map(|l| l.split_once("  ")).map(|(_, p)| p.to_string()).collect()
+}
+
+/// The paths `info/PACKAGE.SUFFIX` names, read without leaving the root, or why it could not
+/// be read. A package without conffiles has no conffiles file: none is an empty list.
+pub(super) fn read_info(dir: &OwnedFd, package: &str, (suffix, _, parse): &InfoFile) -> Result<BTreeSet<String>, String> {
+    match read_db_file(dir, &format!("info/{package}.{suffix}")) {
+        Ok(text) => Ok(parse(&text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && *suffix == "conffiles" => Ok(BTreeSet::new()),
+        Err(e) => Err(e.to_string()),
+    }
+}
 
 /// The package's info files name the registered version's paths and conffiles.
 fn info_files(dir: &OwnedFd, db: &Db, side: Side, id: usize) -> Vec<Violation> {
     let want = db.version(side);
     let other = db.version(if side == Side::Old { Side::New } else { Side::Old });
-    let files: [InfoFile; 3] = [
-        ("list", Version::list, |t| lines(t).map(str::to_string).collect()),
-        ("md5sums", Version::md5sum_paths, |t| {
-            lines(t).filter_map(|l| l.split_once("  ")).map(|(_, p)| p.to_string()).collect()
-        }),
-        ("conffiles", Version::conffile_list, |t| lines(t).map(str::to_string).collect()),
-    ];
     let mut found = Vec::new();
-    for (suffix, expected, parse) in files {
-        let name = format!("info/{}.{suffix}", db.package);
-        let read = match read_db_file(dir, &name) {
-            Ok(text) => Ok(parse(&text)),
-            // A package without conffiles has no conffiles file.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && suffix == "conffiles" => Ok(BTreeSet::new()),
-            Err(e) => Err(e.to_string()),
-        };
-        let what = match read {
+    for file in &INFO_FILES {
+        let (suffix, expected, _) = file;
+        let what = match read_info(dir, &db.package, file) {
             Ok(paths) if paths == expected(want) => continue,
             Ok(paths) if paths == expected(other) => format!("the {suffix} of version {}", other.version),
             Ok(paths) => differ(&paths, &expected(want)),
@@ -238,14 +243,14 @@ fn info_files(dir: &OwnedFd, db: &Db, side: Side, id: usize) -> Vec<Violation> {
         };
         let says = |v: &Version| format!("the {suffix} of version {}", v.version);
         let what = Content::Other(format!("{what}, where the status registers version {}", want.version));
-        let path = Path::new(ADMIN_DIR).join(&name);
+        let path = Path::new(ADMIN_DIR).join(format!("info/{}.{suffix}", db.package));
         found.push(db_violation(id, &path, Kind::HalfRegistered, says(&db.old), says(&db.new), what));
     }
     found
 }
 
 /// What a set of paths read has that `expected` has not, and the other way round.
-fn differ(read: &BTreeSet<String>, expected: &BTreeSet<String>) -> String {
+pub(super) fn differ(read: &BTreeSet<String>, expected: &BTreeSet<String>) -> String {
     let extra: Vec<&String> = read.difference(expected).take(3).collect();
     let missing: Vec<&String> = expected.difference(read).take(3).collect();
     format!("{} paths; not expected: {extra:?}; missing: {missing:?}", read.len())
@@ -343,13 +348,13 @@ fn tool_violation(id: usize, what: &str, kind: Kind, why: String) -> Violation {
     db_violation(id, Path::new(ADMIN_DIR), kind, says.clone(), says, Content::Other(format!("{what}: {why}")))
 }
 
-fn db_violation(id: usize, path: &Path, kind: Kind, old: String, new: String, found: Content) -> Violation {
+pub(super) fn db_violation(id: usize, path: &Path, kind: Kind, old: String, new: String, found: Content) -> Violation {
     violation(id, path, kind, &Content::Other(old), &Content::Other(new), &found, None)
 }
 
 /// Reads `ADMIN_DIR/name` under `dir`, resolved without leaving it, at most [`MAX_DB_FILE`]
 /// bytes.
-fn read_db_file(dir: &OwnedFd, name: &str) -> std::io::Result<String> {
+pub(super) fn read_db_file(dir: &OwnedFd, name: &str) -> std::io::Result<String> {
     let path = Path::new(ADMIN_DIR).join(name);
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd =
@@ -363,7 +368,7 @@ fn read_db_file(dir: &OwnedFd, name: &str) -> std::io::Result<String> {
 }
 
 /// `text` on one line: its non-empty lines joined by ` | `, for a violation's one line.
-fn one_line(text: &str) -> String {
+pub(super) fn one_line(text: &str) -> String {
     lines(text).map(str::trim).collect::<Vec<_>>().join(" | ")
 }
 
@@ -371,12 +376,17 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
     text.lines().filter(|l| !l.trim().is_empty())
 }
 
+/// A control field of `deb`, as `dpkg-deb --field` reads it.
+pub(super) fn field(deb: &Path, name: &str) -> Result<String, CrashError> {
+    Ok(text(&tool(Command::new("dpkg-deb").arg("--field").arg(deb).arg(name), deb)?).trim().to_string())
+}
+
 fn text(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Runs a tool that must succeed, about `path`.
-fn tool(cmd: &mut Command, path: &Path) -> Result<Output, CrashError> {
+pub(super) fn tool(cmd: &mut Command, path: &Path) -> Result<Output, CrashError> {
     let program = PathBuf::from(cmd.get_program());
     let out =
         cmd.output().map_err(|e| CrashError::Tool { path: program.clone(), reason: format!("cannot run it: {e}") })?;
@@ -400,48 +410,153 @@ pub fn write_pair(package: &Path, dir: &Path) -> Result<(PathBuf, PathBuf), Cras
     super::older::write(package, &rewritten)?;
     let older = dir.join("older-db.deb");
     let newer = dir.join("newer-db.deb");
-    rebuild(&rewritten, &older, dir, Some("older"), "the older version's conffile\n")?;
-    rebuild(package, &newer, dir, None, "the newer version's conffile, longer\n")?;
+    let older_version = |v: Option<&str>| Some(format!("{}~older", v.unwrap_or_default()));
+    let older_edit = Rebuild {
+        conffile: (CONFFILE, "the older version's conffile\n"),
+        files: &[(DROPPED, "a file only the older version ships\n")],
+        fields: &[("Version", &older_version)],
+        md5sums: false,
+    };
+    rebuild(&rewritten, &older, dir, &older_edit)?;
+    let newer_edit = Rebuild { conffile: (CONFFILE, "the newer version's conffile, longer\n"), files: &[], fields: &[], md5sums: false };
+    rebuild(package, &newer, dir, &newer_edit)?;
     Ok((older, newer))
 }
 
-/// Takes `from` apart with dpkg-deb, adds the conffile (and, for the older version, the dropped
-/// file and the version suffix), builds `to`.
-fn rebuild(from: &Path, to: &Path, dir: &Path, suffix: Option<&str>, conffile: &str) -> Result<(), CrashError> {
+/// A control field's new value from its old one (`None`: the package has no such field);
+/// `None` removes the field.
+pub(super) type FieldEdit<'a> = &'a dyn Fn(Option<&str>) -> Option<String>;
+
+/// What [`rebuild`] changes in a package.
+pub(super) struct Rebuild<'a> {
+    /// A conffile added: its path (relative, as [`CONFFILE`]) and content.
+    pub conffile: (&'a str, &'a str),
+    /// Regular files added that are not conffiles: (relative path, content).
+    pub files: &'a [(&'a str, &'a str)],
+    /// Control fields changed, by name (one-line fields: a continuation goes with its field).
+    pub fields: &'a [(&'a str, FieldEdit<'a>)],
+    /// True: a `md5sums` member of every regular file, conffiles included, as dpkg computes
+    /// one for a package that ships none (a member the package had is made again: it would
+    /// not name the files added). False: no `md5sums` member at all.
+    pub md5sums: bool,
+}
+
+/// Takes `from` apart with dpkg-deb, makes the changes of `edit`, builds `to`.
+pub(super) fn rebuild(from: &Path, to: &Path, dir: &Path, edit: &Rebuild<'_>) -> Result<(), CrashError> {
     let stage = dir.join("stage");
-    let io = |path: &Path, what: &'static str| {
-        let path = path.to_path_buf();
-        move |source| CrashError::Io { path, what, source }
-    };
     if stage.exists() {
-        std::fs::remove_dir_all(&stage).map_err(io(&stage, "removing"))?;
+        std::fs::remove_dir_all(&stage).map_err(io_error(&stage, "removing"))?;
     }
     tool(Command::new("dpkg-deb").arg("--raw-extract").arg(from).arg(&stage), from)?;
     let control_dir = stage.join("DEBIAN");
-    let conf = stage.join(CONFFILE);
-    std::fs::create_dir_all(conf.parent().unwrap_or(&stage)).map_err(io(&conf, "creating the parent of"))?;
-    std::fs::write(&conf, conffile).map_err(io(&conf, "writing"))?;
+    for (path, content) in edit.files.iter().chain([&edit.conffile]) {
+        let file = stage.join(path);
+        std::fs::create_dir_all(file.parent().unwrap_or(&stage)).map_err(io_error(&file, "creating the parent of"))?;
+        std::fs::write(&file, content).map_err(io_error(&file, "writing"))?;
+    }
     let list = control_dir.join("conffiles");
     let mut conffiles = std::fs::read_to_string(&list).unwrap_or_default();
-    conffiles.push_str(&format!("/{CONFFILE}\n"));
-    std::fs::write(&list, conffiles).map_err(io(&list, "writing"))?;
+    conffiles.push_str(&format!("/{}\n", edit.conffile.0));
+    std::fs::write(&list, conffiles).map_err(io_error(&list, "writing"))?;
     let md5sums = control_dir.join("md5sums");
     if md5sums.exists() {
-        std::fs::remove_file(&md5sums).map_err(io(&md5sums, "removing"))?;
+        std::fs::remove_file(&md5sums).map_err(io_error(&md5sums, "removing"))?;
     }
-    if let Some(suffix) = suffix {
-        let dropped = stage.join(DROPPED);
-        std::fs::write(&dropped, "a file only the older version ships\n").map_err(io(&dropped, "writing"))?;
+    if edit.md5sums {
+        let sums = md5sums_of(&stage, from)?;
+        std::fs::write(&md5sums, sums).map_err(io_error(&md5sums, "writing"))?;
+    }
+    if !edit.fields.is_empty() {
         let control = control_dir.join("control");
-        let text = std::fs::read_to_string(&control).map_err(io(&control, "reading"))?;
-        let text: String = text
-            .lines()
-            .map(|l| if l.starts_with("Version:") { format!("{}~{suffix}\n", l.trim_end()) } else { format!("{l}\n") })
-            .collect();
-        std::fs::write(&control, text).map_err(io(&control, "writing"))?;
+        let text = std::fs::read_to_string(&control).map_err(io_error(&control, "reading"))?;
+        std::fs::write(&control, edit_fields(&text, edit.fields)).map_err(io_error(&control, "writing"))?;
     }
     tool(Command::new("dpkg-deb").args(["-Zgzip", "--build"]).arg(&stage).arg(to), from)?;
-    std::fs::remove_dir_all(&stage).map_err(io(&stage, "removing"))
+    std::fs::remove_dir_all(&stage).map_err(io_error(&stage, "removing"))
+}
+
+/// A [`CrashError::Io`] about `path`.
+fn io_error(path: &Path, what: &'static str) -> impl FnOnce(std::io::Error) -> CrashError {
+    let path = path.to_path_buf();
+    move |source| CrashError::Io { path, what, source }
+}
+
+/// `control` with the fields of `edits` changed, removed or (at the end) added.
+fn edit_fields(control: &str, edits: &[(&str, FieldEdit<'_>)]) -> String {
+    let name_of = |line: &str| line.split_once(':').map(|(name, _)| name.trim().to_ascii_lowercase());
+    let edit_of = |line: &str| {
+        let name = name_of(line)?;
+        edits.iter().find(|(n, _)| n.eq_ignore_ascii_case(&name))
+    };
+    let mut out = String::new();
+    let mut seen = Vec::new();
+    let mut skipping = false;
+    for line in control.lines() {
+        if line.starts_with([' ', '\t']) {
+            if !skipping {
+                out.push_str(line);
+                out.push('\n');
+            }
+            continue;
+        }
+        skipping = false;
+        match edit_of(line) {
+            Some((name, edit)) => {
+                seen.push(*name);
+                let old = line.split_once(':').map(|(_, v)| v.trim());
+                match edit(old) {
+                    Some(value) => out.push_str(&format!("{name}: {value}\n")),
+                    None => skipping = true,
+                }
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    for (name, edit) in edits.iter().filter(|(n, _)| !seen.contains(n)) {
+        if let Some(value) = edit(None) {
+            out.push_str(&format!("{name}: {value}\n"));
+        }
+    }
+    out
+}
+
+/// The `md5sums` member dpkg computes for the data tree at `stage` (its `DEBIAN` left out):
+/// `HASH  PATH` for every regular file, by `md5sum`, a thousand files per call.
+fn md5sums_of(stage: &Path, package: &Path) -> Result<String, CrashError> {
+    let mut files = Vec::new();
+    regular_files(stage, Path::new(""), &mut files)?;
+    files.sort();
+    let mut sums = String::new();
+    for chunk in files.chunks(1000) {
+        let out = tool(Command::new("md5sum").arg("--zero").arg("--").args(chunk).current_dir(stage), package)?;
+        for line in text(&out).split('\0').filter(|l| !l.is_empty()) {
+            sums.push_str(line);
+            sums.push('\n');
+        }
+    }
+    Ok(sums)
+}
+
+/// Collects the regular files below `dir` (`rel` inside the stage), `DEBIAN` left out.
+fn regular_files(dir: &Path, rel: &Path, files: &mut Vec<PathBuf>) -> Result<(), CrashError> {
+    let here = dir.join(rel);
+    for entry in std::fs::read_dir(&here).map_err(io_error(&here, "reading"))? {
+        let entry = entry.map_err(io_error(&here, "reading"))?;
+        let path = rel.join(entry.file_name());
+        if path == Path::new("DEBIAN") {
+            continue;
+        }
+        let kind = entry.file_type().map_err(io_error(&dir.join(&path), "stat"))?;
+        if kind.is_dir() {
+            regular_files(dir, &path, files)?;
+        } else if kind.is_file() {
+            files.push(path);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -522,5 +637,15 @@ mod tests {
             one_line("The following packages\n are broken:\n\n pkg   x\n"),
             "The following packages | are broken: | pkg   x"
         );
+    }
+
+    #[test]
+    fn control_fields_are_changed_removed_and_added() {
+        let control = "Package: p\nVersion: 1\nMulti-Arch: same\nDescription: d\n long\n";
+        let yes = |_: Option<&str>| Some("yes".to_string());
+        let bump = |v: Option<&str>| Some(format!("{}~older", v.unwrap_or_default()));
+        let none = |_: Option<&str>| None;
+        let edited = edit_fields(control, &[("Version", &bump), ("Multi-Arch", &none), ("Essential", &yes)]);
+        assert_eq!(edited, "Package: p\nVersion: 1~older\nDescription: d\n long\nEssential: yes\n");
     }
 }

@@ -16,10 +16,13 @@
 //!
 //! What the old and new contents are comes from the packages ([`expect`]), the older version
 //! from [`older`]; for `upgrade-db`, from the package pair and what dpkg makes of it
-//! ([`database`], which also checks the database). This module must never trust a tree the unpacker wrote to say what is
+//! ([`database`], which also checks the database); for `bootstrap`, from the call's two
+//! packages and the trees its three transactions leave ([`bootstrap`], which also checks the
+//! database and runs the bootstrap again). This module must never trust a tree the unpacker wrote to say what is
 //! right, never build a state on an image that was mounted since mkfs, and never leave a
 //! mount, loop device or FUSE mount behind.
 
+pub mod bootstrap;
 pub mod check;
 pub mod database;
 pub mod expect;
@@ -157,11 +160,26 @@ pub struct CellResult {
     pub states_recovered: usize,
     pub states_with_journal: usize,
     pub states_with_intent: usize,
+    /// The bootstrap scenario: where recovery left the root of each state, and how often the
+    /// bootstrap ran again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<BootstrapStates>,
     pub violations: Vec<Violation>,
     /// Mount and fsck failures: the filesystem's, reported apart.
     pub fs_failures: Vec<FsFailure>,
     /// The states with a violation or a filesystem failure.
     pub states_detail: Vec<StateInfo>,
+}
+
+/// The states of a bootstrap cell by the stage recovery left the root at.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BootstrapStates {
+    /// By the names of [`bootstrap::STAGES`]: states whose recovered root was entirely (or,
+    /// with a violation, nearest) at that stage. The states before the second stage's journal
+    /// are at an earlier stage; the ones after it, at the second stage.
+    pub states_by_stage: BTreeMap<&'static str, usize>,
+    /// States on whose recovered root the bootstrap ran again (its database listed no package).
+    pub states_redone: usize,
 }
 
 /// The whole matrix.
@@ -189,35 +207,111 @@ impl Matrix {
     }
 }
 
+/// What the scenarios of a run need, made once before the first cell: the package's tree, the
+/// older version, the upgrade-db pair, the bootstrap's packages, each when a scenario asks.
+struct Prepared {
+    package: PathBuf,
+    new: Tree,
+    empty: Tree,
+    older: Option<(PathBuf, Tree)>,
+    /// The pair, the older and newer package, and the pair's old and new trees.
+    db: Option<(database::Db, PathBuf, PathBuf, Tree, Tree)>,
+    bootstrap: Option<bootstrap::Bootstrap>,
+}
+
+/// One scenario's part in a cell: the call under test, what the root holds before it, the old
+/// and new trees and the scenario's own checks.
+struct Cast<'p> {
+    packages: Vec<PathBuf>,
+    flags: &'static [&'static str],
+    older: Option<&'p Path>,
+    old: &'p Tree,
+    new: &'p Tree,
+    database: Option<&'p database::Db>,
+    bootstrap: Option<&'p bootstrap::Bootstrap>,
+}
+
+impl Prepared {
+    fn new(config: &Config, work: &Path) -> Result<Prepared, CrashError> {
+        let new = Tree::of_deb(&config.package)?;
+        let asks = |scenario| config.scenarios.contains(&scenario);
+        let older = if asks(Scenario::Upgrade) {
+            let deb = work.join("older.deb");
+            older::write(&config.package, &deb)?;
+            let tree = Tree::of_deb(&deb)?;
+            Some((deb, tree))
+        } else {
+            None
+        };
+        let db = if asks(Scenario::UpgradeDb) {
+            let (older, newer) = database::write_pair(&config.package, work)?;
+            let db = database::Db::of_debs(&older, &newer)?;
+            let (old, new) = (db.old_tree(), db.new_tree());
+            Some((db, older, newer, old, new))
+        } else {
+            None
+        };
+        let bootstrap =
+            if asks(Scenario::Bootstrap) { Some(bootstrap::Bootstrap::write(&config.package, &work.join("bootstrap"))?) } else { None };
+        Ok(Prepared { package: config.package.clone(), new, empty: Tree::default(), older, db, bootstrap })
+    }
+
+    /// The bytes of every file of every tree, for the size of the disk.
+    fn bytes(&self) -> u64 {
+        let db = self.db.iter().flat_map(|(_, _, _, old, new)| [old, new]);
+        let trees = [&self.new].into_iter().chain(self.older.iter().map(|(_, t)| t)).chain(db).chain(self.bootstrap.as_ref().map(|b| b.last()));
+        trees.flat_map(|t| t.0.values()).map(|c| if let Content::File { len, .. } = c { *len } else { 0 }).sum()
+    }
+
+    /// The package alone, over nothing or over `older` (the older version and its tree).
+    fn plain<'p>(&'p self, older: Option<&'p (PathBuf, Tree)>) -> Cast<'p> {
+        Cast {
+            packages: vec![self.package.clone()],
+            flags: &[],
+            older: older.map(|(deb, _)| deb.as_path()),
+            old: older.map_or(&self.empty, |(_, tree)| tree),
+            new: &self.new,
+            database: None,
+            bootstrap: None,
+        }
+    }
+
+    /// The cast of `scenario`; `None` for a scenario this run did not prepare (validate()
+    /// refuses the bench's).
+    fn cast(&self, scenario: Scenario) -> Option<Cast<'_>> {
+        let plain = |older| self.plain(older);
+        match scenario {
+            Scenario::Install => Some(plain(None)),
+            Scenario::Upgrade => self.older.as_ref().map(|older| plain(Some(older))),
+            Scenario::UpgradeDb => self.db.as_ref().map(|(db, older, newer, old, new)| Cast {
+                packages: vec![newer.clone()],
+                older: Some(older.as_path()),
+                old,
+                new,
+                database: Some(db),
+                ..plain(None)
+            }),
+            Scenario::Bootstrap => self.bootstrap.as_ref().map(|b| Cast {
+                packages: b.packages.to_vec(),
+                flags: &bootstrap::FLAGS,
+                old: b.first(),
+                new: b.last(),
+                bootstrap: Some(b),
+                ..plain(None)
+            }),
+            Scenario::Busy | Scenario::BusyElsewhere | Scenario::Minbase => None,
+        }
+    }
+}
+
 /// Runs every cell of `config`; `on_cell` sees each result as it is made. A cell that cannot
 /// be run (a mount option the filesystem refuses, an unpack that fails) is reported as such and
 /// the matrix goes on ([`Matrix::unfinished`]).
 pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matrix, CrashError> {
     validate(config)?;
     let work = new_workdir()?;
-    let new = Tree::of_deb(&config.package)?;
-    let older_deb = work.path().join("older.deb");
-    let old = if config.scenarios.contains(&Scenario::Upgrade) {
-        older::write(&config.package, &older_deb)?;
-        Tree::of_deb(&older_deb)?
-    } else {
-        Tree::default()
-    };
-    let empty = Tree::default();
-    let db = if config.scenarios.contains(&Scenario::UpgradeDb) {
-        let (older, newer) = database::write_pair(&config.package, work.path())?;
-        Some((database::Db::of_debs(&older, &newer)?, older, newer))
-    } else {
-        None
-    };
-    let db_trees = db.as_ref().map(|(db, _, _)| (db.old_tree(), db.new_tree()));
-    let bytes: u64 = [Some(&new), Some(&old), db_trees.as_ref().map(|t| &t.0), db_trees.as_ref().map(|t| &t.1)]
-        .into_iter()
-        .flatten()
-        .flat_map(|t| t.0.values())
-        .map(|c| if let Content::File { len, .. } = c { *len } else { 0 })
-        .sum();
-    let disk_bytes = record::disk_bytes(bytes);
+    let prepared = Prepared::new(config, work.path())?;
+    let disk_bytes = record::disk_bytes(prepared.bytes());
     let mut matrix = Matrix {
         package: config.package.clone(),
         seed: config.seed,
@@ -229,39 +323,34 @@ pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matr
         let sets = if config.option_sets.is_empty() { default_option_sets(fs) } else { config.option_sets.clone() };
         for options in &sets {
             for &scenario in &config.scenarios {
+                let cast = prepared.cast(scenario).ok_or_else(|| CrashError::Usage(format!("scenario '{}' was not prepared", scenario.name())))?;
                 for strategy in &config.strategies {
                     let index = matrix.cells.len();
                     let settle = config.settle.unwrap_or_else(|| record::default_settle(fs, options));
                     let mut cell = CellResult::new(fs, options, scenario, strategy, settle, disk_bytes);
                     let dir = work.path().join(format!("cell-{index}"));
-                    let (package, older, old, new, database) = match (scenario, &db, &db_trees) {
-                        (Scenario::UpgradeDb, Some((db, older, newer)), Some((old, new))) => {
-                            (newer.as_path(), Some(older.as_path()), old, new, Some(db))
-                        }
-                        (Scenario::Upgrade, ..) => (config.package.as_path(), Some(older_deb.as_path()), &old, &new, None),
-                        // validate() refuses the busy and minbase scenarios: they are the bench's.
-                        _ => (config.package.as_path(), None, &empty, &new, None),
-                    };
                     let setup = record::Setup {
                         fstype: fs,
                         options,
                         strategy,
-                        package,
-                        older,
-                        database: database.is_some(),
+                        packages: &cast.packages,
+                        flags: cast.flags,
+                        older: cast.older,
+                        database: cast.database.is_some(),
                         unpack: &config.unpack,
                         settle,
                         disk_bytes,
                         dir: &dir,
                     };
                     let expected = Expected {
-                        old,
-                        new,
+                        old: cast.old,
+                        new: cast.new,
                         root: Path::new(record::ROOT_DIR),
                         fstype: fs,
                         unpack: &config.unpack,
                         strategy,
-                        database,
+                        database: cast.database,
+                        bootstrap: cast.bootstrap,
                     };
                     let ran = run_cell(config, index, &setup, &expected, &mut cell);
                     let _ = std::fs::remove_dir_all(&dir);
@@ -312,10 +401,21 @@ impl CellResult {
             states_recovered: 0,
             states_with_journal: 0,
             states_with_intent: 0,
+            bootstrap: (scenario == Scenario::Bootstrap).then(BootstrapStates::default),
             violations: Vec::new(),
             fs_failures: Vec::new(),
             states_detail: Vec::new(),
         }
+    }
+}
+
+impl BootstrapStates {
+    /// Counts one checked state.
+    fn count(&mut self, outcome: &check::Outcome) {
+        if let Some(stage) = outcome.stage.side.and_then(|s| bootstrap::STAGES.get(s)) {
+            *self.states_by_stage.entry(stage).or_default() += 1;
+        }
+        self.states_redone += usize::from(outcome.stage.redone);
     }
 }
 
@@ -378,6 +478,9 @@ fn run_cell(
         cell.states_recovered += usize::from(outcome.recovered);
         cell.states_with_journal += usize::from(outcome.left.journal);
         cell.states_with_intent += usize::from(outcome.left.intent && !outcome.left.journal);
+        if let Some(counts) = cell.bootstrap.as_mut() {
+            counts.count(&outcome);
+        }
         for v in &outcome.violations {
             *cell.kinds.entry(v.kind).or_default() += 1;
         }
@@ -409,7 +512,8 @@ fn validate(config: &Config) -> Result<(), CrashError> {
         unpack::durability::by_name(s, 1).map_err(|e| CrashError::Usage(e.to_string()))?;
     }
     if let Some(s) = config.scenarios.iter().find(|s| s.is_bench_only()) {
-        return Err(CrashError::Usage(format!("scenario '{}' is unpack-bench's; the crash test runs install, upgrade and upgrade-db", s.name())));
+        let ours: Vec<&str> = Scenario::ALL.iter().filter(|s| !s.is_bench_only()).map(|s| s.name()).collect();
+        return Err(CrashError::Usage(format!("scenario '{}' is unpack-bench's; the crash test runs {}", s.name(), ours.join(", "))));
     }
     let empty = |what: &str| Err(CrashError::Usage(format!("no {what} to test")));
     if config.strategies.is_empty() {

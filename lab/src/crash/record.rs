@@ -36,7 +36,10 @@ pub struct Setup<'a> {
     pub fstype: &'a str,
     pub options: &'a str,
     pub strategy: &'a str,
-    pub package: &'a Path,
+    /// The packages of the call under test, and its options besides `-q -s STRATEGY`
+    /// (`--bootstrap --no-scripts` for the bootstrap scenario).
+    pub packages: &'a [PathBuf],
+    pub flags: &'a [&'a str],
     /// The older version to install first (the upgrade scenarios).
     pub older: Option<&'a Path>,
     /// The root keeps dpkg's database: the older version is installed and configured by the
@@ -83,12 +86,12 @@ fn run_on(disk: &VDisk, setup: &Setup<'_>) -> Result<(), CrashError> {
     std::fs::create_dir(&root).map_err(|source| CrashError::Io { path: root.clone(), what: "creating", source })?;
     match setup.older {
         Some(older) if setup.database => install_with_dpkg(older, &root)?,
-        Some(older) => unpack(setup.unpack, "none", older, &root)?,
+        Some(older) => unpack(setup.unpack, "none", &[], &[older], &root)?,
         None => {}
     }
     syncfs(&root)?;
     disk.mark(super::states::MARK_START)?;
-    unpack(setup.unpack, setup.strategy, setup.package, &root)?;
+    unpack(setup.unpack, setup.strategy, setup.flags, setup.packages, &root)?;
     disk.mark(super::states::MARK_RETURNED)?;
     settle(setup.settle)?;
     disk.mark(super::states::MARK_SETTLED)?;
@@ -110,22 +113,31 @@ fn settle(time: Duration) -> Result<(), CrashError> {
     }
 }
 
-/// `unpack -q -s STRATEGY PACKAGE ROOT`, which must exit 0.
-fn unpack(bin: &Path, strategy: &str, package: &Path, root: &Path) -> Result<(), CrashError> {
+/// `unpack -q -s STRATEGY FLAGS... PACKAGE... ROOT`, which must exit 0.
+pub(super) fn unpack(
+    bin: &Path,
+    strategy: &str,
+    flags: &[&str],
+    packages: &[impl AsRef<Path>],
+    root: &Path,
+) -> Result<(), CrashError> {
+    let packages: Vec<&Path> = packages.iter().map(AsRef::as_ref).collect();
     let out = Command::new(bin)
         .args(["-q", "-s", strategy])
-        .arg(package)
+        .args(flags)
+        .args(&packages)
         .arg(root)
         .output()
         .map_err(|e| CrashError::Tool { path: bin.to_path_buf(), reason: format!("cannot run it: {e}") })?;
     if out.status.success() {
         return Ok(());
     }
+    let args: Vec<String> = flags.iter().map(|f| f.to_string()).chain(packages.iter().map(|p| p.display().to_string())).collect();
     Err(CrashError::Tool {
         path: bin.to_path_buf(),
         reason: format!(
             "-s {strategy} {} exited {}: {}",
-            package.display(),
+            args.join(" "),
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stderr).trim()
         ),

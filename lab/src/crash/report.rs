@@ -30,7 +30,9 @@ pub fn markdown(m: &Matrix) -> String {
          each kind of violation seen, the number of states showing it. Kinds: zero-length, torn, lost-old \
          (invariant 1: old or new), not-durable (2: new after exit 0), leftover-dirs, mixed, recover-failed (3: \
          entirely old or entirely new after `unpack --recover`), half-registered, db-tree, db-audit (4, with \
-         dpkg's database: the database and the tree agree on one version after recovery).\n",
+         dpkg's database: the database and the tree agree on one version after recovery), redo-failed (the \
+         bootstrap: where its second stage is absent after recovery, `unpack --bootstrap` again finishes the \
+         system).\n",
         m.states_per_cell, m.seed
     );
     let mut filesystems: Vec<&str> = Vec::new();
@@ -56,21 +58,16 @@ pub fn markdown(m: &Matrix) -> String {
                 .into_iter()
                 .collect();
             let _ = writeln!(out, "## {fs}, {} (settle {} s)\n", scenario.name(), settle.join(", "));
-            let _ = writeln!(out, "| mount options | {} |", strategies.join(" | "));
-            let _ = writeln!(out, "| --- |{}", " --- |".repeat(strategies.len()));
-            for row in rows {
-                let texts: Vec<String> = strategies
-                    .iter()
-                    .map(|s| {
-                        cells
-                            .iter()
-                            .find(|c| c.options == row && c.strategy == *s)
-                            .map_or(String::new(), |c| cell_text(c))
-                    })
-                    .collect();
-                let _ = writeln!(out, "| {row} | {} |", texts.join(" | "));
+            table(&mut out, &rows, &strategies, &cells, cell_text);
+            if scenario == Scenario::Bootstrap {
+                let names = super::bootstrap::STAGES.join(" / ");
+                let _ = writeln!(
+                    out,
+                    "Where recovery left each state's root, states at {names} (before the second stage's journal, an \
+                     earlier stage), and on how many the bootstrap ran again:\n"
+                );
+                table(&mut out, &rows, &strategies, &cells, stages_text);
             }
-            out.push('\n');
         }
     }
     let disturbed: Vec<String> =
@@ -126,6 +123,31 @@ fn cell_text(c: &CellResult) -> String {
     text
 }
 
+/// A markdown table, rows by mount option set, columns by strategy, each cell `text` of its
+/// result (empty where the matrix has none), then a blank line.
+fn table(out: &mut String, rows: &[&str], strategies: &[&str], cells: &[&CellResult], text: fn(&CellResult) -> String) {
+    let _ = writeln!(out, "| mount options | {} |", strategies.join(" | "));
+    let _ = writeln!(out, "| --- |{}", " --- |".repeat(strategies.len()));
+    for row in rows {
+        let texts: Vec<String> = strategies
+            .iter()
+            .map(|s| cells.iter().find(|c| c.options == *row && c.strategy == *s).map_or(String::new(), |c| text(c)))
+            .collect();
+        let _ = writeln!(out, "| {row} | {} |", texts.join(" | "));
+    }
+    out.push('\n');
+}
+
+/// `N / N / N / N (redone N)`: a bootstrap cell's states by stage, and its redos.
+fn stages_text(c: &CellResult) -> String {
+    let Some(counts) = c.bootstrap.as_ref().filter(|_| c.error.is_none()) else { return cell_text(c) };
+    let stages: Vec<String> = super::bootstrap::STAGES
+        .iter()
+        .map(|s| counts.states_by_stage.get(s).copied().unwrap_or(0).to_string())
+        .collect();
+    format!("{} (redone {})", stages.join(" / "), counts.states_redone)
+}
+
 fn push_unique<'a>(list: &mut Vec<&'a str>, item: &'a str) {
     if !list.contains(&item) {
         list.push(item);
@@ -134,10 +156,12 @@ fn push_unique<'a>(list: &mut Vec<&'a str>, item: &'a str) {
 
 /// One row per cell.
 pub fn csv(m: &Matrix) -> String {
-    let mut out = String::from(
-        "fs,options,scenario,strategy,settle_s,states,states_after_returned,states_with_violations,\
-         zero_length,torn,lost_old,not_durable,leftover_dirs,mixed,recover_failed,states_recovered,states_with_journal,\
-         states_with_intent,fs_failures,foreign_flushes,error\n",
+    // The kinds' columns come from the kinds themselves, so that they cannot drift apart.
+    let kinds: Vec<String> = Kind::ALL.iter().map(|k| k.name().replace('-', "_")).collect();
+    let mut out = format!(
+        "fs,options,scenario,strategy,settle_s,states,states_after_returned,states_with_violations,{},\
+         states_recovered,states_with_journal,states_with_intent,fs_failures,foreign_flushes,error\n",
+        kinds.join(",")
     );
     for c in &m.cells {
         let kinds: Vec<String> = Kind::ALL.iter().map(|k| c.kinds.get(k).copied().unwrap_or(0).to_string()).collect();
@@ -232,5 +256,21 @@ impl Saved {
         })?;
         serde_json::from_str(&text)
             .map_err(|e| CrashError::Replay { path: path.to_path_buf(), reason: format!("not a crash.json: {e}") })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_csv_row_has_a_field_per_column() {
+        let cell = CellResult::new("ext4", "defaults", Scenario::Install, "none", std::time::Duration::from_secs(7), 1 << 29);
+        let m = Matrix { package: "p.deb".into(), seed: 1, states_per_cell: 1, io_flusher: true, cells: vec![cell] };
+        let text = csv(&m);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines[0].split(',').count(), lines[1].split(',').count(), "{text}");
+        assert!(lines[0].contains(",db_audit,"), "{text}");
     }
 }
