@@ -103,6 +103,9 @@ impl FirstStage {
 
     /// After the first stage's commit: what each written name is now.
     pub fn stamp(&mut self, root: &mut Root) {
+        // The directory cache still marks the trees the first stage made as new, whose
+        // children are only what it wrote: look on disk, as the second stage will.
+        root.forget_dirs();
         for w in self.packages.values_mut() {
             w.stamps = w.entries.iter().map(|(e, _)| (e.kind != Kind::Dir).then(|| root.stamp(&e.path, &|_| Pending::Nothing)).flatten().map(|(_, s)| s)).collect();
         }
