@@ -117,11 +117,6 @@ impl FirstStage {
         self.packages.get(&index).filter(|w| w.control == *control)
     }
 
-    /// The call's package `index` as the first stage wrote it.
-    pub fn get(&self, index: usize) -> Option<&Written> {
-        self.packages.get(&index)
-    }
-
     /// Whether the first stage wrote the call's package `index`.
     pub fn wrote(&self, index: usize) -> bool {
         self.packages.contains_key(&index)

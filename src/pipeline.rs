@@ -57,60 +57,45 @@ pub enum Message {
     End,
 }
 
-/// Reads `packages` on lanes ([`start`]) for `write`, which takes the writer's end; when it
-/// returns, the queue is dropped (stopping lanes still sending) and every lane joined before
-/// this returns: left to the scope, a thread would still be running its thread-local
-/// destructors after unpack() returned (LeakSanitizer, in the fuzzer, caught one such moment).
-pub fn with_lanes<R>(packages: &[PathBuf], progress: Option<&ProgressFn>, skipped: Vec<bool>, write: impl FnOnce(Queue) -> R) -> R {
-    std::thread::scope(|s| {
-        let (queue, lanes) = start(s, packages, progress, skipped);
-        let written = write(queue);
-        for lane in lanes {
-            if let Err(panic) = lane.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        written
-    })
-}
-
-/// Starts the reading half in `scope`: lanes that read `packages` and send what they hold;
-/// returns the writer's end and the lanes, to be joined once the writer is done. Of a package
+/// Reads `packages` on lanes for `write`, which takes the writer's end. Of a package
 /// `skipped` (by index) only the control archive is sent, then its end: the bootstrap's second
 /// stage adopts the files its first stage wrote, and reads a package again itself where it
-/// cannot. Each lane stops on its first error (sent as [`Message::Failed`] where the
-/// package's entries were), or when the writer's end is dropped.
-fn start<'scope, 'env>(
-    scope: &'scope std::thread::Scope<'scope, 'env>,
-    packages: &'env [PathBuf],
-    progress: Option<&'env ProgressFn>,
-    skipped: Vec<bool>,
-) -> (Queue, Vec<std::thread::ScopedJoinHandle<'scope, ()>>) {
+/// cannot. Each lane stops on its first error (sent as [`Message::Failed`] where the package's
+/// entries were), or when the writer's end is dropped, which happens when `write` returns;
+/// every lane is joined before this returns: left to the scope, a thread would still be running
+/// its thread-local destructors after unpack() returned (LeakSanitizer, in the fuzzer, caught
+/// one such moment).
+pub fn with_lanes<R>(packages: &[PathBuf], progress: Option<&ProgressFn>, skipped: Vec<bool>, write: impl FnOnce(Queue) -> R) -> R {
     let lanes = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_LANES).min(packages.len().max(1));
     let progress = progress.map(|report| Progress {
         report,
         total: packages.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum(),
         read: AtomicU64::new(0),
     });
-    let progress = std::sync::Arc::new(progress);
-    let skipped = std::sync::Arc::new(skipped);
-    let mut queue = Queue { lanes: Vec::new(), batches: Vec::new(), next: 0, count: packages.len() };
-    let mut handles = Vec::with_capacity(lanes);
-    for lane in 0..lanes {
-        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
-        let (progress, skipped) = (progress.clone(), skipped.clone());
-        handles.push(scope.spawn(move || {
-            let mut out = Batcher { tx, batch: Vec::new(), bytes: 0 };
-            let mine = Lane { index: lane, lanes, skipped: &skipped };
-            if let Err(e) = read_lane(packages, &mine, &mut out, (*progress).as_ref()) {
-                out.batch.push(Message::Failed(e));
+    let (progress, skipped) = (progress.as_ref(), skipped.as_slice());
+    std::thread::scope(|scope| {
+        let mut queue = Queue { lanes: Vec::new(), batches: Vec::new(), next: 0, count: packages.len() };
+        let mut handles = Vec::with_capacity(lanes);
+        for index in 0..lanes {
+            let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+            handles.push(scope.spawn(move || {
+                let mut out = Batcher { tx, batch: Vec::new(), bytes: 0 };
+                if let Err(e) = read_lane(packages, &Lane { index, lanes, skipped }, &mut out, progress) {
+                    out.batch.push(Message::Failed(e));
+                }
+                out.flush();
+            }));
+            queue.lanes.push(rx);
+            queue.batches.push(Vec::new().into_iter());
+        }
+        let written = write(queue);
+        for lane in handles {
+            if let Err(panic) = lane.join() {
+                std::panic::resume_unwind(panic);
             }
-            out.flush();
-        }));
-        queue.lanes.push(rx);
-        queue.batches.push(Vec::new().into_iter());
-    }
-    (queue, handles)
+        }
+        written
+    })
 }
 
 /// One lane's share of the call.

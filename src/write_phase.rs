@@ -94,13 +94,14 @@ impl Writer<'_, '_, '_> {
     fn package(&mut self, index: usize, path: &Path, control: ControlArchive) -> Result<()> {
         self.reports.push(PackageReport::new(control.control.clone()));
         let name = control.control.name.clone();
-        let (skipped, same) = match &mut *self.stage {
+        // The lanes skipped the data of a package the first stage wrote.
+        let skipped = match &mut *self.stage {
             Stage::First(first) => {
                 first.begin(index, &control);
-                (false, false)
+                false
             }
-            Stage::Second(first) => (first.wrote(index), first.written(index, &control).is_some()),
-            Stage::Plain => (false, false),
+            Stage::Second(first) => first.wrote(index),
+            Stage::Plain => false,
         };
         let kept = skipped.then(|| control.clone());
         if let Some(db) = self.database.as_deref_mut() {
@@ -108,21 +109,15 @@ impl Writer<'_, '_, '_> {
             db.before_files()?;
         }
         let Some(control) = kept else { return Ok(()) };
-        let adopted = match (&mut *self.stage, self.database.as_deref_mut()) {
-            (Stage::Second(first), Some(db)) if same => {
-                let adopted = match first.get(index) {
-                    Some(w) => adopt(self.tx, db, index, path, w, self.reports.last_mut())?,
-                    None => false,
-                };
-                if adopted {
-                    first.adopted.push(name);
-                }
-                adopted
+        if let (Stage::Second(first), Some(db)) = (&mut *self.stage, self.database.as_deref_mut()) {
+            let adopted = match first.written(index, &control) {
+                Some(w) => adopt(self.tx, db, index, path, w, self.reports.last_mut())?,
+                None => false,
+            };
+            if adopted {
+                first.adopted.push(name);
+                return Ok(());
             }
-            _ => false,
-        };
-        if adopted {
-            return Ok(());
         }
         self.read_again(index, path, &control)
     }

@@ -143,11 +143,8 @@ pub fn write_file(dir: &Directory, name: &str, bytes: &[u8], mode: u32) -> Resul
     std::fs::File::from(fd).write_all(bytes).map_err(|e| Error::root(&path, "writing", e))
 }
 
-/// Removes [`NEW_SCRIPTS`] and what it holds, and a [`CONTROL_DIR`] symlink to it.
+/// Removes [`NEW_SCRIPTS`] and what it holds.
 pub fn remove_new(admin: &Directory) -> Result<()> {
-    if rustix::fs::readlinkat(admin.fd(), CONTROL_DIR, Vec::new()).is_ok_and(|l| l.as_bytes().starts_with(NEW_SCRIPTS.as_bytes())) {
-        let _ = rustix::fs::unlinkat(admin.fd(), CONTROL_DIR, AtFlags::empty());
-    }
     crate::tree::remove_tree(admin.fd(), OsStr::new(NEW_SCRIPTS), &mut (0, 0))
         .or_else(|e| if e == Errno::NOENT { Ok(()) } else { Err(e) })
         .map_err(|e| Error::root(admin.path().join(NEW_SCRIPTS), "removing", e))
