@@ -81,17 +81,30 @@ impl FirstStage {
     /// The first stage's package number `first` starts.
     pub fn begin(&mut self, first: usize, control: &ControlArchive) {
         let conffiles = match control.members.iter().find(|m| m.name == "conffiles") {
-            Some(m) => crate::dpkg::list::parse_conffiles_member(&m.bytes).map(|c| c.into_iter().map(|c| c.path).collect()).unwrap_or_default(),
+            Some(m) => crate::dpkg::list::parse_conffiles_member(&m.bytes)
+                .map(|c| c.into_iter().map(|c| c.path).collect())
+                .unwrap_or_default(),
             None => Vec::new(),
         };
         let index = self.indices.get(first).copied().unwrap_or(usize::MAX);
-        self.packages.insert(index, Written { control: control.clone(), entries: Vec::new(), stamps: Vec::new(), conffiles });
+        self.packages.insert(
+            index,
+            Written {
+                control: control.clone(),
+                entries: Vec::new(),
+                stamps: Vec::new(),
+                conffiles,
+            },
+        );
     }
 
     /// Whether the bytes of `entry`, of the package begun last, are to be kept: a conffile's.
     pub fn keeps(&self, first: usize, entry: &Entry) -> bool {
-        let Some(w) = self.indices.get(first).and_then(|i| self.packages.get(i)) else { return false };
-        matches!(entry.kind, Kind::File { size } if size <= KEPT_CONFFILE) && w.conffiles.iter().any(|c| c.strip_prefix("/") == Ok(entry.path.as_path()))
+        let Some(w) = self.indices.get(first).and_then(|i| self.packages.get(i)) else {
+            return false;
+        };
+        matches!(entry.kind, Kind::File { size } if size <= KEPT_CONFFILE)
+            && w.conffiles.iter().any(|c| c.strip_prefix("/") == Ok(entry.path.as_path()))
     }
 
     /// An entry of the first stage's package number `first`, written.
@@ -107,7 +120,16 @@ impl FirstStage {
         // children are only what it wrote: look on disk, as the second stage will.
         root.forget_dirs();
         for w in self.packages.values_mut() {
-            w.stamps = w.entries.iter().map(|(e, _)| (e.kind != Kind::Dir).then(|| root.stamp(&e.path, &|_| Pending::Nothing)).flatten().map(|(_, s)| s)).collect();
+            w.stamps = w
+                .entries
+                .iter()
+                .map(|(e, _)| {
+                    (e.kind != Kind::Dir)
+                        .then(|| root.stamp(&e.path, &|_| Pending::Nothing))
+                        .flatten()
+                        .map(|(_, s)| s)
+                })
+                .collect();
         }
     }
 
@@ -140,7 +162,10 @@ pub(crate) fn plan(packages: &[PathBuf]) -> Result<Plan> {
     Ok(Plan {
         first: first.iter().map(|&i| packages[i].clone()).collect(),
         first_indices: first.clone(),
-        first_names: first.iter().map(|&i| stanzas[i].get("Package").unwrap_or_default().to_string()).collect(),
+        first_names: first
+            .iter()
+            .map(|&i| stanzas[i].get("Package").unwrap_or_default().to_string())
+            .collect(),
         merged: merged_dirs(arch),
     })
 }
@@ -156,19 +181,25 @@ fn first_stage(stanzas: &[Stanza]) -> Vec<usize> {
         by_name.entry(s.get("Package").unwrap_or_default()).or_insert(i);
     }
     for (i, s) in stanzas.iter().enumerate() {
-        for name in s.get("Provides").into_iter().flat_map(|p| p.split(',')).filter_map(relation_name) {
+        for name in
+            s.get("Provides").into_iter().flat_map(|p| p.split(',')).filter_map(relation_name)
+        {
             by_name.entry(name).or_insert(i);
         }
     }
     let mut chosen = vec![false; stanzas.len()];
-    let mut todo: Vec<usize> = (0..stanzas.len()).filter(|&i| stanzas[i].get("Essential").is_some_and(|e| e.eq_ignore_ascii_case("yes"))).collect();
+    let mut todo: Vec<usize> = (0..stanzas.len())
+        .filter(|&i| stanzas[i].get("Essential").is_some_and(|e| e.eq_ignore_ascii_case("yes")))
+        .collect();
     while let Some(i) = todo.pop() {
         if std::mem::replace(&mut chosen[i], true) {
             continue;
         }
         let relations = ["Pre-Depends", "Depends"].into_iter().filter_map(|f| stanzas[i].get(f));
         for group in relations.flat_map(|r| r.split(',')) {
-            if let Some(&j) = group.split('|').filter_map(relation_name).find_map(|n| by_name.get(n)) {
+            if let Some(&j) =
+                group.split('|').filter_map(relation_name).find_map(|n| by_name.get(n))
+            {
                 todo.push(j);
             }
         }
@@ -202,7 +233,12 @@ fn merged_dirs(arch: Option<&str>) -> Vec<&'static str> {
 /// directory the root does not have yet (one it has must already be that symlink: a root with
 /// a real `/bin` is not one to bootstrap), and an empty database at `admin` unless the root has
 /// one (`database`). False: the root has it all, nothing was added.
-pub(crate) fn add_layout(tx: &mut Transaction<'_>, plan: &Plan, admin: &Path, database: bool) -> Result<bool> {
+pub(crate) fn add_layout(
+    tx: &mut Transaction<'_>,
+    plan: &Plan,
+    admin: &Path,
+    database: bool,
+) -> Result<bool> {
     let root: &Root = tx.root;
     let mut missing = Vec::new();
     for dir in &plan.merged {
@@ -278,7 +314,13 @@ mod tests {
 
     #[test]
     fn relation_names_lose_versions_architectures_and_restrictions() {
-        for (relation, name) in [(" libc6 (>= 2.36)", Some("libc6")), ("perl:any", Some("perl")), ("foo [amd64]", Some("foo")), ("bar<stage1>", Some("bar")), (" ", None)] {
+        for (relation, name) in [
+            (" libc6 (>= 2.36)", Some("libc6")),
+            ("perl:any", Some("perl")),
+            ("foo [amd64]", Some("foo")),
+            ("bar<stage1>", Some("bar")),
+            (" ", None),
+        ] {
             assert_eq!(relation_name(relation), name, "{relation:?}");
         }
     }
@@ -288,6 +330,9 @@ mod tests {
         assert_eq!(merged_dirs(Some("amd64")), ["bin", "sbin", "lib", "lib32", "lib64", "libx32"]);
         assert_eq!(merged_dirs(Some("arm64")), ["bin", "sbin", "lib"]);
         assert_eq!(merged_dirs(None), ["bin", "sbin", "lib"]);
-        assert_eq!(merged_dirs(Some("mips64el")), ["bin", "sbin", "lib", "lib32", "lib64", "libo32"]);
+        assert_eq!(
+            merged_dirs(Some("mips64el")),
+            ["bin", "sbin", "lib", "lib32", "lib64", "libo32"]
+        );
     }
 }

@@ -19,8 +19,8 @@ use crate::names::{JOURNAL, JOURNAL_NEW};
 use crate::syscalls::Syscalls;
 use rayon::prelude::*;
 use rustix::fs::{AtFlags, Mode};
-use std::io::Write;
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -64,8 +64,13 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     let unfinished = |cause| Error::Unfinished { root: root_path.clone(), cause: Box::new(cause) };
     rename_all(by_dir.into_values().collect(), tx.calls).map_err(unfinished)?;
     for r in &tx.removals {
-        crate::tree::remove_dropped(r.dir.fd(), &r.name, r.directory)
-            .map_err(|e| unfinished(Error::root(r.dir.path().join(&r.name), "removing a file the new version dropped", e)))?;
+        crate::tree::remove_dropped(r.dir.fd(), &r.name, r.directory).map_err(|e| {
+            unfinished(Error::root(
+                r.dir.path().join(&r.name),
+                "removing a file the new version dropped",
+                e,
+            ))
+        })?;
         touched.entry(r.dir.path.clone()).or_insert_with(|| r.dir.clone());
     }
     times.rename_s = t.elapsed().as_secs_f64();
@@ -87,12 +92,18 @@ fn set_dir_meta(tx: &Transaction<'_>) -> Result<()> {
     for m in &metas {
         let path = m.dir.path();
         if tx.owner_differs(m.uid, m.gid) {
-            rustix::fs::fchown(m.dir.fd(), Some(rustix::fs::Uid::from_raw(m.uid)), Some(rustix::fs::Gid::from_raw(m.gid)))
-                .map_err(|e| Error::root(path, "chown of directory", e))?;
+            rustix::fs::fchown(
+                m.dir.fd(),
+                Some(rustix::fs::Uid::from_raw(m.uid)),
+                Some(rustix::fs::Gid::from_raw(m.gid)),
+            )
+            .map_err(|e| Error::root(path, "chown of directory", e))?;
         }
         let mode = tx.mode_for(m.mode, m.uid, m.gid);
-        rustix::fs::fchmod(m.dir.fd(), Mode::from_raw_mode(mode)).map_err(|e| Error::root(path, "chmod of directory", e))?;
-        rustix::fs::futimens(m.dir.fd(), &timestamps(m.mtime)).map_err(|e| Error::root(path, "setting directory mtime", e))?;
+        rustix::fs::fchmod(m.dir.fd(), Mode::from_raw_mode(mode))
+            .map_err(|e| Error::root(path, "chmod of directory", e))?;
+        rustix::fs::futimens(m.dir.fd(), &timestamps(m.mtime))
+            .map_err(|e| Error::root(path, "setting directory mtime", e))?;
     }
     Ok(())
 }
@@ -123,12 +134,15 @@ fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
         file.flush()
     })();
     written.map_err(|e| Error::root(&path, "writing the journal", e))?;
-    let file = file.into_inner().map_err(|e| Error::root(&path, "writing the journal", e.into_error()))?;
+    let file =
+        file.into_inner().map_err(|e| Error::root(&path, "writing the journal", e.into_error()))?;
     let durable = tx.strategy.is_durable();
     if durable {
         tx.calls.fsync(&file).map_err(|e| Error::root(&path, "fsync of the journal", e))?;
     }
-    tx.calls.rename(state.fd(), JOURNAL_NEW.as_ref(), JOURNAL.as_ref()).map_err(|e| Error::root(&path, "renaming the journal into place", e))?;
+    tx.calls
+        .rename(state.fd(), JOURNAL_NEW.as_ref(), JOURNAL.as_ref())
+        .map_err(|e| Error::root(&path, "renaming the journal into place", e))?;
     if durable {
         state.fsync(tx.calls)?;
     }
@@ -143,7 +157,9 @@ fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
 fn remove_journal(tx: &mut Transaction<'_>) -> Result<()> {
     match rustix::fs::unlinkat(tx.state.fd(), JOURNAL, AtFlags::empty()) {
         Ok(()) | Err(rustix::io::Errno::NOENT) => {}
-        Err(e) => return Err(Error::root(tx.state.path().join(JOURNAL), "removing the journal", e)),
+        Err(e) => {
+            return Err(Error::root(tx.state.path().join(JOURNAL), "removing the journal", e))
+        }
     }
     tx.finish();
     if tx.strategy.is_durable() {
@@ -172,8 +188,11 @@ fn rename_all(by_dir: Vec<Vec<&TempFile>>, calls: &Syscalls) -> Result<()> {
 
 fn rename_one(r: &TempFile, calls: &Syscalls) -> Result<()> {
     if r.replaces_empty_dir {
-        rustix::fs::unlinkat(r.dir.fd(), &r.name, AtFlags::REMOVEDIR)
-            .map_err(|e| Error::root(r.path(), "removing the empty directory the package replaces", e))?;
+        rustix::fs::unlinkat(r.dir.fd(), &r.name, AtFlags::REMOVEDIR).map_err(|e| {
+            Error::root(r.path(), "removing the empty directory the package replaces", e)
+        })?;
     }
-    calls.rename(r.dir.fd(), &r.temp_name(), &r.name).map_err(|e| Error::root(r.path(), "rename into place", e))
+    calls
+        .rename(r.dir.fd(), &r.temp_name(), &r.name)
+        .map_err(|e| Error::root(r.path(), "rename into place", e))
 }

@@ -6,10 +6,10 @@
 //! an unbounded amount of memory.
 
 use crate::error::{escape, Error, Result};
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use serde::Serialize;
+use std::ffi::OsStr;
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// The biggest control file the engine will read (real ones are a few KiB).
@@ -107,20 +107,41 @@ impl ControlArchive {
             let top = !name.is_empty() && !name.contains(&b'/');
             if name == b"control" && found.is_none() {
                 if entry.size() > MAX_CONTROL {
-                    return Err(bad(format!("control file of {} bytes is larger than {MAX_CONTROL}", entry.size())));
+                    return Err(bad(format!(
+                        "control file of {} bytes is larger than {MAX_CONTROL}",
+                        entry.size()
+                    )));
                 }
                 let mut text = String::new();
-                entry.by_ref().take(MAX_CONTROL).read_to_string(&mut text).map_err(|e| bad(format!("control: {e}")))?;
+                entry
+                    .by_ref()
+                    .take(MAX_CONTROL)
+                    .read_to_string(&mut text)
+                    .map_err(|e| bad(format!("control: {e}")))?;
                 found = Some((Control::parse(&text).map_err(bad)?, text));
-            } else if regular && top && name != b"control" && !members.iter().any(|m| m.name.as_bytes() == name) {
-                let name = String::from_utf8(name.to_vec()).map_err(|_| bad(format!("member '{}': not UTF-8", escape(OsStr::from_bytes(name)))))?;
+            } else if regular
+                && top
+                && name != b"control"
+                && !members.iter().any(|m| m.name.as_bytes() == name)
+            {
+                let name = String::from_utf8(name.to_vec()).map_err(|_| {
+                    bad(format!("member '{}': not UTF-8", escape(OsStr::from_bytes(name))))
+                })?;
                 kept += entry.size();
                 if kept > MAX_MEMBERS {
                     return Err(bad(format!("control members of more than {MAX_MEMBERS} bytes")));
                 }
-                let mode = entry.header().mode().map_err(|e| bad(format!("member '{}': bad mode: {e}", escape(&name))))? & 0o7777;
+                let mode = entry
+                    .header()
+                    .mode()
+                    .map_err(|e| bad(format!("member '{}': bad mode: {e}", escape(&name))))?
+                    & 0o7777;
                 let mut bytes = Vec::with_capacity(entry.size() as usize);
-                entry.by_ref().take(MAX_MEMBERS).read_to_end(&mut bytes).map_err(|e| bad(format!("{name}: {e}")))?;
+                entry
+                    .by_ref()
+                    .take(MAX_MEMBERS)
+                    .read_to_end(&mut bytes)
+                    .map_err(|e| bad(format!("{name}: {e}")))?;
                 members.push(Member { name, bytes, mode });
             }
             // Anything else, and what is left of the above, is read to its end here.
@@ -137,8 +158,18 @@ mod tests {
 
     #[test]
     fn reads_the_three_fields_and_ignores_the_rest() {
-        let c = Control::parse("Package: emacs-common\nversion: 1:28.2\nDescription: x\n more\nArchitecture: all\n").unwrap();
-        assert_eq!(c, Control { name: "emacs-common".into(), version: "1:28.2".into(), architecture: "all".into() });
+        let c = Control::parse(
+            "Package: emacs-common\nversion: 1:28.2\nDescription: x\n more\nArchitecture: all\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            Control {
+                name: "emacs-common".into(),
+                version: "1:28.2".into(),
+                architecture: "all".into()
+            }
+        );
     }
 
     #[test]

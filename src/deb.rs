@@ -71,9 +71,13 @@ impl Compression {
     fn decoder(self, input: Input<'_>) -> io::Result<Decoder<'_>> {
         Ok(match self {
             Compression::None => Decoder::Plain(input),
-            Compression::Gzip => Decoder::Gzip(GzipMembers { member: Some(flate2::bufread::GzDecoder::new(input)), trailing: 0 }),
+            Compression::Gzip => Decoder::Gzip(GzipMembers {
+                member: Some(flate2::bufread::GzDecoder::new(input)),
+                trailing: 0,
+            }),
             Compression::Xz => {
-                let stream = liblzma::stream::Stream::new_stream_decoder(DECODER_MEMORY_LIMIT, 0).map_err(io::Error::other)?;
+                let stream = liblzma::stream::Stream::new_stream_decoder(DECODER_MEMORY_LIMIT, 0)
+                    .map_err(io::Error::other)?;
                 Decoder::Xz(liblzma::bufread::XzDecoder::new_stream(input, stream))
             }
             Compression::Zstd => {
@@ -83,7 +87,8 @@ impl Compression {
             }
             Compression::Bzip2 => Decoder::Bzip2(bzip2::bufread::BzDecoder::new(input)),
             Compression::Lzma => {
-                let stream = liblzma::stream::Stream::new_lzma_decoder(DECODER_MEMORY_LIMIT).map_err(io::Error::other)?;
+                let stream = liblzma::stream::Stream::new_lzma_decoder(DECODER_MEMORY_LIMIT)
+                    .map_err(io::Error::other)?;
                 Decoder::Lzma(liblzma::bufread::XzDecoder::new_stream(input, stream))
             }
         })
@@ -125,8 +130,12 @@ impl Decoder<'_> {
     /// `e` in words that say what failed, where the library's do not: liblzma and bzip2 say
     /// "data error" alike for damaged data and for a check that does not verify.
     fn explain(&self, e: io::Error) -> io::Error {
-        let lzma_data = matches!(e.get_ref().and_then(|i| i.downcast_ref()), Some(liblzma::stream::Error::Data));
-        let bzip2_data = matches!(e.get_ref().and_then(|i| i.downcast_ref()), Some(bzip2::Error::Data));
+        let lzma_data = matches!(
+            e.get_ref().and_then(|i| i.downcast_ref()),
+            Some(liblzma::stream::Error::Data)
+        );
+        let bzip2_data =
+            matches!(e.get_ref().and_then(|i| i.downcast_ref()), Some(bzip2::Error::Data));
         let what = match self {
             Decoder::Xz(_) if lzma_data => "the xz stream is corrupt: its data, a block's check, its index or its footer does not verify",
             Decoder::Lzma(_) if lzma_data => "the lzma stream is corrupt",
@@ -265,7 +274,8 @@ impl Deb {
             .custom_flags(libc::O_NONBLOCK)
             .open(path)
             .map_err(|e| Error::bad(path, format!("cannot open: {e}")))?;
-        let metadata = file.metadata().map_err(|e| Error::bad(path, format!("cannot stat: {e}")))?;
+        let metadata =
+            file.metadata().map_err(|e| Error::bad(path, format!("cannot stat: {e}")))?;
         // The xz reader and the progress bar need the members' offsets and the file's size: a
         // pipe (`curl ... | unpack /dev/stdin`) has neither. dpkg, too, unpacks only files.
         if !metadata.is_file() {
@@ -276,7 +286,10 @@ impl Deb {
             .map_err(|e| Error::bad(path, format!("cannot open: {e}")))?;
         let file_len = metadata.len();
         let consumed = Arc::new(AtomicU64::new(0));
-        let reader = BufReader::with_capacity(256 * 1024, CountingReader { inner: file, read: 0, count: consumed.clone() });
+        let reader = BufReader::with_capacity(
+            256 * 1024,
+            CountingReader { inner: file, read: 0, count: consumed.clone() },
+        );
         let mut deb = Deb { path: path.to_path_buf(), file_len, next_header: 8, reader, consumed };
         deb.check_magic()?;
         deb.check_version()?;
@@ -316,19 +329,30 @@ impl Deb {
     }
 
     fn check_version(&mut self) -> Result<()> {
-        let member = self.next_member()?.ok_or_else(|| Error::bad(&self.path, "no members; expected debian-binary first"))?;
+        let member = self
+            .next_member()?
+            .ok_or_else(|| Error::bad(&self.path, "no members; expected debian-binary first"))?;
         if member.name != "debian-binary" {
-            return Err(Error::bad(&self.path, format!("first member is '{}', expected 'debian-binary'", member.name)));
+            return Err(Error::bad(
+                &self.path,
+                format!("first member is '{}', expected 'debian-binary'", member.name),
+            ));
         }
         if member.size > 64 {
-            return Err(Error::bad(&self.path, format!("debian-binary is {} bytes, too long for a version", member.size)));
+            return Err(Error::bad(
+                &self.path,
+                format!("debian-binary is {} bytes, too long for a version", member.size),
+            ));
         }
         let mut text = vec![0u8; member.size as usize];
         self.reader.read_exact(&mut text).map_err(|e| self.read_error(e))?;
         let text = String::from_utf8_lossy(&text);
         let version = text.lines().next().unwrap_or("").trim().to_string();
         if version.split('.').next() != Some("2") {
-            return Err(Error::bad(&self.path, format!("unsupported format version '{version}' in debian-binary (expected 2.x)")));
+            return Err(Error::bad(
+                &self.path,
+                format!("unsupported format version '{version}' in debian-binary (expected 2.x)"),
+            ));
         }
         Ok(())
     }
@@ -343,21 +367,35 @@ impl Deb {
                 return Ok(None);
             }
             if n < HEADER_LEN {
-                return Err(Error::bad(&self.path, format!("truncated ar member header at offset {}", self.next_header)));
+                return Err(Error::bad(
+                    &self.path,
+                    format!("truncated ar member header at offset {}", self.next_header),
+                ));
             }
             if &header[58..60] != b"`\n" {
-                return Err(Error::bad(&self.path, format!("corrupt ar member header at offset {}", self.next_header)));
+                return Err(Error::bad(
+                    &self.path,
+                    format!("corrupt ar member header at offset {}", self.next_header),
+                ));
             }
-            let name = String::from_utf8_lossy(&header[0..16]).trim_end().trim_end_matches('/').to_string();
+            let name = String::from_utf8_lossy(&header[0..16])
+                .trim_end()
+                .trim_end_matches('/')
+                .to_string();
             let size = std::str::from_utf8(&header[48..58])
                 .ok()
                 .and_then(|s| s.trim().parse::<u64>().ok())
-                .ok_or_else(|| Error::bad(&self.path, format!("member '{name}' has a bad size field")))?;
+                .ok_or_else(|| {
+                    Error::bad(&self.path, format!("member '{name}' has a bad size field"))
+                })?;
             let start = self.next_header + HEADER_LEN as u64;
             if start + size > self.file_len {
                 return Err(Error::bad(
                     &self.path,
-                    format!("member '{name}' is truncated: {size} bytes declared, {} present", self.file_len.saturating_sub(start)),
+                    format!(
+                        "member '{name}' is truncated: {size} bytes declared, {} present",
+                        self.file_len.saturating_sub(start)
+                    ),
                 ));
             }
             // ar pads members to an even length.
@@ -378,7 +416,8 @@ impl Deb {
     /// pipe one day as well as from a file.
     fn skip_to(&mut self, offset: u64) -> Result<()> {
         let gap = offset.saturating_sub(self.position());
-        let skipped = io::copy(&mut (&mut self.reader).take(gap), &mut io::sink()).map_err(|e| self.read_error(e))?;
+        let skipped = io::copy(&mut (&mut self.reader).take(gap), &mut io::sink())
+            .map_err(|e| self.read_error(e))?;
         if skipped < gap && offset <= self.file_len {
             return Err(Error::bad(&self.path, format!("truncated at offset {}", self.position())));
         }
@@ -392,20 +431,31 @@ impl Deb {
             .ok_or_else(|| Error::bad(&self.path, format!("missing member {prefix}.*")))?;
         let Some(compression) = Compression::of(&member.name, prefix, allow_lzma) else {
             return Err(if member.name.starts_with(prefix) {
-                Error::bad(&self.path, format!("member '{}' has an unsupported compression", member.name))
+                Error::bad(
+                    &self.path,
+                    format!("member '{}' has an unsupported compression", member.name),
+                )
             } else {
-                Error::bad(&self.path, format!("member '{}' where {prefix}.* was expected", member.name))
+                Error::bad(
+                    &self.path,
+                    format!("member '{}' where {prefix}.* was expected", member.name),
+                )
             });
         };
         let parallel = match compression {
-            Compression::Xz => crate::xz_blocks::open(&self.reader.get_ref().inner, member.offset, member.size, self.consumed.clone()),
+            Compression::Xz => crate::xz_blocks::open(
+                &self.reader.get_ref().inner,
+                member.offset,
+                member.size,
+                self.consumed.clone(),
+            ),
             _ => None,
         };
         let decoder = match parallel {
             Some(parallel) => Decoder::ParallelXz(parallel),
-            None => compression
-                .decoder((&mut self.reader).take(member.size))
-                .map_err(|e| Error::bad(&self.path, format!("{}: cannot start decompressing: {e}", member.name)))?,
+            None => compression.decoder((&mut self.reader).take(member.size)).map_err(|e| {
+                Error::bad(&self.path, format!("{}: cannot start decompressing: {e}", member.name))
+            })?,
         };
         Ok((member.name.clone(), MemberStream { package: &self.path, name: member.name, decoder }))
     }

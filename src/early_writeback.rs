@@ -40,7 +40,9 @@ impl EarlyWriteback {
     /// Starts syncing the filesystem of `dir`, opened afresh for the helper's own use. `None`
     /// if it cannot be opened or the thread cannot start: the unpack goes on without it.
     pub fn start(dir: impl std::os::fd::AsFd) -> Option<EarlyWriteback> {
-        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC;
+        let flags = rustix::fs::OFlags::RDONLY
+            | rustix::fs::OFlags::DIRECTORY
+            | rustix::fs::OFlags::CLOEXEC;
         let fd: OwnedFd = rustix::fs::openat(dir, ".", flags, rustix::fs::Mode::empty()).ok()?;
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let thread_stop = stop.clone();
@@ -56,7 +58,10 @@ impl EarlyWriteback {
                     syncs += 1;
                     guard = stopped.lock().unwrap_or_else(PoisonError::into_inner);
                     if !*guard {
-                        guard = wake.wait_timeout(guard, INTERVAL).unwrap_or_else(PoisonError::into_inner).0;
+                        guard = wake
+                            .wait_timeout(guard, INTERVAL)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0;
                     }
                 }
                 syncs

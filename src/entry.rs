@@ -7,8 +7,8 @@
 //! (`metered`). What leaves this module is safe to hand to `root.rs`, which still confines
 //! every lookup by itself. This module never touches the filesystem.
 
-use crate::names::{NAME_MAX, TEMP_SUFFIX};
 use crate::error::escape;
+use crate::names::{NAME_MAX, TEMP_SUFFIX};
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Seek, SeekFrom};
@@ -75,7 +75,9 @@ impl<R: Read> Read for Metered<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let left = self.left.get();
         if left == 0 {
-            return Err(std::io::Error::other(format!("more than {MAX_HEADER_BYTES} bytes of tar headers for one entry")));
+            return Err(std::io::Error::other(format!(
+                "more than {MAX_HEADER_BYTES} bytes of tar headers for one entry"
+            )));
         }
         let room = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
         let n = self.inner.read(&mut buf[..room])?;
@@ -117,7 +119,10 @@ impl<R: Read> Seek for Metered<R> {
         }
         self.scratch = scratch;
         if skip > 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "unexpected EOF during skip"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "unexpected EOF during skip",
+            ));
         }
         Ok(self.position)
     }
@@ -126,15 +131,27 @@ impl<R: Read> Seek for Metered<R> {
 /// What an entry is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
-    File { size: u64 },
+    File {
+        size: u64,
+    },
     Dir,
     /// The target is kept as the archive spells it: it is only a link's value.
-    Symlink { target: OsString },
+    Symlink {
+        target: OsString,
+    },
     /// Another entry of the transaction, by its clean path.
-    Hardlink { target: PathBuf },
+    Hardlink {
+        target: PathBuf,
+    },
     Fifo,
-    CharDevice { major: u32, minor: u32 },
-    BlockDevice { major: u32, minor: u32 },
+    CharDevice {
+        major: u32,
+        minor: u32,
+    },
+    BlockDevice {
+        major: u32,
+        minor: u32,
+    },
 }
 
 /// A validated entry.
@@ -169,11 +186,18 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
         return Err(err("mtime out of range".into()));
     }
     let device = |h: &tar::Header| -> Result<(u32, u32), String> {
-        let major = h.device_major().map_err(|e| err(format!("bad device major: {e}")))?.unwrap_or(0);
-        let minor = h.device_minor().map_err(|e| err(format!("bad device minor: {e}")))?.unwrap_or(0);
+        let major =
+            h.device_major().map_err(|e| err(format!("bad device major: {e}")))?.unwrap_or(0);
+        let minor =
+            h.device_minor().map_err(|e| err(format!("bad device minor: {e}")))?.unwrap_or(0);
         Ok((major, minor))
     };
-    let link = || entry.link_name_bytes().map(|l| l.into_owned()).ok_or_else(|| err("link without a target".into()));
+    let link = || {
+        entry
+            .link_name_bytes()
+            .map(|l| l.into_owned())
+            .ok_or_else(|| err("link without a target".into()))
+    };
     // A regular file's type (`0`, the old `\0`, `7`) with a trailing `/` in its name is a
     // directory written by an old or BSD tar: GNU tar and dpkg-deb make a directory of it.
     let old_style_dir = raw_path.ends_with(b"/");
@@ -192,7 +216,10 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
             return Err(err("symlink target contains a NUL byte".into()));
         }
         if target.len() > SYMLINK_MAX {
-            return Err(err(format!("symlink target of {} bytes is longer than {SYMLINK_MAX}", target.len())));
+            return Err(err(format!(
+                "symlink target of {} bytes is longer than {SYMLINK_MAX}",
+                target.len()
+            )));
         }
         Kind::Symlink { target: OsStr::from_bytes(&target).to_os_string() }
     } else if etype.is_hard_link() {
@@ -217,7 +244,13 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
         for ext in pax {
             let ext = ext.map_err(|e| err(format!("bad PAX record: {e}")))?;
             let (key, value) = (ext.key_bytes(), ext.value_bytes());
-            let bad = || err(format!("bad PAX record {}={}", escape(OsStr::from_bytes(key)), escape(OsStr::from_bytes(value))));
+            let bad = || {
+                err(format!(
+                    "bad PAX record {}={}",
+                    escape(OsStr::from_bytes(key)),
+                    escape(OsStr::from_bytes(value))
+                ))
+            };
             match key {
                 b"mtime" => mtime = pax_time(value).ok_or_else(bad)?,
                 // The tar crate reads these itself and falls back to the header's field when
@@ -230,7 +263,10 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
             // The tar crate takes the first, GNU tar the last: two readers must not see two
             // different archives.
             if seen.contains(&key) {
-                return Err(err(format!("PAX record {} given twice", escape(OsStr::from_bytes(key)))));
+                return Err(err(format!(
+                    "PAX record {} given twice",
+                    escape(OsStr::from_bytes(key))
+                )));
             }
             seen.push(key);
         }
@@ -255,13 +291,21 @@ pub fn clean_path(raw: &[u8]) -> Result<PathBuf, String> {
     for part in raw.split(|&b| b == b'/') {
         match part {
             b"" | b"." => continue,
-            _ if depth == MAX_DEPTH => return Err(format!("a path of more than {MAX_DEPTH} components")),
+            _ if depth == MAX_DEPTH => {
+                return Err(format!("a path of more than {MAX_DEPTH} components"))
+            }
             b".." => return Err("path contains '..'".into()),
-            _ if part.len() > NAME_MAX => return Err(format!("a name of {} bytes is longer than {NAME_MAX}", part.len())),
+            _ if part.len() > NAME_MAX => {
+                return Err(format!("a name of {} bytes is longer than {NAME_MAX}", part.len()))
+            }
             _ if part.contains(&0) => return Err("path contains a NUL byte".into()),
             // The engine's own temporary names: such an entry would be mistaken for one (its
             // temporary file overwritten by another's rename, an installed one removed as stale).
-            _ if part.ends_with(TEMP_SUFFIX.as_bytes()) => return Err(format!("a name ending in '{TEMP_SUFFIX}' (the engine's temporary names)")),
+            _ if part.ends_with(TEMP_SUFFIX.as_bytes()) => {
+                return Err(format!(
+                    "a name ending in '{TEMP_SUFFIX}' (the engine's temporary names)"
+                ))
+            }
             _ => path.push(OsStr::from_bytes(part)),
         }
         depth += 1;
@@ -271,7 +315,10 @@ pub fn clean_path(raw: &[u8]) -> Result<PathBuf, String> {
 
 fn id(value: std::io::Result<u64>, what: &str) -> Result<u32, String> {
     let v = value.map_err(|e| format!("bad {what}: {e}"))?;
-    u32::try_from(v).ok().filter(|&v| v != u32::MAX).ok_or_else(|| format!("{what} {v} out of range"))
+    u32::try_from(v)
+        .ok()
+        .filter(|&v| v != u32::MAX)
+        .ok_or_else(|| format!("{what} {v} out of range"))
 }
 
 /// A PAX time: `[-]seconds[.fraction]`.
@@ -309,7 +356,10 @@ mod tests {
         assert!(clean_path(b"usr/x.unpack-newer").is_ok());
         let deepest = "d/".repeat(MAX_DEPTH);
         assert_eq!(clean_path(deepest.as_bytes()).unwrap().components().count(), MAX_DEPTH);
-        assert!(clean_path(format!("./{deepest}/.//").as_bytes()).is_ok(), "'.' and empty names are not components");
+        assert!(
+            clean_path(format!("./{deepest}/.//").as_bytes()).is_ok(),
+            "'.' and empty names are not components"
+        );
         let e = clean_path(format!("{deepest}f").as_bytes()).unwrap_err();
         assert!(e.contains("more than 2048 components"), "{e}");
     }
@@ -329,7 +379,8 @@ mod tests {
     fn pax_numbers_are_plain_decimal_digits() {
         assert_eq!(pax_number(b"0"), Some(0));
         assert_eq!(pax_number(b"18446744073709551615"), Some(u64::MAX));
-        for bad in [&b""[..], b"-5", b"+5", b" 5", b"5 ", b"abc", b"18446744073709551616", b"0x10"] {
+        for bad in [&b""[..], b"-5", b"+5", b" 5", b"5 ", b"abc", b"18446744073709551616", b"0x10"]
+        {
             assert_eq!(pax_number(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }

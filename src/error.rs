@@ -69,12 +69,16 @@ pub struct Escaped<'a>(&'a [u8]);
 
 impl fmt::Display for Escaped<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let octal = |f: &mut fmt::Formatter<'_>, bytes: &[u8]| bytes.iter().try_for_each(|b| write!(f, "\\{b:03o}"));
+        let octal = |f: &mut fmt::Formatter<'_>, bytes: &[u8]| {
+            bytes.iter().try_for_each(|b| write!(f, "\\{b:03o}"))
+        };
         for chunk in self.0.utf8_chunks() {
             for c in chunk.valid().chars() {
                 match c {
                     '\\' => f.write_str("\\\\")?,
-                    c if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') => {
+                    c if c.is_control()
+                        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') =>
+                    {
                         octal(f, c.encode_utf8(&mut [0; 4]).as_bytes())?
                     }
                     c => write!(f, "{c}")?,
@@ -143,7 +147,11 @@ impl Error {
         }
     }
 
-    pub(crate) fn root(path: impl Into<PathBuf>, action: &'static str, source: impl Into<io::Error>) -> Error {
+    pub(crate) fn root(
+        path: impl Into<PathBuf>,
+        action: &'static str,
+        source: impl Into<io::Error>,
+    ) -> Error {
         let source: io::Error = source.into();
         // The one limit a large transaction meets that says nothing of its cause: the
         // directory cache holds a descriptor for every directory written into, and the engine
@@ -181,8 +189,15 @@ mod tests {
         assert_eq!(shown(b"a\x1b]0;title\x07b"), "a\\033]0;title\\007b");
         assert_eq!(shown(b"two\nlines\ttab\x7f"), "two\\012lines\\011tab\\177");
         assert_eq!(shown(b"not utf-8 \xff\xfe"), "not utf-8 \\377\\376");
-        assert_eq!(shown("C1 \u{9b}31m, bidi \u{202e}x".as_bytes()), "C1 \\302\\23331m, bidi \\342\\200\\256x");
-        assert_eq!(shown(b"back\\slash \\033"), "back\\\\slash \\\\033", "an escape cannot be forged");
+        assert_eq!(
+            shown("C1 \u{9b}31m, bidi \u{202e}x".as_bytes()),
+            "C1 \\302\\23331m, bidi \\342\\200\\256x"
+        );
+        assert_eq!(
+            shown(b"back\\slash \\033"),
+            "back\\\\slash \\\\033",
+            "an escape cannot be forged"
+        );
     }
 
     #[test]

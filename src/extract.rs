@@ -16,17 +16,17 @@ use crate::durability::{Directory, Strategy, TempFile};
 use crate::early_writeback::EarlyWriteback;
 use crate::entry::{Entry, Kind};
 use crate::error::{escape, Error, Result};
-use crate::root::{Create, CreatedDir, Pending, ResolveError, Root, Stamp};
 use crate::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, STATE_DIR};
-use crate::StopFn;
+use crate::root::{Create, CreatedDir, Pending, ResolveError, Root, Stamp};
 use crate::syscalls::Syscalls;
+use crate::StopFn;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
 use rustix::io::Errno;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, OsStr, OsString};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::fs::File;
 use std::io::{BufRead, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 /// What a file the engine writes for dpkg's database is called in errors, where a package's
@@ -59,10 +59,17 @@ pub struct Removal {
 #[derive(Debug, Clone)]
 enum Slot {
     Dir,
-    Symlink { rename: usize, target: OsString },
+    Symlink {
+        rename: usize,
+        target: OsString,
+    },
     /// A regular file or a hard link to one.
-    File { rename: usize },
-    Special { rename: usize },
+    File {
+        rename: usize,
+    },
+    Special {
+        rename: usize,
+    },
     /// Taken as it is on disk ([`Transaction::adopt`]): nothing to rename.
     Adopted,
 }
@@ -110,17 +117,27 @@ pub struct Transaction<'a> {
 impl<'a> Transaction<'a> {
     /// Starts a transaction: marks it in progress with the intent file in `state` (a checked
     /// state directory, from [`Root::state_dir`]).
-    pub fn new(root: &'a mut Root, state: Directory, strategy: &'a dyn Strategy, calls: &'a Syscalls, stop: Option<&'a StopFn>) -> Result<Transaction<'a>> {
+    pub fn new(
+        root: &'a mut Root,
+        state: Directory,
+        strategy: &'a dyn Strategy,
+        calls: &'a Syscalls,
+        stop: Option<&'a StopFn>,
+    ) -> Result<Transaction<'a>> {
         root.forget_dirs();
         let intent_path = state.path().join(INTENT);
         let intent = crate::root::create_state_file(&state, INTENT)?;
-        intent.set_len(0).map_err(|e| Error::root(&intent_path, "truncating the intent file", e))?;
+        intent
+            .set_len(0)
+            .map_err(|e| Error::root(&intent_path, "truncating the intent file", e))?;
         // Durable before anything of the transaction can be: recovery rolls back only what an
         // intent on disk says was in progress. On ext4 a later fsync would carry it along (one
         // journal); on btrfs an fsync covers only its own inode, and a crash kept the package's
         // fsynced files and directories without the intent (the crash test showed it).
         if strategy.is_durable() {
-            calls.fsync(&intent).map_err(|e| Error::root(&intent_path, "fsync of the intent file", e))?;
+            calls
+                .fsync(&intent)
+                .map_err(|e| Error::root(&intent_path, "fsync of the intent file", e))?;
         }
         let umask = rustix::process::umask(Mode::empty());
         rustix::process::umask(umask);
@@ -129,7 +146,11 @@ impl<'a> Transaction<'a> {
             egid: rustix::process::getegid().as_raw(),
             umask: umask.bits(),
         };
-        let early = if strategy.writes_back_early() { EarlyWriteback::start(root.dir().fd()) } else { None };
+        let early = if strategy.writes_back_early() {
+            EarlyWriteback::start(root.dir().fd())
+        } else {
+            None
+        };
         Ok(Transaction {
             early,
             root,
@@ -175,10 +196,25 @@ impl<'a> Transaction<'a> {
         self.generate(path, kind, mode, &[], "the merged-/usr layout")
     }
 
-    fn generate(&mut self, path: &Path, kind: Kind, mode: u32, bytes: &[u8], origin: &str) -> Result<()> {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    fn generate(
+        &mut self,
+        path: &Path,
+        kind: Kind,
+        mode: u32,
+        bytes: &[u8],
+        origin: &str,
+    ) -> Result<()> {
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let (uid, gid) = (self.identity.euid, self.identity.egid);
-        let entry = Entry { path: path.to_path_buf(), kind, mode, uid, gid, mtime: (now.as_secs() as i64, now.subsec_nanos()) };
+        let entry = Entry {
+            path: path.to_path_buf(),
+            kind,
+            mode,
+            uid,
+            gid,
+            mtime: (now.as_secs() as i64, now.subsec_nanos()),
+        };
         self.generating = true;
         let added = self.add(self.pkg, Path::new(origin), &entry, &mut &bytes[..]);
         self.generating = false;
@@ -197,7 +233,10 @@ impl<'a> Transaction<'a> {
             let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else { continue };
             let slots = &self.slots;
             let overlay = |p: &Path| pending(slots, p);
-            let Ok((canon_dir, dir)) = self.root.resolve_dir(parent, Create::Never, &overlay) else { continue };
+            let Ok((canon_dir, dir)) = self.root.resolve_dir(parent, Create::Never, &overlay)
+            else {
+                continue;
+            };
             let canon = canon_dir.join(name);
             if self.slots.contains_key(&canon) || canon.starts_with(STATE_DIR) || dir.staged {
                 continue;
@@ -205,7 +244,9 @@ impl<'a> Transaction<'a> {
             match rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
                 Err(Errno::NOENT) => continue,
                 Err(e) => return Err(Error::root(self.root.display(&canon), "stat", e)),
-                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => dirs.push((canon, Removal { dir, name: name.to_os_string(), directory: true })),
+                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                    dirs.push((canon, Removal { dir, name: name.to_os_string(), directory: true }))
+                }
                 Ok(_) => files.push(Removal { dir, name: name.to_os_string(), directory: false }),
             }
         }
@@ -218,14 +259,22 @@ impl<'a> Transaction<'a> {
     /// Fails with [`Error::Interrupted`] once a stop was asked for.
     pub fn check_stop(&self) -> Result<()> {
         match self.stop.and_then(|f| f()) {
-            Some(signal) => Err(Error::Interrupted { signal, root: self.root.path().to_path_buf() }),
+            Some(signal) => {
+                Err(Error::Interrupted { signal, root: self.root.path().to_path_buf() })
+            }
             None => Ok(()),
         }
     }
 
     /// Writes one entry of package number `pkg` (its file is `package`), reading a regular
     /// file's bytes from `data`.
-    pub fn add(&mut self, pkg: usize, package: &Path, entry: &Entry, data: &mut dyn BufRead) -> Result<()> {
+    pub fn add(
+        &mut self,
+        pkg: usize,
+        package: &Path,
+        entry: &Entry,
+        data: &mut dyn BufRead,
+    ) -> Result<()> {
         self.pkg = pkg;
         if entry.path.as_os_str().is_empty() {
             // `./`: the root's own metadata belongs to whoever made the root.
@@ -251,8 +300,10 @@ impl<'a> Transaction<'a> {
                 Slot::File { rename }
             }
             Kind::Symlink { target } => {
-                create_temp(&dir, &temp, || rustix::fs::symlinkat(target.as_os_str(), dir.fd(), &temp))
-                    .map_err(|e| Error::root(&display, "creating symlink", e))?;
+                create_temp(&dir, &temp, || {
+                    rustix::fs::symlinkat(target.as_os_str(), dir.fd(), &temp)
+                })
+                .map_err(|e| Error::root(&display, "creating symlink", e))?;
                 self.temps.push((dir.clone(), temp.clone()));
                 self.set_metadata_at(entry, &dir, &temp, &display, (FileType::Symlink, 0))?;
                 Slot::Symlink { rename, target: target.clone() }
@@ -279,7 +330,13 @@ impl<'a> Transaction<'a> {
         };
         let regular = matches!(entry.kind, Kind::File { .. });
         let in_place = dir.staged;
-        self.renames.push(TempFile { dir, name: name.to_os_string(), regular, in_place, replaces_empty_dir });
+        self.renames.push(TempFile {
+            dir,
+            name: name.to_os_string(),
+            regular,
+            in_place,
+            replaces_empty_dir,
+        });
         self.slots.insert(canon, (slot, pkg));
         Ok(())
     }
@@ -291,17 +348,32 @@ impl<'a> Transaction<'a> {
         if canon.starts_with(STATE_DIR) {
             return Err(in_state_dir(package, &entry.path, canon));
         }
-        if let Some(admin) = self.admin.as_ref().filter(|a| canon.starts_with(a) && entry.kind != Kind::Dir && !self.generating) {
+        if let Some(admin) = self
+            .admin
+            .as_ref()
+            .filter(|a| canon.starts_with(a) && entry.kind != Kind::Dir && !self.generating)
+        {
             return Err(Error::bad(
                 package,
-                format!("'{}': dpkg's database {}/ is dpkg's and this engine's to write, no package's", escape(&entry.path), escape(admin)),
+                format!(
+                    "'{}': dpkg's database {}/ is dpkg's and this engine's to write, no package's",
+                    escape(&entry.path),
+                    escape(admin)
+                ),
             ));
         }
         if let Some((slot, owner)) = self.slots.get(canon) {
             let ok_again = matches!(slot, Slot::Dir) && entry.kind == Kind::Dir;
             if !ok_again {
-                let whose = if *owner == pkg { "this package".to_string() } else { format!("package #{} of this transaction", owner + 1) };
-                return Err(Error::bad(package, format!("entry '{}': the path is already in {whose}", escape(&entry.path))));
+                let whose = if *owner == pkg {
+                    "this package".to_string()
+                } else {
+                    format!("package #{} of this transaction", owner + 1)
+                };
+                return Err(Error::bad(
+                    package,
+                    format!("entry '{}': the path is already in {whose}", escape(&entry.path)),
+                ));
             }
         }
         Ok(())
@@ -318,7 +390,13 @@ impl<'a> Transaction<'a> {
     /// claims it (a second package writing it is refused), and nothing is written, flushed or
     /// renamed. `stamp` is what the earlier transaction left there; anything else at the path
     /// now (a script or another process changed it since the caller looked) fails the call.
-    pub fn adopt(&mut self, pkg: usize, package: &Path, entry: &Entry, stamp: &Stamp) -> Result<()> {
+    pub fn adopt(
+        &mut self,
+        pkg: usize,
+        package: &Path,
+        entry: &Entry,
+        stamp: &Stamp,
+    ) -> Result<()> {
         self.pkg = pkg;
         let now = self.stamp(&entry.path);
         let Some((canon, _)) = now.filter(|(_, found)| found == stamp) else {
@@ -333,7 +411,12 @@ impl<'a> Transaction<'a> {
     }
 
     /// Resolves a directory of the package inside the root, creating what is missing.
-    fn resolve(&mut self, path: &Path, create: bool, package: &Path) -> Result<(PathBuf, Directory)> {
+    fn resolve(
+        &mut self,
+        path: &Path,
+        create: bool,
+        package: &Path,
+    ) -> Result<(PathBuf, Directory)> {
         let slots = &self.slots;
         let overlay = |p: &Path| pending(slots, p);
         let before = self.created.len();
@@ -346,13 +429,22 @@ impl<'a> Transaction<'a> {
             // The top of a new tree is renamed at commit; every new directory's entry is
             // flushed by the per-file strategies before the journal.
             let name = d.canon.file_name().unwrap_or_default().to_os_string();
-            self.renames.push(TempFile { dir: d.parent.clone(), name, regular: false, in_place: !d.top, replaces_empty_dir: false });
+            self.renames.push(TempFile {
+                dir: d.parent.clone(),
+                name,
+                regular: false,
+                in_place: !d.top,
+                replaces_empty_dir: false,
+            });
         }
         resolved.map_err(|e| match e {
-            ResolveError::Loop(p) => Error::bad(package, format!("'{}': too many levels of symbolic links", escape(&p))),
-            ResolveError::NotDir { path, pending: true } => {
-                Error::bad(package, format!("'{}' is not a directory in this package", escape(&path)))
+            ResolveError::Loop(p) => {
+                Error::bad(package, format!("'{}': too many levels of symbolic links", escape(&p)))
             }
+            ResolveError::NotDir { path, pending: true } => Error::bad(
+                package,
+                format!("'{}' is not a directory in this package", escape(&path)),
+            ),
             ResolveError::NotDir { path, pending: false } => Error::Conflict {
                 path: self.root.display(&path),
                 reason: "the package needs a directory here, the root has something else".into(),
@@ -373,7 +465,14 @@ impl<'a> Transaction<'a> {
         if resolved == canon && dir.staged {
             self.dir_meta.insert(
                 resolved.clone(),
-                DirMeta { dir, canon: resolved, mode: entry.mode, uid: entry.uid, gid: entry.gid, mtime: entry.mtime },
+                DirMeta {
+                    dir,
+                    canon: resolved,
+                    mode: entry.mode,
+                    uid: entry.uid,
+                    gid: entry.gid,
+                    mtime: entry.mtime,
+                },
             );
         }
         self.slots.insert(canon.to_path_buf(), (Slot::Dir, pkg));
@@ -388,15 +487,23 @@ impl<'a> Transaction<'a> {
             Err(e) => Err(Error::root(display, "stat", e)),
             Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::Directory => Ok(false),
             Ok(_) => {
-                let fd = rustix::fs::openat(dir.fd(), name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-                    .map_err(|e| Error::root(display, "opening directory", e))?;
-                let entries = rustix::fs::Dir::read_from(&fd).map_err(|e| Error::root(display, "reading directory", e))?;
+                let fd = rustix::fs::openat(
+                    dir.fd(),
+                    name,
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| Error::root(display, "opening directory", e))?;
+                let entries = rustix::fs::Dir::read_from(&fd)
+                    .map_err(|e| Error::root(display, "reading directory", e))?;
                 for e in entries {
                     let e = e.map_err(|e| Error::root(display, "reading directory", e))?;
                     if e.file_name().to_bytes() != b"." && e.file_name().to_bytes() != b".." {
                         return Err(Error::Conflict {
                             path: display.to_path_buf(),
-                            reason: "the package has a file here, the root has a non-empty directory".into(),
+                            reason:
+                                "the package has a file here, the root has a non-empty directory"
+                                    .into(),
                         });
                     }
                 }
@@ -406,10 +513,22 @@ impl<'a> Transaction<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn write_file(&mut self, package: &Path, entry: &Entry, size: u64, dir: &Directory, temp: &OsStr, display: &Path, data: &mut dyn BufRead) -> Result<()> {
-        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = create_temp(dir, temp, || rustix::fs::openat(dir.fd(), temp, flags, Mode::from_raw_mode(entry.mode & 0o777)))
-            .map_err(|e| Error::root(display, "creating temporary file", e))?;
+    fn write_file(
+        &mut self,
+        package: &Path,
+        entry: &Entry,
+        size: u64,
+        dir: &Directory,
+        temp: &OsStr,
+        display: &Path,
+        data: &mut dyn BufRead,
+    ) -> Result<()> {
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = create_temp(dir, temp, || {
+            rustix::fs::openat(dir.fd(), temp, flags, Mode::from_raw_mode(entry.mode & 0o777))
+        })
+        .map_err(|e| Error::root(display, "creating temporary file", e))?;
         // Recorded before the first byte so that any failure below removes it.
         self.temps.push((dir.clone(), temp.to_os_string()));
         let mut file = File::from(fd);
@@ -419,7 +538,12 @@ impl<'a> Transaction<'a> {
                 Ok([]) => break,
                 Ok(chunk) => chunk,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::bad(package, format!("entry '{}': {e}", escape(&entry.path)))),
+                Err(e) => {
+                    return Err(Error::bad(
+                        package,
+                        format!("entry '{}': {e}", escape(&entry.path)),
+                    ))
+                }
             };
             file.write_all(chunk).map_err(|e| Error::root(display, "writing", e))?;
             let n = chunk.len();
@@ -428,7 +552,13 @@ impl<'a> Transaction<'a> {
             self.check_stop()?;
         }
         if written != size {
-            return Err(Error::bad(package, format!("entry '{}': archive ends after {written} of {size} bytes", escape(&entry.path))));
+            return Err(Error::bad(
+                package,
+                format!(
+                    "entry '{}': archive ends after {written} of {size} bytes",
+                    escape(&entry.path)
+                ),
+            ));
         }
         self.set_metadata_fd(entry, &file, display)?;
         self.strategy.after_file(&file, display, self.calls)
@@ -438,14 +568,17 @@ impl<'a> Transaction<'a> {
     /// then times; all through the descriptor.
     fn set_metadata_fd(&self, entry: &Entry, file: &File, display: &Path) -> Result<()> {
         if let Some((uid, gid)) = self.owner_change(entry) {
-            rustix::fs::fchown(file, Some(uid), Some(gid)).map_err(|e| Error::root(display, "chown", e))?;
+            rustix::fs::fchown(file, Some(uid), Some(gid))
+                .map_err(|e| Error::root(display, "chown", e))?;
         }
         let mode = self.mode_for(entry.mode, entry.uid, entry.gid);
         let created_mode = entry.mode & 0o777 & !self.identity.umask;
         if mode != created_mode || self.owner_change(entry).is_some() {
-            rustix::fs::fchmod(file, Mode::from_raw_mode(mode)).map_err(|e| Error::root(display, "chmod", e))?;
+            rustix::fs::fchmod(file, Mode::from_raw_mode(mode))
+                .map_err(|e| Error::root(display, "chmod", e))?;
         }
-        rustix::fs::futimens(file, &timestamps(entry.mtime)).map_err(|e| Error::root(display, "setting mtime", e))
+        rustix::fs::futimens(file, &timestamps(entry.mtime))
+            .map_err(|e| Error::root(display, "setting mtime", e))
     }
 
     /// The same for what cannot be opened for reading or writing (symlinks, devices, FIFOs),
@@ -458,9 +591,21 @@ impl<'a> Transaction<'a> {
     /// reaches it), and owner, mode and times are set through it. Making the node in a
     /// directory no other user can write would instead need a private directory on the same
     /// filesystem beside every directory a package writes into.
-    fn set_metadata_at(&self, entry: &Entry, dir: &Directory, temp: &OsStr, display: &Path, made: (FileType, u64)) -> Result<()> {
-        let fd = rustix::fs::openat(dir.fd(), temp, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| Error::root(display, "opening what was just made", e))?;
+    fn set_metadata_at(
+        &self,
+        entry: &Entry,
+        dir: &Directory,
+        temp: &OsStr,
+        display: &Path,
+        made: (FileType, u64),
+    ) -> Result<()> {
+        let fd = rustix::fs::openat(
+            dir.fd(),
+            temp,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::root(display, "opening what was just made", e))?;
         let st = rustix::fs::fstat(&fd).map_err(|e| Error::root(display, "stat", e))?;
         let found = (FileType::from_raw_mode(st.st_mode), st.st_rdev);
         if found != made || st.st_uid != self.identity.euid || st.st_nlink != 1 {
@@ -470,20 +615,24 @@ impl<'a> Transaction<'a> {
             });
         }
         if let Some((uid, gid)) = self.owner_change(entry) {
-            rustix::fs::chownat(&fd, c"", Some(uid), Some(gid), AtFlags::EMPTY_PATH).map_err(|e| Error::root(display, "chown", e))?;
+            rustix::fs::chownat(&fd, c"", Some(uid), Some(gid), AtFlags::EMPTY_PATH)
+                .map_err(|e| Error::root(display, "chown", e))?;
         }
         if made.0 != FileType::Symlink {
             let mode = self.mode_for(entry.mode, entry.uid, entry.gid);
-            on_inode(fd.as_fd(), |dirfd, path, flags| chmodat(dirfd, path, mode, flags)).map_err(|e| Error::root(display, "chmod", e))?;
+            on_inode(fd.as_fd(), |dirfd, path, flags| chmodat(dirfd, path, mode, flags))
+                .map_err(|e| Error::root(display, "chmod", e))?;
         }
         let times = timestamps(entry.mtime);
-        on_inode(fd.as_fd(), |dirfd, path, flags| rustix::fs::utimensat(dirfd, path, &times, flags)).map_err(|e| Error::root(display, "setting mtime", e))
+        on_inode(fd.as_fd(), |dirfd, path, flags| rustix::fs::utimensat(dirfd, path, &times, flags))
+            .map_err(|e| Error::root(display, "setting mtime", e))
     }
 
     /// The owner to set, if the archive's differs from what a new file gets anyway. A process
     /// that is not root cannot give files away and keeps them, as tar does for users.
     fn owner_change(&self, entry: &Entry) -> Option<(rustix::fs::Uid, rustix::fs::Gid)> {
-        self.owner_differs(entry.uid, entry.gid).then(|| (rustix::fs::Uid::from_raw(entry.uid), rustix::fs::Gid::from_raw(entry.gid)))
+        self.owner_differs(entry.uid, entry.gid)
+            .then(|| (rustix::fs::Uid::from_raw(entry.uid), rustix::fs::Gid::from_raw(entry.gid)))
     }
 
     /// The archive's `mode`, less a set-user-ID or set-group-ID bit whose owner the file will
@@ -509,31 +658,77 @@ impl<'a> Transaction<'a> {
         (uid != id.euid || gid != id.egid) && id.euid == 0
     }
 
-    fn link(&mut self, package: &Path, entry: &Entry, target: &Path, dir: &Directory, temp: &OsStr, display: &Path) -> Result<()> {
-        let refuse = |why: &str| Error::bad(package, format!("hard link '{}' -> '{}': {why}", escape(&entry.path), escape(target)));
+    fn link(
+        &mut self,
+        package: &Path,
+        entry: &Entry,
+        target: &Path,
+        dir: &Directory,
+        temp: &OsStr,
+        display: &Path,
+    ) -> Result<()> {
+        let refuse = |why: &str| {
+            Error::bad(
+                package,
+                format!("hard link '{}' -> '{}': {why}", escape(&entry.path), escape(target)),
+            )
+        };
         let (Some(tparent), Some(tname)) = (target.parent(), target.file_name()) else {
             return Err(refuse("the target is the root"));
         };
-        let (tcanon_dir, _) = self.resolve(tparent, false, package).map_err(|_| refuse("the target is not an earlier entry of this transaction"))?;
+        let (tcanon_dir, _) = self
+            .resolve(tparent, false, package)
+            .map_err(|_| refuse("the target is not an earlier entry of this transaction"))?;
         let rename = match self.slots.get(&tcanon_dir.join(tname)) {
-            Some((Slot::File { rename }, _)) | Some((Slot::Symlink { rename, .. }, _)) | Some((Slot::Special { rename }, _)) => *rename,
+            Some((Slot::File { rename }, _))
+            | Some((Slot::Symlink { rename, .. }, _))
+            | Some((Slot::Special { rename }, _)) => *rename,
             Some((Slot::Dir, _)) => return Err(refuse("the target is a directory")),
-            Some((Slot::Adopted, _)) => return Err(refuse("the target was adopted from the first stage, not written")),
+            Some((Slot::Adopted, _)) => {
+                return Err(refuse("the target was adopted from the first stage, not written"))
+            }
             None => return Err(refuse("the target is not an earlier entry of this transaction")),
         };
         let source = &self.renames[rename];
-        create_temp(dir, temp, || rustix::fs::linkat(source.dir.fd(), source.disk_name(), dir.fd(), temp, AtFlags::empty()))
-            .map_err(|e| Error::root(display, "creating hard link", e))?;
+        create_temp(dir, temp, || {
+            rustix::fs::linkat(
+                source.dir.fd(),
+                source.disk_name(),
+                dir.fd(),
+                temp,
+                AtFlags::empty(),
+            )
+        })
+        .map_err(|e| Error::root(display, "creating hard link", e))?;
         self.temps.push((dir.clone(), temp.to_os_string()));
         Ok(())
     }
 
-    fn make_node(&mut self, package: &Path, entry: &Entry, (file_type, dev): (FileType, u64), dir: &Directory, temp: &OsStr, display: &Path) -> Result<()> {
+    fn make_node(
+        &mut self,
+        package: &Path,
+        entry: &Entry,
+        (file_type, dev): (FileType, u64),
+        dir: &Directory,
+        temp: &OsStr,
+        display: &Path,
+    ) -> Result<()> {
         if file_type != FileType::Fifo && self.identity.euid != 0 {
-            return Err(Error::bad(package, format!("entry '{}': device nodes need root", escape(&entry.path))));
+            return Err(Error::bad(
+                package,
+                format!("entry '{}': device nodes need root", escape(&entry.path)),
+            ));
         }
-        create_temp(dir, temp, || rustix::fs::mknodat(dir.fd(), temp, file_type, Mode::from_raw_mode(entry.mode & 0o777), dev))
-            .map_err(|e| Error::root(display, "creating special file", e))?;
+        create_temp(dir, temp, || {
+            rustix::fs::mknodat(
+                dir.fd(),
+                temp,
+                file_type,
+                Mode::from_raw_mode(entry.mode & 0o777),
+                dev,
+            )
+        })
+        .map_err(|e| Error::root(display, "creating special file", e))?;
         self.temps.push((dir.clone(), temp.to_os_string()));
         self.set_metadata_at(entry, dir, temp, display, (file_type, dev))
     }
@@ -605,7 +800,11 @@ impl Drop for Transaction<'_> {
 /// that wrote them could break every later unpack, or have a later recovery rename what it
 /// likes.
 fn in_state_dir(package: &Path, path: &Path, canon: &Path) -> Error {
-    let what = if path == canon { format!("'{}'", path.display()) } else { format!("'{}' leads to '{}'", path.display(), canon.display()) };
+    let what = if path == canon {
+        format!("'{}'", path.display())
+    } else {
+        format!("'{}' leads to '{}'", path.display(), canon.display())
+    };
     Error::bad(package, format!("{what}: the engine's state directory {STATE_DIR}/ and what it holds are no package's to write"))
 }
 
@@ -624,7 +823,11 @@ fn pending(slots: &HashMap<PathBuf, (Slot, usize)>, path: &Path) -> Pending {
 /// Creates a temporary name with `create`. The suffix is the engine's own, so a name already
 /// there is a leftover of an interrupted run: it is removed and the creation tried once more.
 /// Trying first and cleaning up only on EEXIST saves a system call per file.
-fn create_temp<T>(dir: &Directory, temp: &OsStr, create: impl Fn() -> rustix::io::Result<T>) -> rustix::io::Result<T> {
+fn create_temp<T>(
+    dir: &Directory,
+    temp: &OsStr,
+    create: impl Fn() -> rustix::io::Result<T>,
+) -> rustix::io::Result<T> {
     match create() {
         Err(Errno::EXIST) => {
             rustix::fs::unlinkat(dir.fd(), temp, AtFlags::empty())?;
@@ -639,10 +842,14 @@ fn create_temp<T>(dir: &Directory, temp: &OsStr, create: impl Fn() -> rustix::io
 /// Linux 6.6, utimensat's AT_EMPTY_PATH in 5.8; a container's seccomp filter may refuse an
 /// unknown call with EPERM) as `call(AT_FDCWD, "/proc/self/fd/N", 0)`, a magic link that leads
 /// to the descriptor's inode whatever name it has now, and that needs /proc.
-fn on_inode(fd: BorrowedFd<'_>, call: impl Fn(BorrowedFd<'_>, &CStr, AtFlags) -> rustix::io::Result<()>) -> rustix::io::Result<()> {
+fn on_inode(
+    fd: BorrowedFd<'_>,
+    call: impl Fn(BorrowedFd<'_>, &CStr, AtFlags) -> rustix::io::Result<()>,
+) -> rustix::io::Result<()> {
     match call(fd, c"", AtFlags::EMPTY_PATH) {
         Err(Errno::NOSYS | Errno::INVAL | Errno::PERM) => {
-            let magic = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(|_| Errno::INVAL)?;
+            let magic = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+                .map_err(|_| Errno::INVAL)?;
             call(rustix::fs::CWD, &magic, AtFlags::empty())
         }
         done => done,
@@ -651,15 +858,24 @@ fn on_inode(fd: BorrowedFd<'_>, call: impl Fn(BorrowedFd<'_>, &CStr, AtFlags) ->
 
 /// `fchmodat(dirfd, path, mode, flags)`, by fchmodat2 when there are flags: the older call has
 /// no flags argument, and rustix wraps only that one.
-fn chmodat(dirfd: BorrowedFd<'_>, path: &CStr, mode: u32, flags: AtFlags) -> rustix::io::Result<()> {
+fn chmodat(
+    dirfd: BorrowedFd<'_>,
+    path: &CStr,
+    mode: u32,
+    flags: AtFlags,
+) -> rustix::io::Result<()> {
     if flags.is_empty() {
         return rustix::fs::chmodat(dirfd, path, Mode::from_raw_mode(mode), flags);
     }
     // SAFETY: a system call on a borrowed descriptor and a NUL-terminated string.
-    let rc = unsafe { libc::syscall(libc::SYS_fchmodat2, dirfd.as_raw_fd(), path.as_ptr(), mode, flags.bits()) };
+    let rc = unsafe {
+        libc::syscall(libc::SYS_fchmodat2, dirfd.as_raw_fd(), path.as_ptr(), mode, flags.bits())
+    };
     match rc {
         0 => Ok(()),
-        _ => Err(Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))),
+        _ => Err(Errno::from_raw_os_error(
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO),
+        )),
     }
 }
 
@@ -677,14 +893,27 @@ mod tests {
     #[test]
     fn on_inode_without_the_empty_path_form_goes_through_proc_to_the_descriptor_s_inode() {
         let dir = tempfile::tempdir().unwrap();
-        let (fifo, link, target) = (dir.path().join("fifo"), dir.path().join("link"), dir.path().join("target"));
-        rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        let (fifo, link, target) =
+            (dir.path().join("fifo"), dir.path().join("link"), dir.path().join("target"));
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0)
+            .unwrap();
         std::fs::write(&target, b"x").unwrap();
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        fn old_kernel(call: impl Fn(BorrowedFd<'_>, &CStr, AtFlags) -> rustix::io::Result<()>) -> impl Fn(BorrowedFd<'_>, &CStr, AtFlags) -> rustix::io::Result<()> {
-            move |fd, path, flags| if flags.is_empty() { call(fd, path, flags) } else { Err(Errno::NOSYS) }
+        fn old_kernel(
+            call: impl Fn(BorrowedFd<'_>, &CStr, AtFlags) -> rustix::io::Result<()>,
+        ) -> impl Fn(BorrowedFd<'_>, &CStr, AtFlags) -> rustix::io::Result<()> {
+            move |fd, path, flags| {
+                if flags.is_empty() {
+                    call(fd, path, flags)
+                } else {
+                    Err(Errno::NOSYS)
+                }
+            }
         }
-        let path_fd = |p: &Path| rustix::fs::open(p, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).unwrap();
+        let path_fd = |p: &Path| {
+            rustix::fs::open(p, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+                .unwrap()
+        };
         let fd = path_fd(&fifo);
         on_inode(fd.as_fd(), old_kernel(|d, p, f| chmodat(d, p, 0o4751, f))).unwrap();
         assert_eq!(rustix::fs::lstat(&fifo).unwrap().st_mode & 0o7777, 0o4751);
@@ -694,7 +923,10 @@ mod tests {
         assert_eq!(rustix::fs::lstat(&link).unwrap().st_mtime, 1_234_567_890);
         assert_ne!(rustix::fs::lstat(&target).unwrap().st_mtime, 1_234_567_890);
         // And the form this kernel has, for comparison.
-        on_inode(fd.as_fd(), |d, p, f| rustix::fs::utimensat(d, p, &timestamps((1_111_111_111, 0)), f)).unwrap();
+        on_inode(fd.as_fd(), |d, p, f| {
+            rustix::fs::utimensat(d, p, &timestamps((1_111_111_111, 0)), f)
+        })
+        .unwrap();
         assert_eq!(rustix::fs::lstat(&link).unwrap().st_mtime, 1_111_111_111);
     }
 }

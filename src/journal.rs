@@ -24,12 +24,12 @@
 //! anything ([`crate::recover`]): these checks keep each name to one directory, the resolution
 //! keeps the directory inside the root.
 
+use crate::entry::MAX_DEPTH;
+use crate::names::{NAME_MAX, STATE_DIR, TEMP_SUFFIX};
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use crate::entry::MAX_DEPTH;
-use crate::names::{NAME_MAX, STATE_DIR, TEMP_SUFFIX};
 
 /// Version 3 adds removal records (database mode: the files an upgrade drops). Version 2, the
 /// same without them, is still read; version 1 (directory-metadata records, gone since existing
@@ -86,13 +86,21 @@ impl Journal {
     /// writes it (see the module doc).
     pub fn decode(bytes: &[u8]) -> Result<Journal, String> {
         if bytes.len() as u64 > MAX_BYTES {
-            return Err(format!("{} bytes, more than the {MAX_BYTES} the engine writes", bytes.len()));
+            return Err(format!(
+                "{} bytes, more than the {MAX_BYTES} the engine writes",
+                bytes.len()
+            ));
         }
-        let body_end = bytes.iter().rposition(|&b| b == b'E').filter(|&i| i == 0 || bytes[i - 1] == b'\n').ok_or("no trailer")?;
+        let body_end = bytes
+            .iter()
+            .rposition(|&b| b == b'E')
+            .filter(|&i| i == 0 || bytes[i - 1] == b'\n')
+            .ok_or("no trailer")?;
         let (body, trailer) = bytes.split_at(body_end);
         let trailer = std::str::from_utf8(trailer).map_err(|_| "bad trailer")?;
         let mut t = trailer.trim_end().split(' ');
-        let (_, count, sum) = (t.next(), t.next().ok_or("bad trailer")?, t.next().ok_or("bad trailer")?);
+        let (_, count, sum) =
+            (t.next(), t.next().ok_or("bad trailer")?, t.next().ok_or("bad trailer")?);
         if u64::from_str_radix(sum, 16).ok() != Some(fnv1a(body)) {
             return Err("checksum mismatch".into());
         }
@@ -103,16 +111,23 @@ impl Journal {
         }
         let mut j = Journal::default();
         for l in lines {
-            let f: Vec<Vec<u8>> = l.split(|&b| b == b' ').map(unescape).collect::<Result<_, _>>()?;
+            let f: Vec<Vec<u8>> =
+                l.split(|&b| b == b' ').map(unescape).collect::<Result<_, _>>()?;
             let bad = |why: &str| format!("record '{}': {why}", shown(l));
             match (f[0].as_slice(), f.len()) {
                 (b"P", 2) => j.packages.push(String::from_utf8_lossy(&f[1]).into_owned()),
-                (b"R", 5) if j.removals.is_empty() => j.renames.push(rename_record(&f).map_err(|why| bad(&why))?),
-                (b"X", 4) if magic == Some(MAGIC.as_bytes()) => j.removals.push(removal_record(&f).map_err(|why| bad(&why))?),
+                (b"R", 5) if j.removals.is_empty() => {
+                    j.renames.push(rename_record(&f).map_err(|why| bad(&why))?)
+                }
+                (b"X", 4) if magic == Some(MAGIC.as_bytes()) => {
+                    j.removals.push(removal_record(&f).map_err(|why| bad(&why))?)
+                }
                 _ => return Err(bad("unknown, or out of order")),
             }
         }
-        if count.parse::<usize>().ok() != Some(j.packages.len() + j.renames.len() + j.removals.len()) {
+        if count.parse::<usize>().ok()
+            != Some(j.packages.len() + j.renames.len() + j.removals.len())
+        {
             return Err("record count mismatch".into());
         }
         Ok(j)
@@ -126,14 +141,21 @@ fn rename_record(f: &[Vec<u8>]) -> Result<RenameRecord, String> {
     check_name(name).map_err(|why| format!("name {why}"))?;
     check_name(temp).map_err(|why| format!("temporary name {why}"))?;
     if !temp.ends_with(TEMP_SUFFIX.as_bytes()) || temp == name {
-        return Err(format!("a temporary name must end in '{TEMP_SUFFIX}' and differ from its name"));
+        return Err(format!(
+            "a temporary name must end in '{TEMP_SUFFIX}' and differ from its name"
+        ));
     }
     let replaces_empty_dir = match f[4].as_slice() {
         b"0" => false,
         b"1" => true,
         _ => return Err("bad flag".into()),
     };
-    Ok(RenameRecord { dir: PathBuf::from(OsString::from_vec(dir.clone())), temp: OsString::from_vec(temp.clone()), name: OsString::from_vec(name.clone()), replaces_empty_dir })
+    Ok(RenameRecord {
+        dir: PathBuf::from(OsString::from_vec(dir.clone())),
+        temp: OsString::from_vec(temp.clone()),
+        name: OsString::from_vec(name.clone()),
+        replaces_empty_dir,
+    })
 }
 
 /// A removal record's fields (`X dir name flag`).
@@ -146,7 +168,11 @@ fn removal_record(f: &[Vec<u8>]) -> Result<RemovalRecord, String> {
         b"1" => true,
         _ => return Err("bad flag".into()),
     };
-    Ok(RemovalRecord { dir: PathBuf::from(OsString::from_vec(dir.clone())), name: OsString::from_vec(name.clone()), directory })
+    Ok(RemovalRecord {
+        dir: PathBuf::from(OsString::from_vec(dir.clone())),
+        name: OsString::from_vec(name.clone()),
+        directory,
+    })
 }
 
 /// One name in a directory: what renameat, unlinkat and statat may be given.
@@ -154,7 +180,9 @@ fn check_name(name: &[u8]) -> Result<(), String> {
     match name {
         b"" | b"." | b".." => Err(format!("'{}' is not a name", String::from_utf8_lossy(name))),
         _ if name.contains(&b'/') || name.contains(&0) => Err("holds '/' or NUL".into()),
-        _ if name.len() > NAME_MAX => Err(format!("of {} bytes is longer than {NAME_MAX}", name.len())),
+        _ if name.len() > NAME_MAX => {
+            Err(format!("of {} bytes is longer than {NAME_MAX}", name.len()))
+        }
         _ => Ok(()),
     }
 }
@@ -171,7 +199,9 @@ fn check_dir(dir: &[u8]) -> Result<(), String> {
         depth += 1;
     }
     if depth >= MAX_DEPTH {
-        return Err(format!("directory of {depth} components: entries are at most {MAX_DEPTH} deep"));
+        return Err(format!(
+            "directory of {depth} components: entries are at most {MAX_DEPTH} deep"
+        ));
     }
     if Path::new(OsStr::from_bytes(dir)).starts_with(STATE_DIR) {
         return Err(format!("directory in the engine's state directory {STATE_DIR}"));
@@ -225,7 +255,13 @@ impl<W: Write> Encoder<W> {
 
     pub fn rename(&mut self, dir: &Path, temp: &OsStr, name: &OsStr, replaces_empty_dir: bool) {
         let flag: &[u8] = if replaces_empty_dir { b"1" } else { b"0" };
-        self.record(&[b"R", &escape_path(dir), &escape(temp.as_bytes()), &escape(name.as_bytes()), flag]);
+        self.record(&[
+            b"R",
+            &escape_path(dir),
+            &escape(temp.as_bytes()),
+            &escape(name.as_bytes()),
+            flag,
+        ]);
     }
 
     /// After every rename.
@@ -292,9 +328,15 @@ fn unescape(field: &[u8]) -> Result<Vec<u8>, String> {
     let mut i = 0;
     while i < field.len() {
         if field[i] == b'%' {
-            let hex = field.get(i + 1..i + 3).filter(|h| h.iter().all(u8::is_ascii_hexdigit)).ok_or("bad escape")?;
+            let hex = field
+                .get(i + 1..i + 3)
+                .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+                .ok_or("bad escape")?;
             // Two hex digits: ASCII, and at most 0xff.
-            out.push(u8::from_str_radix(std::str::from_utf8(hex).map_err(|_| "bad escape")?, 16).map_err(|_| "bad escape")?);
+            out.push(
+                u8::from_str_radix(std::str::from_utf8(hex).map_err(|_| "bad escape")?, 16)
+                    .map_err(|_| "bad escape")?,
+            );
             i += 3;
         } else {
             out.push(field[i]);
@@ -324,7 +366,12 @@ mod tests {
         Journal {
             packages: vec!["pkg 2.0".into()],
             renames: vec![
-                RenameRecord { dir: PathBuf::new(), temp: "a.unpack-new".into(), name: "a".into(), replaces_empty_dir: false },
+                RenameRecord {
+                    dir: PathBuf::new(),
+                    temp: "a.unpack-new".into(),
+                    name: "a".into(),
+                    replaces_empty_dir: false,
+                },
                 RenameRecord {
                     dir: PathBuf::from("usr/share/we ird%"),
                     temp: OsString::from_vec(b"new\nline\xff.unpack-new".to_vec()),
@@ -333,8 +380,16 @@ mod tests {
                 },
             ],
             removals: vec![
-                RemovalRecord { dir: PathBuf::from("usr/share/doc"), name: "dropped".into(), directory: false },
-                RemovalRecord { dir: PathBuf::from("usr/share"), name: OsString::from_vec(b"old\ndir".to_vec()), directory: true },
+                RemovalRecord {
+                    dir: PathBuf::from("usr/share/doc"),
+                    name: "dropped".into(),
+                    directory: false,
+                },
+                RemovalRecord {
+                    dir: PathBuf::from("usr/share"),
+                    name: OsString::from_vec(b"old\ndir".to_vec()),
+                    directory: true,
+                },
             ],
         }
     }
@@ -342,7 +397,12 @@ mod tests {
     /// A journal as the engine would write it, holding one rename record of these raw fields.
     fn with_record(dir: &[u8], temp: &[u8], name: &[u8]) -> Vec<u8> {
         let mut e = Encoder::new(Vec::new()).unwrap();
-        e.rename(Path::new(OsStr::from_bytes(dir)), OsStr::from_bytes(temp), OsStr::from_bytes(name), false);
+        e.rename(
+            Path::new(OsStr::from_bytes(dir)),
+            OsStr::from_bytes(temp),
+            OsStr::from_bytes(name),
+            false,
+        );
         e.finish().unwrap()
     }
 
@@ -372,7 +432,10 @@ mod tests {
     fn names_that_leave_their_directory_are_damage() {
         assert!(Journal::decode(&with_record(b"usr/bin", b"tool.unpack-new", b"tool")).is_ok());
         let deep = b"d/".repeat(MAX_DEPTH - 2);
-        assert!(Journal::decode(&with_record(&deep[..deep.len() - 1], b"f.unpack-new", b"f")).is_ok(), "as deep as an entry's directory");
+        assert!(
+            Journal::decode(&with_record(&deep[..deep.len() - 1], b"f.unpack-new", b"f")).is_ok(),
+            "as deep as an entry's directory"
+        );
         // (directory, temporary name, name, why)
         type Case<'a> = (&'a [u8], &'a [u8], &'a [u8], &'a str);
         let cases: &[Case] = &[
@@ -396,11 +459,26 @@ mod tests {
             assert!(e.contains(why), "{dir:?} {temp:?} {name:?}: {e}");
         }
         let too_deep = b"d/".repeat(MAX_DEPTH);
-        assert!(Journal::decode(&with_record(&too_deep[..too_deep.len() - 1], b"f.unpack-new", b"f")).unwrap_err().contains("at most"));
+        assert!(Journal::decode(&with_record(
+            &too_deep[..too_deep.len() - 1],
+            b"f.unpack-new",
+            b"f"
+        ))
+        .unwrap_err()
+        .contains("at most"));
         let long = vec![b'n'; NAME_MAX + 1];
-        assert!(Journal::decode(&with_record(b"", b"a.unpack-new", &long)).unwrap_err().contains("longer than 255"));
-        let e = Journal::decode(&with_lines(&[&[b"R \x1b[2J ".as_slice(), &[b'x'; 1000]].concat()])).unwrap_err();
-        assert!(e.starts_with("record 'R \\033[2J xxx") && e.contains("xxx...': unknown") && e.len() < 200, "escaped and cut: {e}");
+        assert!(Journal::decode(&with_record(b"", b"a.unpack-new", &long))
+            .unwrap_err()
+            .contains("longer than 255"));
+        let e =
+            Journal::decode(&with_lines(&[&[b"R \x1b[2J ".as_slice(), &[b'x'; 1000]].concat()]))
+                .unwrap_err();
+        assert!(
+            e.starts_with("record 'R \\033[2J xxx")
+                && e.contains("xxx...': unknown")
+                && e.len() < 200,
+            "escaped and cut: {e}"
+        );
     }
 
     #[test]
@@ -408,9 +486,15 @@ mod tests {
         // The directory-metadata record of version 1.
         let e = Journal::decode(&with_lines(&[b"M usr 755 0 0 0 0"])).unwrap_err();
         assert!(e.contains("unknown"), "{e}");
-        assert!(Journal::decode(&with_lines(&[b"R . a.unpack-new a 2"])).unwrap_err().contains("bad flag"));
-        assert!(Journal::decode(&with_lines(&[b"R . a%2Funpack-new a 0"])).unwrap_err().contains("'/'"));
-        assert!(Journal::decode(&with_lines(&[b"R . a.unpack-new %+f 0"])).unwrap_err().contains("bad escape"));
+        assert!(Journal::decode(&with_lines(&[b"R . a.unpack-new a 2"]))
+            .unwrap_err()
+            .contains("bad flag"));
+        assert!(Journal::decode(&with_lines(&[b"R . a%2Funpack-new a 0"]))
+            .unwrap_err()
+            .contains("'/'"));
+        assert!(Journal::decode(&with_lines(&[b"R . a.unpack-new %+f 0"]))
+            .unwrap_err()
+            .contains("bad escape"));
         let v1 = String::from_utf8(sample().encode()).unwrap().replace(MAGIC, "unpack-journal 1");
         assert!(Journal::decode(v1.as_bytes()).is_err(), "an older version's journal");
         let huge = vec![b'E'; MAX_BYTES as usize + 1];
@@ -426,19 +510,31 @@ mod tests {
         // A journal under another magic line, sealed with its count and checksum.
         let sealed_as = |magic: &str, body: &str| {
             let text = format!("{magic}\n{body}");
-            format!("{text}E {} {:016x}\n", body.lines().count(), fnv1a(text.as_bytes())).into_bytes()
+            format!("{text}E {} {:016x}\n", body.lines().count(), fnv1a(text.as_bytes()))
+                .into_bytes()
         };
         let encoded = String::from_utf8(j.encode()).unwrap();
         let body = &encoded[encoded.find('\n').unwrap() + 1..encoded.rfind("E ").unwrap()];
         assert_eq!(Journal::decode(&sealed_as(MAGIC_2, body)).unwrap(), j);
-        assert_eq!(Journal::decode(&sealed_as(MAGIC, body)).unwrap(), j, "the sealing is the encoder's");
+        assert_eq!(
+            Journal::decode(&sealed_as(MAGIC, body)).unwrap(),
+            j,
+            "the sealing is the encoder's"
+        );
         let with_x = sealed_as(MAGIC_2, "X usr a 0\n");
-        assert!(Journal::decode(&with_x).unwrap_err().contains("unknown"), "a removal in a version 2 journal");
+        assert!(
+            Journal::decode(&with_x).unwrap_err().contains("unknown"),
+            "a removal in a version 2 journal"
+        );
         let e = Journal::decode(&with_lines(&[b"X usr a 0", b"R . a.unpack-new a 0"])).unwrap_err();
         assert!(e.contains("out of order"), "{e}");
-        assert!(Journal::decode(&with_lines(&[b"X ../usr a 0"])).unwrap_err().contains("is not a name"));
+        assert!(Journal::decode(&with_lines(&[b"X ../usr a 0"]))
+            .unwrap_err()
+            .contains("is not a name"));
         assert!(Journal::decode(&with_lines(&[b"X usr a/b 0"])).unwrap_err().contains("'/'"));
-        assert!(Journal::decode(&with_lines(&[b"X var/lib/unpack txn 0"])).unwrap_err().contains("state directory"));
+        assert!(Journal::decode(&with_lines(&[b"X var/lib/unpack txn 0"]))
+            .unwrap_err()
+            .contains("state directory"));
     }
 
     #[test]

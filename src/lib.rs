@@ -82,10 +82,10 @@ pub use names::{INTENT, JOURNAL, STATE_DIR};
 pub use recover::Recovery;
 pub use report::Report;
 
-use write_phase::{write_phase, Stage};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+use write_phase::{write_phase, Stage};
 
 /// Called now and then with (bytes of package files read, total bytes of package files).
 pub type ProgressFn = dyn Fn(u64, u64) + Send + Sync;
@@ -114,7 +114,15 @@ pub struct Options {
 
 impl Options {
     pub fn new(strategy: Arc<dyn Strategy>) -> Options {
-        Options { strategy, wait: false, progress: None, stop: None, admindir: None, scripts: true, scripts_stdout_to_stderr: false }
+        Options {
+            strategy,
+            wait: false,
+            progress: None,
+            stop: None,
+            admindir: None,
+            scripts: true,
+            scripts_stdout_to_stderr: false,
+        }
     }
 }
 
@@ -124,7 +132,8 @@ pub fn recover_root(root: &Path, options: &Options) -> Result<Recovery> {
     raise_fd_limit();
     let mut root_handle = root::Root::open(root)?;
     let _lock = root_handle.lock(options.wait)?;
-    let _dpkg = dpkg::install::Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
+    let _dpkg =
+        dpkg::install::Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
     recover::recover(&mut root_handle, options.strategy.as_ref(), &syscalls::Syscalls::default())
 }
 
@@ -154,20 +163,35 @@ pub fn bootstrap(packages: &[PathBuf], root: &Path, options: &Options) -> Result
             db.package_count()
         )));
     }
-    let admin = existing.as_ref().map_or_else(|| PathBuf::from(dpkg::admin::DEFAULT_ADMINDIR), |db| db.admin_rel().to_path_buf());
+    let admin = existing.as_ref().map_or_else(
+        || PathBuf::from(dpkg::admin::DEFAULT_ADMINDIR),
+        |db| db.admin_rel().to_path_buf(),
+    );
     let first_started = Instant::now();
     // The layout is on disk before the first stage's packages meet it: their `./bin/` is then
     // a directory entry over a symlink to one, which keeps the symlink (as dpkg and tar's
     // --keep-directory-symlink do), where within one transaction it would be a second entry
     // for one path.
     let state = call.root.state_dir()?;
-    let mut tx = extract::Transaction::new(&mut call.root, state, options.strategy.as_ref(), &call.calls, options.stop.as_deref())?;
+    let mut tx = extract::Transaction::new(
+        &mut call.root,
+        state,
+        options.strategy.as_ref(),
+        &call.calls,
+        options.stop.as_deref(),
+    )?;
     if bootstrap::add_layout(&mut tx, &plan, &admin, existing.is_some())? {
         commit::commit(&mut tx, &["the bootstrap's merged-/usr layout".to_string()])?;
     }
     drop(tx);
     let state = call.root.state_dir()?;
-    let mut tx = extract::Transaction::new(&mut call.root, state, options.strategy.as_ref(), &call.calls, options.stop.as_deref())?;
+    let mut tx = extract::Transaction::new(
+        &mut call.root,
+        state,
+        options.strategy.as_ref(),
+        &call.calls,
+        options.stop.as_deref(),
+    )?;
     tx.set_admin(&admin);
     let mut first = bootstrap::FirstStage::new(&plan);
     write_phase(&mut tx, &plan.first, options, &mut Vec::new(), None, Stage::First(&mut first))?;
@@ -179,11 +203,16 @@ pub fn bootstrap(packages: &[PathBuf], root: &Path, options: &Options) -> Result
         Some(db) => db,
         None => match dpkg::install::Locked::find(&mut call.root, None, options.wait)? {
             Some(locked) => locked.read(&mut call.root)?,
-            None => return Err(Error::Usage("internal: the bootstrap's first stage made no database".into())),
+            None => {
+                return Err(Error::Usage(
+                    "internal: the bootstrap's first stage made no database".into(),
+                ))
+            }
         },
     };
     let mut report = call.transact(packages, options, Some(database), Stage::Second(&mut first))?;
-    report.first_stage = Some(report::FirstStage { packages: plan.first_names, seconds, adopted: first.adopted });
+    report.first_stage =
+        Some(report::FirstStage { packages: plan.first_names, seconds, adopted: first.adopted });
     Ok(report)
 }
 
@@ -213,30 +242,62 @@ impl Call {
         raise_fd_limit();
         let mut root_handle = root::Root::open(root)?;
         let lock = root_handle.lock(options.wait)?;
-        let dpkg = dpkg::install::Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
-        let recovered = match recover::recover(&mut root_handle, options.strategy.as_ref(), &syscalls::Syscalls::default())? {
+        let dpkg = dpkg::install::Locked::find(
+            &mut root_handle,
+            options.admindir.as_deref(),
+            options.wait,
+        )?;
+        let recovered = match recover::recover(
+            &mut root_handle,
+            options.strategy.as_ref(),
+            &syscalls::Syscalls::default(),
+        )? {
             recover::Recovery::Clean => None,
             r => Some(r.describe(root)),
         };
-        Ok(Call { started, path: root.to_path_buf(), root: root_handle, _lock: lock, dpkg, recovered, calls: syscalls::Syscalls::default() })
+        Ok(Call {
+            started,
+            path: root.to_path_buf(),
+            root: root_handle,
+            _lock: lock,
+            dpkg,
+            recovered,
+            calls: syscalls::Syscalls::default(),
+        })
     }
 
     /// The transaction over `packages`, in database mode with `database`, and its report.
-    fn transact(mut self, packages: &[PathBuf], options: &Options, mut database: Option<dpkg::install::Database>, stage: Stage<'_>) -> Result<Report> {
+    fn transact(
+        mut self,
+        packages: &[PathBuf],
+        options: &Options,
+        mut database: Option<dpkg::install::Database>,
+        stage: Stage<'_>,
+    ) -> Result<Report> {
         let (started, calls, root) = (self.started, &self.calls, self.path.as_path());
         if let Some(db) = database.as_mut().filter(|_| options.scripts) {
             db.run_scripts(root, options.scripts_stdout_to_stderr);
         }
         let mut reports = Vec::with_capacity(packages.len());
         let state = self.root.state_dir()?;
-        let mut tx = extract::Transaction::new(&mut self.root, state, options.strategy.as_ref(), calls, options.stop.as_deref())?;
+        let mut tx = extract::Transaction::new(
+            &mut self.root,
+            state,
+            options.strategy.as_ref(),
+            calls,
+            options.stop.as_deref(),
+        )?;
         if let Some(db) = &database {
             tx.set_admin(db.admin_rel());
         }
         // Until the journal is on disk a failure rolls the transaction back, and the maintainer
         // scripts that ran are unwound (database mode).
-        let prepared = write_phase(&mut tx, packages, options, &mut reports, database.as_mut(), stage);
-        let names: Vec<String> = reports.iter().map(|r: &report::PackageReport| format!("{} {}", r.name, r.version)).collect();
+        let prepared =
+            write_phase(&mut tx, packages, options, &mut reports, database.as_mut(), stage);
+        let names: Vec<String> = reports
+            .iter()
+            .map(|r: &report::PackageReport| format!("{} {}", r.name, r.version))
+            .collect();
         let extract_s = started.elapsed().as_secs_f64();
         let committed = prepared.and_then(|()| commit::commit(&mut tx, &names));
         let times = match committed {
@@ -254,7 +315,9 @@ impl Call {
         drop(tx);
         if let Some(db) = database.as_mut() {
             if let Some((failed, e)) = db.after_commit()? {
-                record(&mut self.root, db, options, calls, |db, tx| db.postrm_failure_state(&failed, tx).map(|()| true))?;
+                record(&mut self.root, db, options, calls, |db, tx| {
+                    db.postrm_failure_state(&failed, tx).map(|()| true)
+                })?;
                 return Err(e);
             }
         }

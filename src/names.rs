@@ -42,7 +42,8 @@ pub fn temp_name(name: &OsStr) -> OsString {
     let mut temp = if bytes.len() + TEMP_SUFFIX.len() <= NAME_MAX {
         name.to_os_string()
     } else {
-        static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> = std::sync::OnceLock::new();
+        static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+            std::sync::OnceLock::new();
         let hash = KEY.get_or_init(Default::default).hash_one(bytes);
         let mut short = bytes[..NAME_MAX - TEMP_SUFFIX.len() - 17].to_vec();
         short.extend_from_slice(format!("~{hash:016x}").as_bytes());

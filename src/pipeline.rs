@@ -26,10 +26,9 @@ use crate::error::{escape, Error, Result};
 use crate::ProgressFn;
 use std::io::{self, BufRead, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, SyncSender};
-
 
 /// Largest piece of file data in one message, and the size at which a batch is sent.
 pub const CHUNK: usize = 128 * 1024;
@@ -46,7 +45,11 @@ const BATCH_MESSAGES: usize = 512;
 /// What the reader sends.
 pub enum Message {
     /// A new package starts; its control file says what it is.
-    Package { index: usize, path: PathBuf, control: Box<ControlArchive> },
+    Package {
+        index: usize,
+        path: PathBuf,
+        control: Box<ControlArchive>,
+    },
     /// The next entry; a regular file's bytes follow as [`Message::Data`].
     Entry(Entry),
     Data(Vec<u8>),
@@ -65,8 +68,16 @@ pub enum Message {
 /// every lane is joined before this returns: left to the scope, a thread would still be running
 /// its thread-local destructors after unpack() returned (LeakSanitizer, in the fuzzer, caught
 /// one such moment).
-pub fn with_lanes<R>(packages: &[PathBuf], progress: Option<&ProgressFn>, skipped: Vec<bool>, write: impl FnOnce(Queue) -> R) -> R {
-    let lanes = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_LANES).min(packages.len().max(1));
+pub fn with_lanes<R>(
+    packages: &[PathBuf],
+    progress: Option<&ProgressFn>,
+    skipped: Vec<bool>,
+    write: impl FnOnce(Queue) -> R,
+) -> R {
+    let lanes = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_LANES)
+        .min(packages.len().max(1));
     let progress = progress.map(|report| Progress {
         report,
         total: packages.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum(),
@@ -74,13 +85,16 @@ pub fn with_lanes<R>(packages: &[PathBuf], progress: Option<&ProgressFn>, skippe
     });
     let (progress, skipped) = (progress.as_ref(), skipped.as_slice());
     std::thread::scope(|scope| {
-        let mut queue = Queue { lanes: Vec::new(), batches: Vec::new(), next: 0, count: packages.len() };
+        let mut queue =
+            Queue { lanes: Vec::new(), batches: Vec::new(), next: 0, count: packages.len() };
         let mut handles = Vec::with_capacity(lanes);
         for index in 0..lanes {
             let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
             handles.push(scope.spawn(move || {
                 let mut out = Batcher { tx, batch: Vec::new(), bytes: 0 };
-                if let Err(e) = read_lane(packages, &Lane { index, lanes, skipped }, &mut out, progress) {
+                if let Err(e) =
+                    read_lane(packages, &Lane { index, lanes, skipped }, &mut out, progress)
+                {
                     out.batch.push(Message::Failed(e));
                 }
                 out.flush();
@@ -160,13 +174,19 @@ pub fn read_control(package: &Path) -> Result<ControlArchive> {
 }
 
 /// Reads the lane's packages in order.
-fn read_lane(packages: &[PathBuf], lane: &Lane<'_>, out: &mut Batcher, progress: Option<&Progress<'_>>) -> Result<()> {
+fn read_lane(
+    packages: &[PathBuf],
+    lane: &Lane<'_>,
+    out: &mut Batcher,
+    progress: Option<&Progress<'_>>,
+) -> Result<()> {
     for index in (lane.index..packages.len()).step_by(lane.lanes) {
         let package = &packages[index];
         let mut deb = Deb::open(package)?;
         let consumed = deb.consumed();
         let control = control_archive(package, &mut deb)?;
-        if !out.send(Message::Package { index, path: package.clone(), control: Box::new(control) }) {
+        if !out.send(Message::Package { index, path: package.clone(), control: Box::new(control) })
+        {
             return Ok(());
         }
         let size = deb.len();
@@ -199,14 +219,22 @@ fn read_lane(packages: &[PathBuf], lane: &Lane<'_>, out: &mut Batcher, progress:
 
 /// Sends the entries of the tar archive in `stream` (member `member` of `package`) and their
 /// bytes, up to the archive's end, calling `tick` after each; false when the writer hung up.
-fn send_entries(package: &Path, member: &str, stream: impl Read, out: &mut Batcher, tick: &dyn Fn()) -> Result<bool> {
+fn send_entries(
+    package: &Path,
+    member: &str,
+    stream: impl Read,
+    out: &mut Batcher,
+    tick: &dyn Fn(),
+) -> Result<bool> {
     let bad = |e: io::Error| Error::bad(package, format!("{member}: {e}"));
     let (stream, meter) = entry::metered(stream);
     let mut archive = tar::Archive::new(stream);
     for item in archive.entries_with_seek().map_err(bad)? {
         let mut item = item.map_err(bad)?;
         let _held = meter.entry();
-        let Some(entry) = entry::validate(&mut item).map_err(|e| Error::bad(package, format!("{member}: {e}")))? else {
+        let Some(entry) = entry::validate(&mut item)
+            .map_err(|e| Error::bad(package, format!("{member}: {e}")))?
+        else {
             continue;
         };
         let size = match entry.kind {
@@ -222,14 +250,17 @@ fn send_entries(package: &Path, member: &str, stream: impl Read, out: &mut Batch
             // Straight into the message's own buffer: no zeroing, no second copy.
             let want = left.min(CHUNK as u64);
             let mut chunk = Vec::with_capacity(want as usize);
-            let n = (&mut item)
-                .take(want)
-                .read_to_end(&mut chunk)
-                .map_err(|e| Error::bad(package, format!("{member}: entry '{}': {e}", escape(&shown))))?;
+            let n = (&mut item).take(want).read_to_end(&mut chunk).map_err(|e| {
+                Error::bad(package, format!("{member}: entry '{}': {e}", escape(&shown)))
+            })?;
             if n == 0 {
                 return Err(Error::bad(
                     package,
-                    format!("{member}: entry '{}': archive ends after {} of {size} bytes", escape(&shown), size - left),
+                    format!(
+                        "{member}: entry '{}': archive ends after {} of {size} bytes",
+                        escape(&shown),
+                        size - left
+                    ),
                 ));
             }
             left -= n as u64;
@@ -266,7 +297,9 @@ impl Queue {
                         // A lane ends early only after a failure it sent, or once the writer
                         // hung up: never end the queue as if every package were read.
                         self.next = self.count;
-                        return Some(Message::Failed(Error::Usage("internal: a package reader stopped before its package's end".into())));
+                        return Some(Message::Failed(Error::Usage(
+                            "internal: a package reader stopped before its package's end".into(),
+                        )));
                     }
                 },
             }
@@ -309,7 +342,11 @@ impl BufRead for FileData<'_> {
                     *self.failed = Some(e);
                     return Err(io::Error::other("the package reader failed"));
                 }
-                Some(_) | None => return Err(io::Error::other("the package reader stopped in the middle of a file")),
+                Some(_) | None => {
+                    return Err(io::Error::other(
+                        "the package reader stopped in the middle of a file",
+                    ))
+                }
             }
         }
         Ok(&self.pending[self.offset..])
@@ -364,32 +401,76 @@ mod tests {
 
     #[test]
     fn the_lanes_deliver_every_package_in_the_calls_order_and_progress_only_grows_to_the_total() {
-        let names = ["pkg-v1_1.0_all.deb", "comp-gz_1.0_all.deb", "comp-xz_1.0_all.deb", "comp-zst_1.0_all.deb", "comp-bz2_1.0_all.deb", "other_1.0_all.deb", "many_1.0_all.deb"];
+        let names = [
+            "pkg-v1_1.0_all.deb",
+            "comp-gz_1.0_all.deb",
+            "comp-xz_1.0_all.deb",
+            "comp-zst_1.0_all.deb",
+            "comp-bz2_1.0_all.deb",
+            "other_1.0_all.deb",
+            "many_1.0_all.deb",
+        ];
         let packages: Vec<PathBuf> = names.iter().map(|n| fixture(n)).collect();
         let (together, progress) = read(&packages, Vec::new());
         let alone: Vec<String> = packages
             .iter()
             .enumerate()
-            .flat_map(|(i, p)| read(std::slice::from_ref(p), Vec::new()).0.into_iter().map(move |m| if m == "package 0" { format!("package {i}") } else { m }))
+            .flat_map(|(i, p)| {
+                read(std::slice::from_ref(p), Vec::new()).0.into_iter().map(move |m| {
+                    if m == "package 0" {
+                        format!("package {i}")
+                    } else {
+                        m
+                    }
+                })
+            })
             .collect();
-        assert_eq!(together, alone, "the same messages as one package at a time, in the call's order");
-        assert!(!together.iter().any(|m| m == "end" || m.starts_with("failed")), "ends are the queue's own: {together:?}");
+        assert_eq!(
+            together, alone,
+            "the same messages as one package at a time, in the call's order"
+        );
+        assert!(
+            !together.iter().any(|m| m == "end" || m.starts_with("failed")),
+            "ends are the queue's own: {together:?}"
+        );
         let total: u64 = packages.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
-        assert!(progress.windows(2).all(|w| w[0].0 <= w[1].0), "progress never goes back: {progress:?}");
+        assert!(
+            progress.windows(2).all(|w| w[0].0 <= w[1].0),
+            "progress never goes back: {progress:?}"
+        );
         assert_eq!(progress.last(), Some(&(total, total)));
     }
 
     #[test]
     fn a_skipped_package_sends_its_control_only_and_a_corrupt_one_fails_where_it_stands() {
-        let packages = [fixture("pkg-v1_1.0_all.deb"), fixture("corrupt-data.deb"), fixture("comp-gz_1.0_all.deb")];
+        let packages = [
+            fixture("pkg-v1_1.0_all.deb"),
+            fixture("corrupt-data.deb"),
+            fixture("comp-gz_1.0_all.deb"),
+        ];
         let (messages, _) = read(&packages, vec![false, true, false]);
-        let at = |m: &str| messages.iter().position(|x| x == m).unwrap_or_else(|| panic!("{m} in {messages:?}"));
-        assert_eq!(at("package 2"), at("package 1") + 1, "the skipped package has no entries: {messages:?}");
-        assert!(!messages.iter().any(|m| m.starts_with("failed")), "nor is its corrupt data read: {messages:?}");
+        let at = |m: &str| {
+            messages.iter().position(|x| x == m).unwrap_or_else(|| panic!("{m} in {messages:?}"))
+        };
+        assert_eq!(
+            at("package 2"),
+            at("package 1") + 1,
+            "the skipped package has no entries: {messages:?}"
+        );
+        assert!(
+            !messages.iter().any(|m| m.starts_with("failed")),
+            "nor is its corrupt data read: {messages:?}"
+        );
         let (messages, _) = read(&packages, Vec::new());
-        let failed = messages.iter().position(|m| m.starts_with("failed")).unwrap_or_else(|| panic!("{messages:?}"));
+        let failed = messages
+            .iter()
+            .position(|m| m.starts_with("failed"))
+            .unwrap_or_else(|| panic!("{messages:?}"));
         assert!(failed > messages.iter().position(|m| m == "package 1").unwrap(), "{messages:?}");
         assert!(messages[failed].contains("corrupt-data.deb"), "{}", messages[failed]);
-        assert!(!messages.iter().any(|m| m == "package 2"), "nothing of a later package before the failure is seen: {messages:?}");
+        assert!(
+            !messages.iter().any(|m| m == "package 2"),
+            "nothing of a later package before the failure is seen: {messages:?}"
+        );
     }
 }

@@ -21,10 +21,10 @@
 //! (mount ids, so a bind mount of the root's own filesystem is not walked into either).
 
 use crate::durability::{Directory, Strategy};
-use crate::error::{Error, Result};
 use crate::entry::MAX_DEPTH;
-use crate::names::{INTENT, JOURNAL, JOURNAL_NEW, STATE_DIR, TEMP_SUFFIX};
+use crate::error::{Error, Result};
 use crate::journal::Journal;
+use crate::names::{INTENT, JOURNAL, JOURNAL_NEW, STATE_DIR, TEMP_SUFFIX};
 use crate::root::Root;
 use crate::syscalls::Syscalls;
 use crate::tree::{entries, mount_of, remove_tree, DIR_FLAGS};
@@ -32,8 +32,8 @@ use rustix::fs::{AtFlags, FileType, Mode};
 use rustix::io::Errno;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -87,11 +87,12 @@ pub fn recover(root: &mut Root, strategy: &dyn Strategy, calls: &Syscalls) -> Re
     let Some(state) = root.existing_state_dir()? else {
         return Ok(Recovery::Clean);
     };
-    let (journal, damaged) = match read_state_file(&state, JOURNAL)?.map(|bytes| Journal::decode(&bytes)) {
-        Some(Ok(journal)) => (Some(journal), None),
-        Some(Err(reason)) => (None, Some(reason)),
-        None => (None, None),
-    };
+    let (journal, damaged) =
+        match read_state_file(&state, JOURNAL)?.map(|bytes| Journal::decode(&bytes)) {
+            Some(Ok(journal)) => (Some(journal), None),
+            Some(Err(reason)) => (None, Some(reason)),
+            None => (None, None),
+        };
     let intent = read_state_file(&state, INTENT)?;
     let mut recovery = match (journal, intent) {
         (Some(j), _) => roll_forward(root, &j, strategy, calls)?,
@@ -115,18 +116,27 @@ fn read_state_file(state: &Directory, name: &str) -> Result<Option<Vec<u8>>> {
     };
     let mut bytes = Vec::new();
     // Bounded: a planted file of gigabytes must not be read into memory.
-    file.take(crate::journal::MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| Error::root(state.path().join(name), "reading", e))?;
+    file.take(crate::journal::MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::root(state.path().join(name), "reading", e))?;
     Ok(Some(bytes))
 }
 
-fn roll_forward(root: &Root, j: &Journal, strategy: &dyn Strategy, calls: &Syscalls) -> Result<Recovery> {
+fn roll_forward(
+    root: &Root,
+    j: &Journal,
+    strategy: &dyn Strategy,
+    calls: &Syscalls,
+) -> Result<Recovery> {
     // Every directory first: a journal one of whose directories does not resolve now is refused
     // before any rename.
     let mut dirs: BTreeMap<&Path, Directory> = BTreeMap::new();
     for r in &j.renames {
         if !dirs.contains_key(r.dir.as_path()) {
             let dir = open_beneath(root, &r.dir)?.ok_or_else(|| {
-                let why = std::io::Error::other("gone, where the journal names a directory; nothing was renamed");
+                let why = std::io::Error::other(
+                    "gone, where the journal names a directory; nothing was renamed",
+                );
                 Error::root(root.path().join(&r.dir), "opening a directory the journal names", why)
             })?;
             dirs.insert(&r.dir, dir);
@@ -154,18 +164,27 @@ fn roll_forward(root: &Root, j: &Journal, strategy: &dyn Strategy, calls: &Sysca
         if r.replaces_empty_dir {
             match rustix::fs::unlinkat(dir.fd(), &r.name, AtFlags::REMOVEDIR) {
                 Ok(()) | Err(Errno::NOENT) | Err(Errno::NOTDIR) => {}
-                Err(e) => return Err(Error::root(&path, "removing the empty directory the package replaces", e)),
+                Err(e) => {
+                    return Err(Error::root(
+                        &path,
+                        "removing the empty directory the package replaces",
+                        e,
+                    ))
+                }
             }
         }
-        calls.rename(dir.fd(), &r.temp, &r.name).map_err(|e| Error::root(&path, "rename into place", e))?;
+        calls
+            .rename(dir.fd(), &r.temp, &r.name)
+            .map_err(|e| Error::root(&path, "rename into place", e))?;
         renames += 1;
         touched.entry(&r.dir).or_insert_with(|| dir.clone());
     }
     let mut removals = 0;
     for r in &j.removals {
         let Some(dir) = &removal_dirs[r.dir.as_path()] else { continue };
-        let removed = crate::tree::remove_dropped(dir.fd(), &r.name, r.directory)
-            .map_err(|e| Error::root(dir.path().join(&r.name), "removing a file the new version dropped", e))?;
+        let removed = crate::tree::remove_dropped(dir.fd(), &r.name, r.directory).map_err(|e| {
+            Error::root(dir.path().join(&r.name), "removing a file the new version dropped", e)
+        })?;
         if removed {
             removals += 1;
             touched.entry(&r.dir).or_insert_with(|| dir.clone());
@@ -192,8 +211,12 @@ fn open_beneath(root: &Root, rel: &Path) -> Result<Option<Directory>> {
             let why = match e {
                 Errno::LOOP | Errno::NOTDIR => {
                     let st = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW);
-                    let symlink = st.is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
-                    std::io::Error::other(format!("{} now, where the journal names a directory; nothing was renamed", if symlink { "a symlink" } else { "not a directory" }))
+                    let symlink =
+                        st.is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+                    std::io::Error::other(format!(
+                        "{} now, where the journal names a directory; nothing was renamed",
+                        if symlink { "a symlink" } else { "not a directory" }
+                    ))
                 }
                 e => e.into(),
             };
@@ -203,7 +226,6 @@ fn open_beneath(root: &Root, rel: &Path) -> Result<Option<Directory>> {
     }
     Ok(Some(dir))
 }
-
 
 /// Removes the temporary names and the new trees the interrupted transaction made.
 fn roll_back(root: &Root) -> Result<Recovery> {
@@ -235,7 +257,8 @@ const OPEN_LEVELS: usize = crate::tree::MAX_OPEN;
 /// descriptors or any stack, whatever its depth. `counts` are (temporary files, directories)
 /// removed.
 fn clean(root: &Directory, counts: &mut (usize, usize)) -> Result<()> {
-    let fd = rustix::fs::openat(root.fd(), ".", DIR_FLAGS, Mode::empty()).map_err(|e| Error::root(root.path(), "opening", e))?;
+    let fd = rustix::fs::openat(root.fd(), ".", DIR_FLAGS, Mode::empty())
+        .map_err(|e| Error::root(root.path(), "opening", e))?;
     let mount = mount_of(fd.as_fd()).map_err(|e| Error::root(root.path(), "statx", e))?;
     let subdirs = clean_dir(fd.as_fd(), 0, root.path(), counts)?;
     let id = id_of(&fd).map_err(|e| Error::root(root.path(), "stat", e))?;
@@ -274,7 +297,9 @@ fn reopen(stack: &mut [Level]) -> Option<BorrowedFd<'_>> {
     let from = stack.iter().rposition(|l| l.fd.is_some())?;
     for i in from + 1..=last {
         let parent = stack[i - 1].fd.as_ref()?;
-        let fd = rustix::fs::openat(parent, &stack[i].name, DIR_FLAGS, Mode::empty()).ok().filter(|fd| id_of(fd).ok() == Some(stack[i].id))?;
+        let fd = rustix::fs::openat(parent, &stack[i].name, DIR_FLAGS, Mode::empty())
+            .ok()
+            .filter(|fd| id_of(fd).ok() == Some(stack[i].id))?;
         stack[i].fd = Some(fd);
         if i - 1 > 0 && i - 1 + OPEN_LEVELS <= last {
             stack[i - 1].fd = None;
@@ -290,12 +315,20 @@ fn id_of(fd: &OwnedFd) -> rustix::io::Result<(u64, u64)> {
 
 /// Removes the temporary names in `dir` (at `depth` below the root, for messages at `path`)
 /// and returns the subdirectories to walk.
-fn clean_dir(dir: BorrowedFd<'_>, depth: usize, path: &Path, counts: &mut (usize, usize)) -> Result<Vec<OsString>> {
+fn clean_dir(
+    dir: BorrowedFd<'_>,
+    depth: usize,
+    path: &Path,
+    counts: &mut (usize, usize),
+) -> Result<Vec<OsString>> {
     let (others, subdirs) = entries(dir).map_err(|e| Error::root(path, "reading directory", e))?;
     let mut walk = Vec::new();
-    for (name, is_dir) in others.into_iter().map(|n| (n, false)).chain(subdirs.into_iter().map(|n| (n, true))) {
+    for (name, is_dir) in
+        others.into_iter().map(|n| (n, false)).chain(subdirs.into_iter().map(|n| (n, true)))
+    {
         if name.as_bytes().ends_with(TEMP_SUFFIX.as_bytes()) {
-            remove_tree(dir, &name, counts).map_err(|e| Error::root(path.join(&name), "removing a temporary name", e))?;
+            remove_tree(dir, &name, counts)
+                .map_err(|e| Error::root(path.join(&name), "removing a temporary name", e))?;
         } else if is_dir && depth + 2 <= MAX_DEPTH {
             // Its entries are `depth + 2` names deep: no deeper than an entry can be.
             walk.push(name);
@@ -314,6 +347,6 @@ fn path_of(root: &Path, stack: &[Level], name: &OsStr) -> PathBuf {
 /// True when `name` below the levels of the walk is the engine's state directory.
 fn is_state_dir(stack: &[Level], name: &OsStr) -> bool {
     let state = Path::new(STATE_DIR);
-    stack.len() == state.components().count() && stack.iter().skip(1).map(|l| l.name.as_os_str()).chain([name]).eq(state.iter())
+    stack.len() == state.components().count()
+        && stack.iter().skip(1).map(|l| l.name.as_os_str()).chain([name]).eq(state.iter())
 }
-

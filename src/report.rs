@@ -48,7 +48,12 @@ pub struct DatabaseReport {
 
 impl PackageReport {
     pub(crate) fn new(control: Control) -> PackageReport {
-        PackageReport { name: control.name, version: control.version, architecture: control.architecture, ..Default::default() }
+        PackageReport {
+            name: control.name,
+            version: control.version,
+            architecture: control.architecture,
+            ..Default::default()
+        }
     }
 }
 
@@ -99,8 +104,13 @@ impl Report {
     pub fn human(&self) -> String {
         let mut out = String::new();
         for p in &self.packages {
-            let (name, version, arch) = (escape(&p.name), escape(&p.version), escape(&p.architecture));
-            let _ = writeln!(out, "{name} {version} ({arch}): {} entries, {} files, {} bytes", p.entries, p.files, p.bytes);
+            let (name, version, arch) =
+                (escape(&p.name), escape(&p.version), escape(&p.architecture));
+            let _ = writeln!(
+                out,
+                "{name} {version} ({arch}): {} entries, {} files, {} bytes",
+                p.entries, p.files, p.bytes
+            );
             if let Some(db) = &p.database {
                 let _ = writeln!(out, "  {}", db.human());
             }
@@ -140,20 +150,35 @@ impl DatabaseReport {
             None => format!("{}, now unpacked", self.action),
         }];
         if self.removed > 0 {
-            parts.push(format!("removed {} path{} the old version had", self.removed, if self.removed == 1 { "" } else { "s" }));
+            parts.push(format!(
+                "removed {} path{} the old version had",
+                self.removed,
+                if self.removed == 1 { "" } else { "s" }
+            ));
         }
         if !self.conffiles_new.is_empty() {
-            let names: Vec<String> = self.conffiles_new.iter().map(|c| format!("{}.dpkg-new", escape(c))).collect();
+            let names: Vec<String> =
+                self.conffiles_new.iter().map(|c| format!("{}.dpkg-new", escape(c))).collect();
             parts.push(format!("conffiles for dpkg --configure: {}", names.join(" ")));
         }
         if !self.replaced.is_empty() {
-            parts.push(format!("took files of {}", self.replaced.iter().map(|n| escape(n).to_string()).collect::<Vec<_>>().join(", ")));
+            parts.push(format!(
+                "took files of {}",
+                self.replaced.iter().map(|n| escape(n).to_string()).collect::<Vec<_>>().join(", ")
+            ));
         }
         if !self.scripts_run {
             parts.push("its unpack-phase maintainer scripts did not run (--no-scripts)".into());
         }
         if !self.disappeared.is_empty() {
-            parts.push(format!("{} disappeared", self.disappeared.iter().map(|n| escape(n).to_string()).collect::<Vec<_>>().join(", ")));
+            parts.push(format!(
+                "{} disappeared",
+                self.disappeared
+                    .iter()
+                    .map(|n| escape(n).to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
         }
         parts.join("; ")
     }

@@ -29,8 +29,8 @@
 //! repaired, followed or opened before it passed them.
 
 use crate::durability::Directory;
-use crate::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, LOCK_FILE, STATE_DIR};
 use crate::error::{Error, Result};
+use crate::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, LOCK_FILE, STATE_DIR};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::collections::{HashMap, VecDeque};
@@ -93,8 +93,15 @@ pub enum ResolveError {
     /// More than 40 symlinks on the way.
     Loop(PathBuf),
     /// A component is not a directory: on disk (`pending` false) or in the transaction.
-    NotDir { path: PathBuf, pending: bool },
-    Io { path: PathBuf, action: &'static str, source: std::io::Error },
+    NotDir {
+        path: PathBuf,
+        pending: bool,
+    },
+    Io {
+        path: PathBuf,
+        action: &'static str,
+        source: std::io::Error,
+    },
     /// A transaction's lookup reached the engine's state directory, which no package may
     /// write: this is its canonical path.
     StateDir(PathBuf),
@@ -121,7 +128,6 @@ pub enum Create<'a> {
     Staged(&'a mut Vec<CreatedDir>),
 }
 
-
 /// The open root and its directory cache.
 #[derive(Debug)]
 pub struct Root {
@@ -132,9 +138,14 @@ pub struct Root {
 impl Root {
     /// Opens `path`, which must be an existing directory.
     pub fn open(path: &Path) -> Result<Root> {
-        let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| Error::root(path, "opening the root directory", e))?;
-        let root = Directory::new(fd, path.to_path_buf()).map_err(|e| Error::root(path, "stat of the root", e))?;
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::root(path, "opening the root directory", e))?;
+        let root = Directory::new(fd, path.to_path_buf())
+            .map_err(|e| Error::root(path, "stat of the root", e))?;
         let mut dirs = HashMap::new();
         dirs.insert(PathBuf::new(), root);
         Ok(Root { path: path.to_path_buf(), dirs })
@@ -245,7 +256,13 @@ impl Root {
 
     /// Makes the missing directory `name` in `parent` as `create` says and caches it under
     /// `canon`; false when it turned out to exist already.
-    fn make_dir(&mut self, parent: &Directory, name: &OsStr, canon: &Path, create: &mut Create<'_>) -> Result<bool, ResolveError> {
+    fn make_dir(
+        &mut self,
+        parent: &Directory,
+        name: &OsStr,
+        canon: &Path,
+        create: &mut Create<'_>,
+    ) -> Result<bool, ResolveError> {
         let display = self.display(canon);
         let (disk_name, top) = match create {
             Create::Never => return Err(io(&display, "lookup", Errno::NOENT)),
@@ -257,15 +274,28 @@ impl Root {
             Ok(()) => {}
             // A temporary name is the engine's own: this one is left from a run that crashed
             // without a durable intent file (strategy `none`), and goes.
-            Err(Errno::EXIST) if top => crate::tree::remove_tree(parent.fd(), &disk_name, &mut (0, 0))
-                .and_then(|()| mkdir())
-                .map_err(|e| io(&display, "creating directory (after removing a leftover temporary one)", e))?,
+            Err(Errno::EXIST) if top => {
+                crate::tree::remove_tree(parent.fd(), &disk_name, &mut (0, 0))
+                    .and_then(|()| mkdir())
+                    .map_err(|e| {
+                        io(
+                            &display,
+                            "creating directory (after removing a leftover temporary one)",
+                            e,
+                        )
+                    })?
+            }
             Err(Errno::EXIST) => return Ok(false),
             Err(e) => return Err(io(&display, "creating directory", e)),
         }
         // Recorded the moment it exists, so that a rollback removes it whatever fails next.
         let staged = if let Create::Staged(list) = create {
-            list.push(CreatedDir { parent: parent.clone(), name: disk_name.clone(), canon: canon.to_path_buf(), top });
+            list.push(CreatedDir {
+                parent: parent.clone(),
+                name: disk_name.clone(),
+                canon: canon.to_path_buf(),
+                top,
+            });
             true
         } else {
             false
@@ -273,19 +303,30 @@ impl Root {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mut dir = rustix::fs::openat(parent.fd(), &disk_name, flags, Mode::empty())
             .map_err(|e| io(&display, "opening directory", e))
-            .and_then(|fd| Directory::new(fd, display.clone()).map_err(|e| ResolveError::Io { path: display, action: "stat", source: e }))?;
+            .and_then(|fd| {
+                Directory::new(fd, display.clone()).map_err(|e| ResolveError::Io {
+                    path: display,
+                    action: "stat",
+                    source: e,
+                })
+            })?;
         dir.staged = staged;
         self.dirs.insert(canon.to_path_buf(), dir);
         Ok(true)
     }
 
     /// Looks at `name` in `parent` without following it.
-    fn open_child(&self, parent: &Directory, name: &OsStr, canon: &Path) -> Result<Child, ResolveError> {
+    fn open_child(
+        &self,
+        parent: &Directory,
+        name: &OsStr,
+        canon: &Path,
+    ) -> Result<Child, ResolveError> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         match rustix::fs::openat(parent.fd(), name, flags, Mode::empty()) {
-            Ok(fd) => Directory::new(fd, self.display(canon))
-                .map(Child::Dir)
-                .map_err(|e| ResolveError::Io { path: self.display(canon), action: "stat", source: e }),
+            Ok(fd) => Directory::new(fd, self.display(canon)).map(Child::Dir).map_err(|e| {
+                ResolveError::Io { path: self.display(canon), action: "stat", source: e }
+            }),
             Err(Errno::NOENT) => Ok(Child::Missing),
             Err(Errno::LOOP) | Err(Errno::NOTDIR) => {
                 let st = rustix::fs::statat(parent.fd(), name, AtFlags::SYMLINK_NOFOLLOW)
@@ -306,7 +347,11 @@ impl Root {
     /// it with `overlay`, its last name not followed), with its canonical path; `None` where
     /// nothing resolves there. The bootstrap's second stage compares it with the stamp taken
     /// after the first stage's commit to know a file unchanged.
-    pub fn stamp(&mut self, path: &Path, overlay: &dyn Fn(&Path) -> Pending) -> Option<(PathBuf, Stamp)> {
+    pub fn stamp(
+        &mut self,
+        path: &Path,
+        overlay: &dyn Fn(&Path) -> Pending,
+    ) -> Option<(PathBuf, Stamp)> {
         let (parent, name) = (path.parent()?, path.file_name()?);
         let (canon, dir) = self.resolve_dir(parent, Create::Never, overlay).ok()?;
         let st = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
@@ -318,7 +363,13 @@ impl Root {
     /// and never rolled back.
     pub fn state_dir(&self) -> Result<Directory> {
         let state = self.open_state_dir(true)?;
-        state.ok_or_else(|| Error::root(self.display(Path::new(STATE_DIR)), "opening the state directory", Errno::NOENT))
+        state.ok_or_else(|| {
+            Error::root(
+                self.display(Path::new(STATE_DIR)),
+                "opening the state directory",
+                Errno::NOENT,
+            )
+        })
     }
 
     /// The state directory if it exists, without making it, checked as [`Root::state_dir`].
@@ -360,17 +411,24 @@ impl Root {
     /// go and the new one locked, the classic lock-file dance. Without it, an unpack waiting on
     /// the old inode and another that locked the new one would run at once.
     pub fn lock(&self, wait: bool) -> Result<Lock> {
-        let op = if wait { rustix::fs::FlockOperation::LockExclusive } else { rustix::fs::FlockOperation::NonBlockingLockExclusive };
+        let op = if wait {
+            rustix::fs::FlockOperation::LockExclusive
+        } else {
+            rustix::fs::FlockOperation::NonBlockingLockExclusive
+        };
         loop {
             let state = self.state_dir()?;
             let lock_path = state.path().join(LOCK_FILE);
             let mut file = create_state_file(&state, LOCK_FILE)?;
             match rustix::fs::flock(&file, op) {
                 Ok(()) => {}
-                Err(Errno::WOULDBLOCK) => return Err(Error::Locked { root: self.path.clone(), holder: holder(&file) }),
+                Err(Errno::WOULDBLOCK) => {
+                    return Err(Error::Locked { root: self.path.clone(), holder: holder(&file) })
+                }
                 Err(e) => return Err(Error::root(&lock_path, "locking", e)),
             }
-            let locked = rustix::fs::fstat(&file).map_err(|e| Error::root(&lock_path, "stat", e))?;
+            let locked =
+                rustix::fs::fstat(&file).map_err(|e| Error::root(&lock_path, "stat", e))?;
             match rustix::fs::statat(state.fd(), LOCK_FILE, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) if (st.st_dev, st.st_ino) == (locked.st_dev, locked.st_ino) => {}
                 Ok(_) | Err(Errno::NOENT) => continue,
@@ -391,7 +449,12 @@ impl Root {
 /// Opens `name` in `dir` (shown as `path`) as a real directory, never through a symlink, making
 /// it (0755) if missing and `create`; `None` if missing otherwise. Anything else by that name
 /// is refused as the engine's state would be ([`untrusted`]).
-fn open_real_dir(dir: &Directory, name: &OsStr, path: &Path, create: bool) -> Result<Option<Directory>> {
+fn open_real_dir(
+    dir: &Directory,
+    name: &OsStr,
+    path: &Path,
+    create: bool,
+) -> Result<Option<Directory>> {
     real_dir(dir, name, path, create, untrusted)
 }
 
@@ -400,23 +463,34 @@ fn open_real_dir(dir: &Directory, name: &OsStr, path: &Path, create: bool) -> Re
 /// error naming what it is.
 pub fn open_or_make_dir(dir: &Directory, name: &str) -> Result<Directory> {
     let path = dir.path().join(name);
-    let refuse = |path: &Path, shape: String| Error::root(path, "opening a directory of the engine's", std::io::Error::other(shape));
-    real_dir(dir, OsStr::new(name), &path, true, refuse)?.ok_or_else(|| Error::root(&path, "opening", Errno::NOENT))
+    let refuse = |path: &Path, shape: String| {
+        Error::root(path, "opening a directory of the engine's", std::io::Error::other(shape))
+    };
+    real_dir(dir, OsStr::new(name), &path, true, refuse)?
+        .ok_or_else(|| Error::root(&path, "opening", Errno::NOENT))
 }
 
-fn real_dir(dir: &Directory, name: &OsStr, path: &Path, create: bool, refuse: impl Fn(&Path, String) -> Error) -> Result<Option<Directory>> {
+fn real_dir(
+    dir: &Directory,
+    name: &OsStr,
+    path: &Path,
+    create: bool,
+    refuse: impl Fn(&Path, String) -> Error,
+) -> Result<Option<Directory>> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let open = || rustix::fs::openat(dir.fd(), name, flags, Mode::empty());
     let mut made = false;
     let opened = match open() {
-        Err(Errno::NOENT) if create => match rustix::fs::mkdirat(dir.fd(), name, Mode::from_raw_mode(0o755)) {
-            Ok(()) => {
-                made = true;
-                open()
+        Err(Errno::NOENT) if create => {
+            match rustix::fs::mkdirat(dir.fd(), name, Mode::from_raw_mode(0o755)) {
+                Ok(()) => {
+                    made = true;
+                    open()
+                }
+                Err(Errno::EXIST) => open(),
+                Err(e) => return Err(Error::root(path, "creating directory", e)),
             }
-            Err(Errno::EXIST) => open(),
-            Err(e) => return Err(Error::root(path, "creating directory", e)),
-        },
+        }
         other => other,
     };
     match opened {
@@ -425,13 +499,17 @@ fn real_dir(dir: &Directory, name: &OsStr, path: &Path, create: bool, refuse: im
             // and a package's `./var/` no longer sets their mode (a directory the root has keeps
             // its own), so under umask 077 they would stay 0700 for good.
             if made {
-                rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o755)).map_err(|e| Error::root(path, "chmod of directory", e))?;
+                rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o755))
+                    .map_err(|e| Error::root(path, "chmod of directory", e))?;
             }
-            Directory::new(fd, path.to_path_buf()).map(Some).map_err(|e| Error::root(path, "stat", e))
+            Directory::new(fd, path.to_path_buf())
+                .map(Some)
+                .map_err(|e| Error::root(path, "stat", e))
         }
         Err(Errno::NOENT) => Ok(None),
         Err(Errno::LOOP) | Err(Errno::NOTDIR) => {
-            let st = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| Error::root(path, "stat", e))?;
+            let st = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|e| Error::root(path, "stat", e))?;
             Err(refuse(path, shape(&st).to_string()))
         }
         Err(e) => Err(Error::root(path, "opening directory", e)),
@@ -489,7 +567,11 @@ fn open_checked(state: &Directory, name: &str, flags: OFlags) -> Result<Option<F
         Err(Errno::NOENT) => return Ok(None),
         Err(e) => return Err(Error::root(&path, "opening", e)),
     };
-    trusted(&path, &rustix::fs::fstat(&fd).map_err(|e| Error::root(&path, "stat", e))?, FileType::RegularFile)?;
+    trusted(
+        &path,
+        &rustix::fs::fstat(&fd).map_err(|e| Error::root(&path, "stat", e))?,
+        FileType::RegularFile,
+    )?;
     Ok(Some(File::from(fd)))
 }
 
@@ -521,9 +603,15 @@ fn trusted(path: &Path, st: &rustix::fs::Stat, kind: FileType) -> Result<()> {
 fn trusted_parent(path: &Path, st: &rustix::fs::Stat) -> Result<()> {
     let euid = rustix::process::geteuid().as_raw();
     let problem = if st.st_uid != 0 && st.st_uid != euid {
-        format!("is owned by uid {}, neither root nor the user running unpack (uid {euid})", st.st_uid)
+        format!(
+            "is owned by uid {}, neither root nor the user running unpack (uid {euid})",
+            st.st_uid
+        )
     } else if st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0 {
-        format!("is writable by its group or by others without the sticky bit (mode {:04o})", st.st_mode & 0o7777)
+        format!(
+            "is writable by its group or by others without the sticky bit (mode {:04o})",
+            st.st_mode & 0o7777
+        )
     } else {
         return Ok(());
     };
@@ -550,17 +638,21 @@ fn untrusted(path: &Path, problem: String) -> Error {
     let advice = "the engine trusts var/lib/unpack/ only as real directories and its files only as regular files with one link, \
                   owned by the user running unpack and writable by no one else (var/ and var/lib/ may be root's): \
                   find out who changed it, then remove or fix it by hand";
-    Error::root(path, "refusing the engine's state", std::io::Error::other(format!("{problem}; {advice}")))
+    Error::root(
+        path,
+        "refusing the engine's state",
+        std::io::Error::other(format!("{problem}; {advice}")),
+    )
 }
 
 /// What the lock file says of its holder, for the message of an unpack that will not wait.
 fn holder(file: &File) -> String {
     let mut buf = [0u8; 32];
     let n = std::os::unix::fs::FileExt::read_at(file, &mut buf, 0).unwrap_or(0);
-    std::str::from_utf8(&buf[..n])
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .map_or_else(|| "another unpack (pid unknown)".into(), |pid| format!("another unpack (pid {pid})"))
+    std::str::from_utf8(&buf[..n]).ok().and_then(|s| s.trim().parse::<u32>().ok()).map_or_else(
+        || "another unpack (pid unknown)".into(),
+        |pid| format!("another unpack (pid {pid})"),
+    )
 }
 
 /// The root's lock; released when dropped (or when the process dies).

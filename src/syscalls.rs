@@ -93,12 +93,24 @@ impl Syscalls {
             RangeSync::WaitBefore => libc::SYNC_FILE_RANGE_WAIT_BEFORE,
         };
         // SAFETY: a plain system call on a borrowed, open descriptor.
-        let rc = self.latency.sync_file_range.time(|| unsafe { libc::sync_file_range(fd.as_fd().as_raw_fd(), 0, 0, flags) });
-        if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+        let rc = self
+            .latency
+            .sync_file_range
+            .time(|| unsafe { libc::sync_file_range(fd.as_fd().as_raw_fd(), 0, 0, flags) });
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
 
     /// `renameat(2)` within one directory.
-    pub fn rename(&self, dir: impl AsFd, from: &std::ffi::OsStr, to: &std::ffi::OsStr) -> io::Result<()> {
+    pub fn rename(
+        &self,
+        dir: impl AsFd,
+        from: &std::ffi::OsStr,
+        to: &std::ffi::OsStr,
+    ) -> io::Result<()> {
         self.rename.fetch_add(1, Relaxed);
         rustix::fs::renameat(&dir, from, &dir, to).map_err(io::Error::from)
     }
@@ -184,7 +196,11 @@ struct Latency {
 
 impl Default for Latency {
     fn default() -> Latency {
-        Latency { buckets: std::array::from_fn(|_| AtomicU64::new(0)), total_ns: AtomicU64::new(0), max_ns: AtomicU64::new(0) }
+        Latency {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            total_ns: AtomicU64::new(0),
+            max_ns: AtomicU64::new(0),
+        }
     }
 }
 
@@ -218,7 +234,8 @@ impl Latency {
         let count: u64 = counts.iter().sum();
         let max_ns = self.max_ns.load(Relaxed);
         let secs = |ns: u64| ns as f64 / 1e9;
-        let quantile = |q: f64| (count > 0).then(|| secs(quantile_ns(&counts, count, q).min(max_ns)));
+        let quantile =
+            |q: f64| (count > 0).then(|| secs(quantile_ns(&counts, count, q).min(max_ns)));
         LatencySummary {
             count,
             total_s: secs(self.total_ns.load(Relaxed)),
@@ -271,13 +288,21 @@ mod tests {
 
     #[test]
     fn every_latency_falls_in_a_bucket_whose_upper_edge_is_within_a_sixteenth() {
-        for ns in (0..5000).chain([1 << 20, 8_000_000, (1 << 20) + 12345, 999_999_999, 1 << 41, u64::MAX]) {
+        for ns in
+            (0..5000).chain([1 << 20, 8_000_000, (1 << 20) + 12345, 999_999_999, 1 << 41, u64::MAX])
+        {
             let i = bucket(ns);
             assert!(i < BUCKETS, "{ns}");
             let upper = bucket_upper_ns(i);
             let clamped = ns.min((1 << (TOP_BIT + 1)) - 1);
-            assert!(upper >= clamped && upper - clamped <= clamped / 16, "{ns}: bucket {i} ends at {upper}");
-            assert!(i == 0 || bucket_upper_ns(i - 1) < clamped, "{ns}: the bucket before {i} holds it too");
+            assert!(
+                upper >= clamped && upper - clamped <= clamped / 16,
+                "{ns}: bucket {i} ends at {upper}"
+            );
+            assert!(
+                i == 0 || bucket_upper_ns(i - 1) < clamped,
+                "{ns}: the bucket before {i} holds it too"
+            );
         }
     }
 

@@ -15,7 +15,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 /// How every directory is opened here and in recovery's walk: never through a symlink.
-pub(crate) const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+pub(crate) const DIR_FLAGS: OFlags =
+    OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
 /// A directory being removed by [`remove_tree`]: its descriptor, its name in its parent, the
 /// subdirectories still to remove.
@@ -49,7 +50,11 @@ pub(crate) fn entries(dir: BorrowedFd<'_>) -> rustix::io::Result<(Vec<OsString>,
 /// Linux 5.8), its mount id, which tells a bind mount of the same filesystem apart.
 pub(crate) fn mount_of(fd: BorrowedFd<'_>) -> rustix::io::Result<(u64, u64)> {
     let st = rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID)?;
-    let id = if StatxFlags::from_bits_retain(st.stx_mask).contains(StatxFlags::MNT_ID) { st.stx_mnt_id } else { 0 };
+    let id = if StatxFlags::from_bits_retain(st.stx_mask).contains(StatxFlags::MNT_ID) {
+        st.stx_mnt_id
+    } else {
+        0
+    };
     Ok((rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor), id))
 }
 
@@ -66,7 +71,11 @@ pub(crate) const MAX_OPEN: usize = 64;
 /// [`MAX_OPEN`] levels a directory is renamed up to the top of the tree being removed, so that
 /// any depth costs a bounded number of descriptors. `counts` gain the (files, directories)
 /// removed.
-pub(crate) fn remove_tree(dir: BorrowedFd<'_>, name: &OsStr, counts: &mut (usize, usize)) -> rustix::io::Result<()> {
+pub(crate) fn remove_tree(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    counts: &mut (usize, usize),
+) -> rustix::io::Result<()> {
     let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Err(Errno::NOENT) => return Ok(()),
         other => other?,
@@ -96,7 +105,8 @@ pub(crate) fn remove_tree(dir: BorrowedFd<'_>, name: &OsStr, counts: &mut (usize
             let subdirs = remove_files(fd.as_fd(), counts)?;
             stack.push(Frame { fd, name: child, subdirs });
         } else {
-            let moved = move_up(stack[here].fd.as_fd(), &child, stack[0].fd.as_fd(), &mut flattened)?;
+            let moved =
+                move_up(stack[here].fd.as_fd(), &child, stack[0].fd.as_fd(), &mut flattened)?;
             stack[0].subdirs.push(moved);
         }
     }
@@ -105,11 +115,17 @@ pub(crate) fn remove_tree(dir: BorrowedFd<'_>, name: &OsStr, counts: &mut (usize
 
 /// Renames the directory `name` in `from` to a new name in `top` (a tree being removed), and
 /// returns that name.
-fn move_up(from: BorrowedFd<'_>, name: &OsStr, top: BorrowedFd<'_>, n: &mut u64) -> rustix::io::Result<OsString> {
+fn move_up(
+    from: BorrowedFd<'_>,
+    name: &OsStr,
+    top: BorrowedFd<'_>,
+    n: &mut u64,
+) -> rustix::io::Result<OsString> {
     loop {
         *n += 1;
         let fresh = OsString::from(format!("flattened-{n}"));
-        match rustix::fs::renameat_with(from, name, top, &fresh, rustix::fs::RenameFlags::NOREPLACE) {
+        match rustix::fs::renameat_with(from, name, top, &fresh, rustix::fs::RenameFlags::NOREPLACE)
+        {
             Err(Errno::EXIST) => continue,
             other => return other.map(|()| fresh),
         }
@@ -117,7 +133,10 @@ fn move_up(from: BorrowedFd<'_>, name: &OsStr, top: BorrowedFd<'_>, n: &mut u64)
 }
 
 /// Removes what is not a directory in `dir` and returns its subdirectories.
-fn remove_files(dir: BorrowedFd<'_>, counts: &mut (usize, usize)) -> rustix::io::Result<Vec<OsString>> {
+fn remove_files(
+    dir: BorrowedFd<'_>,
+    counts: &mut (usize, usize),
+) -> rustix::io::Result<Vec<OsString>> {
     let (others, subdirs) = entries(dir)?;
     for name in others {
         rustix::fs::unlinkat(dir, &name, AtFlags::empty())?;
@@ -129,19 +148,32 @@ fn remove_files(dir: BorrowedFd<'_>, counts: &mut (usize, usize)) -> rustix::io:
 /// Opens the directory `name` in `parent` to empty it: not through a symlink, not on another
 /// mount than `mount` (EBUSY), and, for a process that is not root, with read, write and search
 /// permission for its owner added if it is the owner.
-fn open_for_removal(parent: BorrowedFd<'_>, name: &OsStr, mount: (u64, u64)) -> rustix::io::Result<OwnedFd> {
+fn open_for_removal(
+    parent: BorrowedFd<'_>,
+    name: &OsStr,
+    mount: (u64, u64),
+) -> rustix::io::Result<OwnedFd> {
     let fd = match rustix::fs::openat(parent, name, DIR_FLAGS, Mode::empty()) {
         // No read permission: only the owner can give it back, through a descriptor that
         // needs none (O_PATH), by the /proc link that names exactly that inode.
         Err(Errno::ACCESS) => {
-            let path_fd = rustix::fs::openat(parent, name, OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+            let path_fd = rustix::fs::openat(
+                parent,
+                name,
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
             let proc = format!("/proc/self/fd/{}", path_fd.as_raw_fd());
             let st = rustix::fs::fstat(&path_fd)?;
             if st.st_uid != rustix::process::geteuid().as_raw() {
                 return Err(Errno::ACCESS);
             }
             rustix::fs::chmod(&proc, Mode::from_raw_mode(st.st_mode & 0o7777 | 0o700))?;
-            rustix::fs::open(&proc, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?
+            rustix::fs::open(
+                &proc,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?
         }
         other => other?,
     };
@@ -160,11 +192,22 @@ fn open_for_removal(parent: BorrowedFd<'_>, name: &OsStr, mount: (u64, u64)) -> 
 /// `name` in `dir`, a directory only if empty. Idempotent, for recovery to replay: a name gone
 /// already, a directory something else still holds files in, or a name whose type changed
 /// since the plan (a file where a directory was planned, or the reverse) is left as it is.
-pub(crate) fn remove_dropped(dir: BorrowedFd<'_>, name: &OsStr, directory: bool) -> rustix::io::Result<bool> {
+pub(crate) fn remove_dropped(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    directory: bool,
+) -> rustix::io::Result<bool> {
     let flags = if directory { AtFlags::REMOVEDIR } else { AtFlags::empty() };
     match rustix::fs::unlinkat(dir, name, flags) {
         Ok(()) => Ok(true),
-        Err(Errno::NOENT | Errno::NOTEMPTY | Errno::EXIST | Errno::NOTDIR | Errno::ISDIR | Errno::BUSY) => Ok(false),
+        Err(
+            Errno::NOENT
+            | Errno::NOTEMPTY
+            | Errno::EXIST
+            | Errno::NOTDIR
+            | Errno::ISDIR
+            | Errno::BUSY,
+        ) => Ok(false),
         Err(e) => Err(e),
     }
 }

@@ -46,7 +46,8 @@ pub(crate) fn write_phase(
         _ => Vec::new(),
     };
     pipeline::with_lanes(packages, options.progress.as_deref(), skipped, |queue| {
-        Writer { tx, reports, database: database.as_deref_mut(), stage: &mut stage }.write_all(queue)
+        Writer { tx, reports, database: database.as_deref_mut(), stage: &mut stage }
+            .write_all(queue)
     })?;
     if let Some(db) = database {
         for (report, db) in reports.iter_mut().zip(db.finish(tx)?) {
@@ -82,7 +83,9 @@ impl Writer<'_, '_, '_> {
                     self.entry(&mut rx, *index, path, entry)?;
                 }
                 Message::Failed(e) => return Err(e),
-                Message::Data(_) | Message::End => return Err(Error::Usage("internal: file data without an entry".into())),
+                Message::Data(_) | Message::End => {
+                    return Err(Error::Usage("internal: file data without an entry".into()))
+                }
             }
         }
         Ok(())
@@ -130,10 +133,17 @@ impl Writer<'_, '_, '_> {
             while let Some(message) = rx.recv() {
                 match message {
                     Message::Package { control: again, .. } if *again == *control => {}
-                    Message::Package { .. } => return Err(Error::bad(path, "the package file changed while it was being read")),
+                    Message::Package { .. } => {
+                        return Err(Error::bad(
+                            path,
+                            "the package file changed while it was being read",
+                        ))
+                    }
                     Message::Entry(entry) => self.entry(&mut rx, index, path, entry)?,
                     Message::Failed(e) => return Err(e),
-                    Message::Data(_) | Message::End => return Err(Error::Usage("internal: file data without an entry".into())),
+                    Message::Data(_) | Message::End => {
+                        return Err(Error::Usage("internal: file data without an entry".into()))
+                    }
                 }
             }
             Ok(())
@@ -141,7 +151,13 @@ impl Writer<'_, '_, '_> {
     }
 
     /// One entry of package `index` (`path`), its bytes next in `rx`.
-    fn entry(&mut self, rx: &mut pipeline::Queue, index: usize, path: &Path, entry: Entry) -> Result<()> {
+    fn entry(
+        &mut self,
+        rx: &mut pipeline::Queue,
+        index: usize,
+        path: &Path,
+        entry: Entry,
+    ) -> Result<()> {
         let Some(report) = self.reports.last_mut() else {
             return Err(Error::Usage("internal: an entry before its package".into()));
         };
@@ -180,13 +196,22 @@ impl Writer<'_, '_, '_> {
 }
 
 /// Writes one entry read from the archive, through dpkg's database in database mode.
-fn write_entry(tx: &mut Transaction<'_>, database: Option<&mut Database>, index: usize, path: &Path, mut entry: Entry, data: &mut pipeline::FileData<'_>) -> Result<()> {
+fn write_entry(
+    tx: &mut Transaction<'_>,
+    database: Option<&mut Database>,
+    index: usize,
+    path: &Path,
+    mut entry: Entry,
+    data: &mut pipeline::FileData<'_>,
+) -> Result<()> {
     let archive_path = entry.path.clone();
     let Some(db) = database else {
         return tx.add(index, path, &entry, data);
     };
     match db.map_entry(&mut entry)? {
-        Action::Skip => std::io::copy(data, &mut std::io::sink()).map(drop).map_err(|e| Error::bad(path, e.to_string())),
+        Action::Skip => std::io::copy(data, &mut std::io::sink())
+            .map(drop)
+            .map_err(|e| Error::bad(path, e.to_string())),
         Action::Write { hash: false } => tx.add(index, path, &entry, data),
         Action::Write { hash: true } => {
             let mut hashing = crate::dpkg::md5::Hashing::new(data);
@@ -223,7 +248,14 @@ enum Step<'w> {
 /// either taken as it is on disk or written from what the first stage kept ([`plan`]). False
 /// when some file needs its archive's bytes: the database forgets the entries mapped so far
 /// and the package is read again from its archive.
-fn adopt(tx: &mut Transaction<'_>, db: &mut Database, index: usize, path: &Path, written: &Written, report: Option<&mut PackageReport>) -> Result<bool> {
+fn adopt(
+    tx: &mut Transaction<'_>,
+    db: &mut Database,
+    index: usize,
+    path: &Path,
+    written: &Written,
+    report: Option<&mut PackageReport>,
+) -> Result<bool> {
     let Some(steps) = plan(tx, db, written)? else {
         db.restart_package();
         return Ok(false);
@@ -248,7 +280,11 @@ fn adopt(tx: &mut Transaction<'_>, db: &mut Database, index: usize, path: &Path,
 /// a directory, a symlink or a device is written again from what the first stage kept. `None`:
 /// some file would need its archive's bytes (a script changed it, a diversion or an override
 /// moves it, the package ships no md5sums).
-fn plan<'w>(tx: &mut Transaction<'_>, db: &mut Database, written: &'w Written) -> Result<Option<Vec<Step<'w>>>> {
+fn plan<'w>(
+    tx: &mut Transaction<'_>,
+    db: &mut Database,
+    written: &'w Written,
+) -> Result<Option<Vec<Step<'w>>>> {
     let mut steps = Vec::with_capacity(written.entries.len());
     let mut adopted: HashSet<&Path> = HashSet::new();
     for ((entry, bytes), stamp) in written.entries.iter().zip(&written.stamps) {
@@ -258,16 +294,24 @@ fn plan<'w>(tx: &mut Transaction<'_>, db: &mut Database, written: &'w Written) -
             Action::Write { hash: true } => return Ok(None),
             Action::Write { hash: false } if mapped.kind == Kind::Dir => Step::Write(mapped, &[]),
             Action::Write { hash: false } => {
-                let unchanged = mapped == *entry && stamp.is_some() && tx.stamp(&entry.path).map(|(_, s)| s) == *stamp;
+                let unchanged = mapped == *entry
+                    && stamp.is_some()
+                    && tx.stamp(&entry.path).map(|(_, s)| s) == *stamp;
                 let link_adopted = |kind: &Kind| matches!(kind, Kind::Hardlink { target } if adopted.contains(target.as_path()));
                 match (stamp, bytes) {
-                    (Some(stamp), _) if unchanged && (!matches!(entry.kind, Kind::Hardlink { .. }) || link_adopted(&entry.kind)) => {
+                    (Some(stamp), _)
+                        if unchanged
+                            && (!matches!(entry.kind, Kind::Hardlink { .. })
+                                || link_adopted(&entry.kind)) =>
+                    {
                         adopted.insert(&entry.path);
                         Step::Adopt(entry, *stamp)
                     }
                     (_, Some(bytes)) => Step::Write(mapped, bytes),
                     // A link to a file adopted here would be made from the file on disk.
-                    _ if matches!(mapped.kind, Kind::File { .. }) || link_adopted(&mapped.kind) => return Ok(None),
+                    _ if matches!(mapped.kind, Kind::File { .. }) || link_adopted(&mapped.kind) => {
+                        return Ok(None)
+                    }
                     _ => Step::Write(mapped, &[]),
                 }
             }

@@ -159,7 +159,11 @@ impl State {
         }
         let process_cpu = process_cpu();
         let decode = self.decode_cpu.saturating_sub(self.window.decode_cpu);
-        let load = Load { wall, decode, rest: process_cpu.saturating_sub(self.window.process_cpu).saturating_sub(decode) };
+        let load = Load {
+            wall,
+            decode,
+            rest: process_cpu.saturating_sub(self.window.process_cpu).saturating_sub(decode),
+        };
         let engage = load.calls_for_another_worker(self.engaged, cores);
         if engage || wall >= LOAD_SPAN_MAX {
             self.window = Window { at: now, process_cpu, decode_cpu: self.decode_cpu };
@@ -228,9 +232,11 @@ impl Load {
     /// queues behind the reader first fill, and gets a second worker that then waits with the
     /// first: memory, not time.
     pub fn calls_for_another_worker(&self, engaged: usize, cores: usize) -> bool {
-        let (wall, decode, rest) = (self.wall.as_secs_f64(), self.decode.as_secs_f64(), self.rest.as_secs_f64());
+        let (wall, decode, rest) =
+            (self.wall.as_secs_f64(), self.decode.as_secs_f64(), self.rest.as_secs_f64());
         let free_beside_workers = cores.saturating_sub(engaged) as f64;
-        decode >= 0.5 * engaged as f64 * wall && rest <= (free_beside_workers - IDLE_TO_ENGAGE) * wall
+        decode >= 0.5 * engaged as f64 * wall
+            && rest <= (free_beside_workers - IDLE_TO_ENGAGE) * wall
     }
 }
 
@@ -265,7 +271,14 @@ pub fn open(file: &File, start: u64, len: u64, consumed: Arc<AtomicU64>) -> Opti
 
 /// [`open`] with at most `threads` workers whatever the machine, `engaged` of them decoding
 /// from the start (the tests' way to run two on one core, or to watch the load engage them).
-pub fn open_threads(file: &File, start: u64, len: u64, consumed: Arc<AtomicU64>, threads: usize, engaged: usize) -> Option<ParallelXz> {
+pub fn open_threads(
+    file: &File,
+    start: u64,
+    len: u64,
+    consumed: Arc<AtomicU64>,
+    threads: usize,
+    engaged: usize,
+) -> Option<ParallelXz> {
     let layout = layout(file, start, len)?;
     let per_worker = layout.decoder_memory.saturating_add(IN_CHUNK as u64);
     let affordable = MEMORY_BUDGET.saturating_sub((AHEAD_BUDGET + HEAD_QUEUE) as u64) / per_worker;
@@ -281,7 +294,11 @@ pub fn open_threads(file: &File, start: u64, len: u64, consumed: Arc<AtomicU64>,
         next: 0,
         engaged: engaged.clamp(1, workers),
         decode_cpu: Duration::ZERO,
-        window: Window { at: Instant::now(), process_cpu: process_cpu(), decode_cpu: Duration::ZERO },
+        window: Window {
+            at: Instant::now(),
+            process_cpu: process_cpu(),
+            decode_cpu: Duration::ZERO,
+        },
         queues: (0..blocks).map(|_| VecDeque::new()).collect(),
         queued: vec![0; blocks],
         total_queued: 0,
@@ -290,8 +307,19 @@ pub fn open_threads(file: &File, start: u64, len: u64, consumed: Arc<AtomicU64>,
         reader_waiting: false,
         worker_waits_with: vec![None; workers],
     };
-    let shared = Arc::new(Shared { state: Mutex::new(state), for_reader: Condvar::new(), for_workers: Condvar::new() });
-    let mut reader = ParallelXz { shared: shared.clone(), workers: Vec::new(), blocks, current: Vec::new(), offset: 0, failed: None };
+    let shared = Arc::new(Shared {
+        state: Mutex::new(state),
+        for_reader: Condvar::new(),
+        for_workers: Condvar::new(),
+    });
+    let mut reader = ParallelXz {
+        shared: shared.clone(),
+        workers: Vec::new(),
+        blocks,
+        current: Vec::new(),
+        offset: 0,
+        failed: None,
+    };
     for w in 0..workers {
         let worker = Worker {
             shared: shared.clone(),
@@ -305,7 +333,8 @@ pub fn open_threads(file: &File, start: u64, len: u64, consumed: Arc<AtomicU64>,
             cpu_reported: Cell::new(Duration::ZERO),
         };
         // A thread that cannot start leaves `reader` to stop and join the ones that did.
-        let handle = std::thread::Builder::new().name("xz-block".into()).spawn(move || worker.run()).ok()?;
+        let handle =
+            std::thread::Builder::new().name("xz-block".into()).spawn(move || worker.run()).ok()?;
         reader.workers.push(handle);
     }
     Some(reader)
@@ -407,7 +436,8 @@ struct Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         if let (true, Some(b)) = (std::thread::panicking(), self.block.get()) {
-            self.shared.lock().queues[b].push_back(Piece::Failed(io::Error::other("an xz decoding thread failed")));
+            self.shared.lock().queues[b]
+                .push_back(Piece::Failed(io::Error::other("an xz decoding thread failed")));
             self.shared.for_reader.notify_all();
         }
     }
@@ -494,7 +524,11 @@ impl Worker {
             if state.stop {
                 return Err(Stopped);
             }
-            let room = if state.head == b { state.queued[b] < HEAD_QUEUE } else { state.total_queued < AHEAD_BUDGET };
+            let room = if state.head == b {
+                state.queued[b] < HEAD_QUEUE
+            } else {
+                state.total_queued < AHEAD_BUDGET
+            };
             if room || size == 0 {
                 break;
             }
@@ -559,14 +593,16 @@ fn layout(file: &File, start: u64, len: u64) -> Option<Layout> {
     let index = Index::decode(&read_at(file, start + len - header_len - index_len, index_len)?)?;
     let count = index.block_count();
     // The blocks, index, header and footer are the whole member, not a byte more.
-    if !(2..=MAX_BLOCKS).contains(&count) || index.total_size() + index_len + 2 * header_len != len {
+    if !(2..=MAX_BLOCKS).contains(&count) || index.total_size() + index_len + 2 * header_len != len
+    {
         return None;
     }
     let mut blocks = Vec::with_capacity(count as usize);
     let mut decoder_memory = 0;
     for mut block in index.blocks() {
         block.offset += start;
-        decoder_memory = decoder_memory.max(BlockHeader::read(file, header_flags.check, &block).ok()?.decoder_memory());
+        decoder_memory = decoder_memory
+            .max(BlockHeader::read(file, header_flags.check, &block).ok()?.decoder_memory());
         blocks.push(block);
     }
     Some(Layout { check: header_flags.check, blocks, decoder_memory })
@@ -589,7 +625,16 @@ impl Index {
         let mut memlimit = 16 << 20;
         let mut pos = 0;
         // SAFETY: liblzma reads `bytes` within its length and sets `index` only on success.
-        let ret = unsafe { sys::lzma_index_buffer_decode(&mut index, &mut memlimit, std::ptr::null(), bytes.as_ptr(), &mut pos, bytes.len()) };
+        let ret = unsafe {
+            sys::lzma_index_buffer_decode(
+                &mut index,
+                &mut memlimit,
+                std::ptr::null(),
+                bytes.as_ptr(),
+                &mut pos,
+                bytes.len(),
+            )
+        };
         (ret == sys::LZMA_OK && pos == bytes.len() && !index.is_null()).then_some(Index(index))
     }
 
@@ -611,9 +656,18 @@ impl Index {
         unsafe {
             let mut iter = std::mem::zeroed();
             sys::lzma_index_iter_init(&mut iter, self.0);
-            while sys::lzma_index_iter_next(&mut iter, sys::lzma_index_iter_mode_LZMA_INDEX_ITER_BLOCK) == 0 {
+            while sys::lzma_index_iter_next(
+                &mut iter,
+                sys::lzma_index_iter_mode_LZMA_INDEX_ITER_BLOCK,
+            ) == 0
+            {
                 let b = iter.block;
-                blocks.push(Block { offset: b.compressed_file_offset, unpadded: b.unpadded_size, total: b.total_size, uncompressed: b.uncompressed_size });
+                blocks.push(Block {
+                    offset: b.compressed_file_offset,
+                    unpadded: b.unpadded_size,
+                    total: b.total_size,
+                    uncompressed: b.uncompressed_size,
+                });
             }
         }
         blocks
@@ -637,7 +691,9 @@ struct BlockHeader {
 impl BlockHeader {
     /// Reads and checks the header of `block` against the index's sizes.
     fn read(file: &File, check: sys::lzma_check, block: &Block) -> io::Result<BlockHeader> {
-        let corrupt = |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("corrupt xz block header: {what}"));
+        let corrupt = |what: &str| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("corrupt xz block header: {what}"))
+        };
         let mut bytes = [0u8; sys::LZMA_BLOCK_HEADER_SIZE_MAX as usize];
         file.read_exact_at(&mut bytes[..1], block.offset)?;
         if bytes[0] == 0 {
@@ -652,7 +708,10 @@ impl BlockHeader {
         // ids are all LZMA_VLI_UNKNOWN is empty, so dropping it before decoding frees nothing.
         let mut header = BlockHeader {
             block: Box::new(unsafe { std::mem::zeroed() }),
-            filters: Box::new([sys::lzma_filter { id: sys::LZMA_VLI_UNKNOWN, options: std::ptr::null_mut() }; sys::LZMA_FILTERS_MAX as usize + 1]),
+            filters: Box::new(
+                [sys::lzma_filter { id: sys::LZMA_VLI_UNKNOWN, options: std::ptr::null_mut() };
+                    sys::LZMA_FILTERS_MAX as usize + 1],
+            ),
         };
         header.block.version = 1;
         header.block.header_size = size;
@@ -660,7 +719,9 @@ impl BlockHeader {
         header.block.filters = header.filters.as_mut_ptr();
         // SAFETY: `bytes` holds `size` bytes of header; the filters array has the
         // LZMA_FILTERS_MAX + 1 entries liblzma requires, and is left empty on failure.
-        let ret = unsafe { sys::lzma_block_header_decode(&mut *header.block, std::ptr::null(), bytes.as_ptr()) };
+        let ret = unsafe {
+            sys::lzma_block_header_decode(&mut *header.block, std::ptr::null(), bytes.as_ptr())
+        };
         if ret != sys::LZMA_OK {
             return Err(lzma_error(ret));
         }
@@ -671,7 +732,9 @@ impl BlockHeader {
         }
         match header.block.uncompressed_size {
             sys::LZMA_VLI_UNKNOWN => header.block.uncompressed_size = block.uncompressed,
-            size if size != block.uncompressed => return Err(corrupt("its sizes disagree with the index")),
+            size if size != block.uncompressed => {
+                return Err(corrupt("its sizes disagree with the index"))
+            }
             _ => {}
         }
         Ok(header)
@@ -707,9 +770,16 @@ impl BlockDecoder {
         let header = BlockHeader::read(file, check, block)?;
         let at = block.offset + u64::from(header.block.header_size);
         // SAFETY: a zeroed lzma_stream is LZMA_STREAM_INIT.
-        let mut decoder = BlockDecoder { stream: unsafe { std::mem::zeroed() }, header, input: vec![0; IN_CHUNK], at, end: block.offset + block.total };
+        let mut decoder = BlockDecoder {
+            stream: unsafe { std::mem::zeroed() },
+            header,
+            input: vec![0; IN_CHUNK],
+            at,
+            end: block.offset + block.total,
+        };
         // SAFETY: the block is decoded and boxed inside `decoder`, which outlives the stream.
-        let ret = unsafe { sys::lzma_block_decoder(&mut decoder.stream, &mut *decoder.header.block) };
+        let ret =
+            unsafe { sys::lzma_block_decoder(&mut decoder.stream, &mut *decoder.header.block) };
         if ret != sys::LZMA_OK {
             return Err(lzma_error(ret));
         }
@@ -747,8 +817,15 @@ impl BlockDecoder {
     /// After the end: liblzma has checked the sizes, padding and check; all input was used.
     fn verify(&self, block: &Block) -> io::Result<()> {
         let header_size = u64::from(self.header.block.header_size);
-        if self.at != self.end || self.stream.avail_in != 0 || self.stream.total_in + header_size != block.total || self.stream.total_out != block.uncompressed {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "corrupt xz block: its sizes disagree with the index"));
+        if self.at != self.end
+            || self.stream.avail_in != 0
+            || self.stream.total_in + header_size != block.total
+            || self.stream.total_out != block.uncompressed
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "corrupt xz block: its sizes disagree with the index",
+            ));
         }
         Ok(())
     }
@@ -763,12 +840,18 @@ impl Drop for BlockDecoder {
 /// What a liblzma return code means, in the words of the one-thread decoder's errors.
 fn lzma_error(ret: sys::lzma_ret) -> io::Error {
     let (kind, text) = match ret {
-        sys::LZMA_DATA_ERROR => (io::ErrorKind::InvalidData, "its data or its check does not verify"),
+        sys::LZMA_DATA_ERROR => {
+            (io::ErrorKind::InvalidData, "its data or its check does not verify")
+        }
         sys::LZMA_FORMAT_ERROR => (io::ErrorKind::InvalidData, "not xz data"),
         sys::LZMA_OPTIONS_ERROR => (io::ErrorKind::InvalidData, "unsupported xz options"),
         sys::LZMA_BUF_ERROR => (io::ErrorKind::UnexpectedEof, "xz data is truncated"),
-        sys::LZMA_MEM_ERROR | sys::LZMA_MEMLIMIT_ERROR => (io::ErrorKind::OutOfMemory, "out of memory decoding xz"),
-        sys::LZMA_UNSUPPORTED_CHECK => (io::ErrorKind::InvalidData, "unsupported xz integrity check"),
+        sys::LZMA_MEM_ERROR | sys::LZMA_MEMLIMIT_ERROR => {
+            (io::ErrorKind::OutOfMemory, "out of memory decoding xz")
+        }
+        sys::LZMA_UNSUPPORTED_CHECK => {
+            (io::ErrorKind::InvalidData, "unsupported xz integrity check")
+        }
         _ => (io::ErrorKind::Other, "xz decoder failed"),
     };
     io::Error::new(kind, text)

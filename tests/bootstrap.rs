@@ -26,19 +26,30 @@ struct Set {
 impl Set {
     fn new() -> Set {
         let dir = tempfile::Builder::new().prefix("unpack-bootstrap-debs").tempdir().unwrap();
-        let busybox = std::fs::read("/bin/busybox").expect("/bin/busybox (apt-get install busybox-static)");
+        let busybox =
+            std::fs::read("/bin/busybox").expect("/bin/busybox (apt-get install busybox-static)");
         let preinst = "#!/bin/sh\necho \"$@\" > /tool.preinst\nif [ -e /fail-tool ]; then exit 1; fi\nexit 0\n";
         let debs = vec![
-            Pkg::new("shell", "1.0", "amd64").field("Essential", "yes").field("Depends", "libfake (>= 1), missing | libfake").file("/bin/sh", &busybox, 0o755).build(dir.path()),
-            Pkg::new("libfake", "1.0", "amd64").file("/lib/x86_64-linux-gnu/libfake.so.1", b"not really\n", 0o644).build(dir.path()),
-            Pkg::new("tool", "1.0", "amd64").file("/usr/bin/tool", b"#!/bin/sh\n", 0o755).script("preinst", preinst).build(dir.path()),
+            Pkg::new("shell", "1.0", "amd64")
+                .field("Essential", "yes")
+                .field("Depends", "libfake (>= 1), missing | libfake")
+                .file("/bin/sh", &busybox, 0o755)
+                .build(dir.path()),
+            Pkg::new("libfake", "1.0", "amd64")
+                .file("/lib/x86_64-linux-gnu/libfake.so.1", b"not really\n", 0o644)
+                .build(dir.path()),
+            Pkg::new("tool", "1.0", "amd64")
+                .file("/usr/bin/tool", b"#!/bin/sh\n", 0o755)
+                .script("preinst", preinst)
+                .build(dir.path()),
         ];
         Set { _dir: dir, debs }
     }
 
     /// `unpack --bootstrap --json -s fsync DEBS... ROOT`.
     fn bootstrap(&self, root: &Path) -> Run {
-        let mut args: Vec<&std::ffi::OsStr> = ["--bootstrap", "--json", "-s", "fsync"].iter().map(|a| a.as_ref()).collect();
+        let mut args: Vec<&std::ffi::OsStr> =
+            ["--bootstrap", "--json", "-s", "fsync"].iter().map(|a| a.as_ref()).collect();
         args.extend(self.debs.iter().map(|d| d.as_os_str()));
         args.push(root.as_os_str());
         unpack(args)
@@ -46,7 +57,9 @@ impl Set {
 }
 
 fn status_of(root: &Path, package: &str) -> String {
-    let q = run(Command::new("dpkg-query").arg(format!("--admindir={}", root.join("var/lib/dpkg").display())).args(["-W", "-f", "${Status}", package]));
+    let q = run(Command::new("dpkg-query")
+        .arg(format!("--admindir={}", root.join("var/lib/dpkg").display()))
+        .args(["-W", "-f", "${Status}", package]));
     q.stdout
 }
 
@@ -58,14 +71,32 @@ fn a_bootstrap_lays_out_a_merged_usr_root_extracts_the_essential_closure_then_ru
     let out = set.bootstrap(r);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let report = out.json();
-    assert_eq!(report["first_stage"]["packages"], serde_json::json!(["shell", "libfake"]), "the Essential package and its closure, not tool");
-    assert_eq!(report["packages"].as_array().unwrap().len(), 3, "the second stage unpacks every package");
+    assert_eq!(
+        report["first_stage"]["packages"],
+        serde_json::json!(["shell", "libfake"]),
+        "the Essential package and its closure, not tool"
+    );
+    assert_eq!(
+        report["packages"].as_array().unwrap().len(),
+        3,
+        "the second stage unpacks every package"
+    );
     for dir in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
-        assert_eq!(std::fs::read_link(r.join(dir)).unwrap(), Path::new("usr").join(dir), "debootstrap's merged /usr for amd64");
+        assert_eq!(
+            std::fs::read_link(r.join(dir)).unwrap(),
+            Path::new("usr").join(dir),
+            "debootstrap's merged /usr for amd64"
+        );
         assert!(r.join("usr").join(dir).is_dir());
     }
-    assert!(r.join("usr/bin/sh").is_file() && r.join("usr/lib/x86_64-linux-gnu/libfake.so.1").is_file());
-    assert_eq!(std::fs::read_to_string(r.join("tool.preinst")).unwrap(), "install\n", "tool's preinst ran, with the first stage's /bin/sh");
+    assert!(
+        r.join("usr/bin/sh").is_file() && r.join("usr/lib/x86_64-linux-gnu/libfake.so.1").is_file()
+    );
+    assert_eq!(
+        std::fs::read_to_string(r.join("tool.preinst")).unwrap(),
+        "install\n",
+        "tool's preinst ran, with the first stage's /bin/sh"
+    );
     for package in ["shell", "libfake", "tool"] {
         assert_eq!(status_of(r, package), "install ok unpacked", "{package}");
     }
@@ -78,7 +109,11 @@ fn a_bootstrap_lays_out_a_merged_usr_root_extracts_the_essential_closure_then_ru
 
     let before = snapshot(r);
     let again = set.bootstrap(r);
-    assert_eq!(again.code, 2, "a root with installed packages is not bootstrapped: {}", again.stderr);
+    assert_eq!(
+        again.code, 2,
+        "a root with installed packages is not bootstrapped: {}",
+        again.stderr
+    );
     assert!(again.stderr.contains("lists 3 installed packages"), "{}", again.stderr);
     assert_eq!(snapshot(r), before, "refused: the root is as it was");
 }
@@ -92,10 +127,19 @@ fn a_failed_second_stage_leaves_a_root_the_bootstrap_takes_again() {
     let failed = set.bootstrap(r);
     assert_eq!(failed.code, 1, "tool's preinst fails: {}", failed.stderr);
     assert!(failed.stderr.contains("preinst"), "{}", failed.stderr);
-    assert!(r.join("usr/bin/sh").is_file(), "the first stage was committed: {}\n{:?}", failed.stderr, snapshot(r).keys().collect::<Vec<_>>());
+    assert!(
+        r.join("usr/bin/sh").is_file(),
+        "the first stage was committed: {}\n{:?}",
+        failed.stderr,
+        snapshot(r).keys().collect::<Vec<_>>()
+    );
     assert!(!r.join("usr/bin/tool").exists(), "the second stage was not");
     assert_eq!(status_of(r, "shell"), "", "nothing recorded for the first stage's packages");
-    assert_ne!(status_of(r, "tool"), "install ok unpacked", "dpkg's state after a failed preinst install");
+    assert_ne!(
+        status_of(r, "tool"),
+        "install ok unpacked",
+        "dpkg's state after a failed preinst install"
+    );
 
     std::fs::remove_file(r.join("fail-tool")).unwrap();
     let retried = set.bootstrap(r);
@@ -127,7 +171,8 @@ fn a_root_with_a_real_bin_directory_is_refused_unchanged() {
 /// logs what dpkg's `tmp.ci` shows it: `$0`, the package of `tmp.ci/control` and the
 /// `templates` member beside it (debconf reads both from there).
 fn adoption_set(dir: &Path, with_editor: bool) -> Vec<PathBuf> {
-    let busybox = std::fs::read("/bin/busybox").expect("/bin/busybox (apt-get install busybox-static)");
+    let busybox =
+        std::fs::read("/bin/busybox").expect("/bin/busybox (apt-get install busybox-static)");
     let editor = "#!/bin/sh\nset -e\n\
         { echo \"$0 $*\"; grep ^Package: /var/lib/dpkg/tmp.ci/control; cat \"${0%/*}/templates\"; } > /editor.log\n\
         echo changed > /usr/share/base/data\n\
@@ -135,7 +180,13 @@ fn adoption_set(dir: &Path, with_editor: bool) -> Vec<PathBuf> {
         printf '/usr/share/base/kept\\n/usr/share/base/kept.real\\neditor\\n' >> /var/lib/dpkg/diversions\n";
     let mut debs = Vec::new();
     if with_editor {
-        debs.push(Pkg::new("editor", "1.0", "amd64").file("/usr/bin/editor", b"#!/bin/sh\n", 0o755).script("preinst", editor).member("templates", b"Template: editor/q\n").build(dir));
+        debs.push(
+            Pkg::new("editor", "1.0", "amd64")
+                .file("/usr/bin/editor", b"#!/bin/sh\n", 0o755)
+                .script("preinst", editor)
+                .member("templates", b"Template: editor/q\n")
+                .build(dir),
+        );
     }
     debs.extend([
         Pkg::new("shell", "1.0", "amd64")
@@ -146,7 +197,9 @@ fn adoption_set(dir: &Path, with_editor: bool) -> Vec<PathBuf> {
             .symlink("/bin/grep", "sh")
             .symlink("/bin/mv", "sh")
             .build(dir),
-        Pkg::new("libfake", "1.0", "amd64").file("/lib/x86_64-linux-gnu/libfake.so.1", b"not really\n", 0o644).build(dir),
+        Pkg::new("libfake", "1.0", "amd64")
+            .file("/lib/x86_64-linux-gnu/libfake.so.1", b"not really\n", 0o644)
+            .build(dir),
         Pkg::new("base", "1.0", "all")
             .field("Essential", "yes")
             .file("/usr/share/base/data", b"original\n", 0o644)
@@ -160,7 +213,8 @@ fn adoption_set(dir: &Path, with_editor: bool) -> Vec<PathBuf> {
 
 /// `unpack --bootstrap -s fsync` of `debs` into `r`; the report.
 fn bootstrap_json(debs: &[PathBuf], r: &Path) -> serde_json::Value {
-    let mut args: Vec<&std::ffi::OsStr> = ["--bootstrap", "--json", "-s", "fsync"].iter().map(|a| a.as_ref()).collect();
+    let mut args: Vec<&std::ffi::OsStr> =
+        ["--bootstrap", "--json", "-s", "fsync"].iter().map(|a| a.as_ref()).collect();
     args.extend(debs.iter().map(|d| d.as_os_str()));
     args.push(r.as_os_str());
     let out = unpack(args);
@@ -199,8 +253,15 @@ fn listed_paths(root: &Path) -> BTreeSet<PathBuf> {
         if path.extension().is_some_and(|e| e == "list") {
             for line in std::fs::read_to_string(&path).unwrap().lines() {
                 let rel = Path::new(line.trim_start_matches('/'));
-                let through_layout = rel.components().next().is_some_and(|c| LAYOUT.iter().any(|l| c.as_os_str() == *l));
-                listed.insert(if through_layout { Path::new("usr").join(rel) } else { rel.to_path_buf() });
+                let through_layout = rel
+                    .components()
+                    .next()
+                    .is_some_and(|c| LAYOUT.iter().any(|l| c.as_os_str() == *l));
+                listed.insert(if through_layout {
+                    Path::new("usr").join(rel)
+                } else {
+                    rel.to_path_buf()
+                });
             }
         }
     }
@@ -210,7 +271,12 @@ fn listed_paths(root: &Path) -> BTreeSet<PathBuf> {
 /// The listed paths whose mtime changed from `before` to `after` in one root: made again by a
 /// maintainer script at configure (base-files' postinst remakes `/var/run`).
 fn remade(before: &DbSnapshot, after: &DbSnapshot) -> BTreeSet<PathBuf> {
-    after.tree.iter().filter(|(p, n)| before.tree.get(*p).is_some_and(|b| b.mtime != n.mtime)).map(|(p, _)| p.clone()).collect()
+    after
+        .tree
+        .iter()
+        .filter(|(p, n)| before.tree.get(*p).is_some_and(|b| b.mtime != n.mtime))
+        .map(|(p, _)| p.clone())
+        .collect()
 }
 
 /// The same packages bootstrapped by `unpack --bootstrap` and by debootstrap's way with the
@@ -221,16 +287,30 @@ fn same_as_dpkg(debs: &[PathBuf]) -> Vec<String> {
     let ours = tempfile::Builder::new().prefix("unpack-bootstrap-ours").tempdir().unwrap();
     let theirs = tempfile::Builder::new().prefix("unpack-bootstrap-dpkg").tempdir().unwrap();
     let report = bootstrap_json(debs, ours.path());
-    let names = |v: &serde_json::Value| -> Vec<String> { v.as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_string()).collect() };
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_string()).collect()
+    };
     let first = names(&report["first_stage"]["packages"]);
-    let first_debs: Vec<PathBuf> = debs.iter().filter(|d| first.iter().any(|n| d.file_name().unwrap().to_str().unwrap().starts_with(&format!("{n}_")))).cloned().collect();
+    let first_debs: Vec<PathBuf> = debs
+        .iter()
+        .filter(|d| {
+            first
+                .iter()
+                .any(|n| d.file_name().unwrap().to_str().unwrap().starts_with(&format!("{n}_")))
+        })
+        .cloned()
+        .collect();
     assert_eq!(first_debs.len(), first.len());
     dpkg_bootstrap(theirs.path(), &first_debs, debs, false);
     let none = BTreeSet::new();
     assert_same_db(&comparable(ours.path(), &none), &comparable(theirs.path(), &none), "unpacked");
     dpkg_configure(ours.path(), &[]);
     dpkg_configure(theirs.path(), &[]);
-    assert_same_db(&comparable(ours.path(), &none), &comparable(theirs.path(), &none), "configured");
+    assert_same_db(
+        &comparable(ours.path(), &none),
+        &comparable(theirs.path(), &none),
+        "configured",
+    );
     let verify = dpkg(ours.path(), &["--verify"]);
     assert_eq!((verify.code, verify.stdout.as_str()), (0, ""), "dpkg --verify: {}", verify.stderr);
     names(&report["first_stage"]["adopted"])
@@ -240,7 +320,11 @@ fn same_as_dpkg(debs: &[PathBuf]) -> Vec<String> {
 fn the_second_stage_adopts_the_first_stages_files_and_the_result_is_dpkgs() {
     let dir = tempfile::Builder::new().prefix("unpack-bootstrap-debs").tempdir().unwrap();
     let adopted = same_as_dpkg(&adoption_set(dir.path(), false));
-    assert_eq!(adopted, ["shell", "libfake", "base"], "every first-stage package is taken as written, base's conffile written again as .dpkg-new");
+    assert_eq!(
+        adopted,
+        ["shell", "libfake", "base"],
+        "every first-stage package is taken as written, base's conffile written again as .dpkg-new"
+    );
 }
 
 #[test]
@@ -262,26 +346,47 @@ fn a_first_stage_file_a_preinst_changed_or_diverted_is_written_again_as_dpkg_wri
 #[test]
 fn a_first_stage_package_without_md5sums_is_read_again_and_its_sums_computed() {
     let dir = tempfile::Builder::new().prefix("unpack-bootstrap-debs").tempdir().unwrap();
-    let busybox = std::fs::read("/bin/busybox").expect("/bin/busybox (apt-get install busybox-static)");
+    let busybox =
+        std::fs::read("/bin/busybox").expect("/bin/busybox (apt-get install busybox-static)");
     let debs = vec![
-        Pkg::new("shell", "1.0", "amd64").field("Essential", "yes").file("/bin/sh", &busybox, 0o755).build(dir.path()),
-        Pkg::new("old", "1.0", "all").field("Essential", "yes").file("/usr/share/old/file", b"old style\n", 0o644).without_md5sums().build(dir.path()),
+        Pkg::new("shell", "1.0", "amd64")
+            .field("Essential", "yes")
+            .file("/bin/sh", &busybox, 0o755)
+            .build(dir.path()),
+        Pkg::new("old", "1.0", "all")
+            .field("Essential", "yes")
+            .file("/usr/share/old/file", b"old style\n", 0o644)
+            .without_md5sums()
+            .build(dir.path()),
     ];
     let adopted = same_as_dpkg(&debs);
-    assert_eq!(adopted, ["shell"], "old ships no md5sums: dpkg computes them from the archive's bytes, and so does unpack");
+    assert_eq!(
+        adopted,
+        ["shell"],
+        "old ships no md5sums: dpkg computes them from the archive's bytes, and so does unpack"
+    );
 }
 
 /// A downloaded Debian minbase (fixtures/fetch-minbase.sh): the directory and the package count.
 fn fetch_minbase() -> (tempfile::TempDir, usize) {
     let debs = tempfile::Builder::new().prefix("unpack-minbase").tempdir().unwrap();
-    let fetch = run(Command::new(common::repo().join("fixtures/fetch-minbase.sh")).arg(debs.path()));
+    let fetch =
+        run(Command::new(common::repo().join("fixtures/fetch-minbase.sh")).arg(debs.path()));
     succeeds(&fetch, "fixtures/fetch-minbase.sh");
-    let count: usize = fetch.stdout.trim().parse().unwrap_or_else(|e| panic!("fetch-minbase.sh printed {:?}: {e}", fetch.stdout));
+    let count: usize = fetch
+        .stdout
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("fetch-minbase.sh printed {:?}: {e}", fetch.stdout));
     (debs, count)
 }
 
 fn debs_in(dir: &Path) -> Vec<PathBuf> {
-    let mut debs: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "deb")).collect();
+    let mut debs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "deb"))
+        .collect();
     debs.sort();
     debs
 }
@@ -322,30 +427,55 @@ fn a_debian_minbase_bootstrapped_by_unpack_is_the_same_as_by_dpkg() {
     let all = debs_in(debs.path());
     let ours = tempfile::Builder::new().prefix("unpack-minbase-ours").tempdir().unwrap();
     let theirs = tempfile::Builder::new().prefix("unpack-minbase-dpkg").tempdir().unwrap();
-    let mut args: Vec<PathBuf> = vec!["--bootstrap".into(), "--json".into(), "-s".into(), "syncfs".into()];
+    let mut args: Vec<PathBuf> =
+        vec!["--bootstrap".into(), "--json".into(), "-s".into(), "syncfs".into()];
     args.extend(all.iter().cloned());
     args.push(ours.path().to_path_buf());
     let out = unpack(&args);
     succeeds(&out, "unpack --bootstrap");
-    let first: Vec<String> = out.json()["first_stage"]["packages"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_string()).collect();
+    let first: Vec<String> = out.json()["first_stage"]["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
     let listed = std::fs::read_to_string(debs.path().join("first-stage.list")).unwrap();
     let first_debs: Vec<PathBuf> = listed.lines().map(|name| debs.path().join(name)).collect();
-    let mut listed_names: Vec<String> = listed.lines().map(|l| l.split('_').next().unwrap().to_string()).collect();
+    let mut listed_names: Vec<String> =
+        listed.lines().map(|l| l.split('_').next().unwrap().to_string()).collect();
     let mut first_sorted = first.clone();
     listed_names.sort();
     first_sorted.sort();
     assert_eq!(first_sorted, listed_names, "unpack's first stage is fetch-minbase.sh's");
-    assert!(first.iter().any(|p| p == "libc6") && !first.iter().any(|p| p == "apt"), "the Essential packages' closure has libc6, not apt: {first:?}");
-    assert_eq!(out.json()["packages"].as_array().unwrap().len(), all.len(), "the second stage unpacks every package");
+    assert!(
+        first.iter().any(|p| p == "libc6") && !first.iter().any(|p| p == "apt"),
+        "the Essential packages' closure has libc6, not apt: {first:?}"
+    );
+    assert_eq!(
+        out.json()["packages"].as_array().unwrap().len(),
+        all.len(),
+        "the second stage unpacks every package"
+    );
     dpkg_bootstrap(theirs.path(), &first_debs, &all, true);
     let none = BTreeSet::new();
-    assert_same_db(&comparable(ours.path(), &none), &comparable(theirs.path(), &none), "the minbase, unpacked");
+    assert_same_db(
+        &comparable(ours.path(), &none),
+        &comparable(theirs.path(), &none),
+        "the minbase, unpacked",
+    );
     let unpacked = DbSnapshot::take(theirs.path());
     for root in [ours.path(), theirs.path()] {
-        succeeds(&in_chroot(root, &["dpkg", "--configure", "-a"]), "chroot ROOT dpkg --configure -a");
+        succeeds(
+            &in_chroot(root, &["dpkg", "--configure", "-a"]),
+            "chroot ROOT dpkg --configure -a",
+        );
     }
     let remade = remade(&unpacked, &DbSnapshot::take(theirs.path()));
-    assert_same_db(&comparable(ours.path(), &remade), &comparable(theirs.path(), &remade), "the minbase, configured");
+    assert_same_db(
+        &comparable(ours.path(), &remade),
+        &comparable(theirs.path(), &remade),
+        "the minbase, configured",
+    );
     a_working_system(ours.path(), all.len());
 }
 
@@ -378,8 +508,12 @@ fn dpkg_bootstrap(r: &Path, first: &[PathBuf], all: &[PathBuf], chroot: bool) {
     }
     std::fs::write(r.join("var/lib/dpkg/status"), "").unwrap();
     for deb in first {
-        let extract = "dpkg-deb --fsys-tarfile \"$1\" | tar -xf - --keep-directory-symlink -C \"$2\"";
-        succeeds(&run(Command::new("sh").args(["-c", extract, "sh"]).arg(deb).arg(r)), &format!("first stage: {}", deb.display()));
+        let extract =
+            "dpkg-deb --fsys-tarfile \"$1\" | tar -xf - --keep-directory-symlink -C \"$2\"";
+        succeeds(
+            &run(Command::new("sh").args(["-c", extract, "sh"]).arg(deb).arg(r)),
+            &format!("first stage: {}", deb.display()),
+        );
     }
     let mut names: Vec<String> = Vec::new();
     if chroot {

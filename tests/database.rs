@@ -91,12 +91,25 @@ fn kill_9_at_every_rename_and_removal_of_an_upgrade_with_a_database_recovers_all
                 }
                 let audit = dpkg(&root, &["--audit"]);
                 let expected_state = if now == new { "unpacked" } else { "" };
-                assert!(audit.stdout.contains(expected_state), "{what}: dpkg --audit: {}", audit.stdout);
+                assert!(
+                    audit.stdout.contains(expected_state),
+                    "{what}: dpkg --audit: {}",
+                    audit.stdout
+                );
                 if now != new {
-                    assert!(audit.stdout.is_empty(), "{what}: the old state is configured: {}", audit.stdout);
+                    assert!(
+                        audit.stdout.is_empty(),
+                        "{what}: the old state is configured: {}",
+                        audit.stdout
+                    );
                 }
                 let verify = dpkg(&root, &["--verify"]);
-                assert!(verify.stdout.is_empty() && verify.code == 0, "{what}: dpkg --verify: {}{}", verify.stdout, verify.stderr);
+                assert!(
+                    verify.stdout.is_empty() && verify.code == 0,
+                    "{what}: dpkg --verify: {}{}",
+                    verify.stdout,
+                    verify.stderr
+                );
                 if r.code == 0 {
                     break; // this call count was never reached: the upgrade ran to its end
                 }
@@ -107,7 +120,11 @@ fn kill_9_at_every_rename_and_removal_of_an_upgrade_with_a_database_recovers_all
     }
 }
 
-fn assert_same_contents(now: &BTreeMap<PathBuf, (char, u32, u64, Option<PathBuf>)>, expected: &BTreeMap<PathBuf, (char, u32, u64, Option<PathBuf>)>, what: &str) {
+fn assert_same_contents(
+    now: &BTreeMap<PathBuf, (char, u32, u64, Option<PathBuf>)>,
+    expected: &BTreeMap<PathBuf, (char, u32, u64, Option<PathBuf>)>,
+    what: &str,
+) {
     let differ: Vec<_> = now
         .keys()
         .chain(expected.keys())
@@ -115,7 +132,10 @@ fn assert_same_contents(now: &BTreeMap<PathBuf, (char, u32, u64, Option<PathBuf>
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    assert!(differ.is_empty(), "{what}: neither all old nor all new; against old these differ: {differ:?}");
+    assert!(
+        differ.is_empty(),
+        "{what}: neither all old nor all new; against old these differ: {differ:?}"
+    );
 }
 
 /// A process holding a write lock on `file` (fcntl, as dpkg and apt take theirs) until killed.
@@ -124,9 +144,18 @@ struct Holder(std::process::Child);
 impl Holder {
     fn new(file: &Path) -> Holder {
         let script = "use Fcntl; open(F, '>>', $ARGV[0]) or die; my $l = pack('s s q q i', F_WRLCK, 0, 0, 0, 0); fcntl(F, F_SETLKW, $l) or die; print \"locked\\n\"; $| = 1; sleep 600;";
-        let mut child = Command::new("perl").args(["-e", script]).arg(file).stdout(Stdio::piped()).spawn().unwrap();
+        let mut child = Command::new("perl")
+            .args(["-e", script])
+            .arg(file)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
         let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
         assert_eq!(line, "locked\n");
         Holder(child)
     }
@@ -152,12 +181,31 @@ fn dpkg_s_locks_held_by_another_process_are_exit_5_naming_it() {
         let holder = Holder::new(&root.admindir().join(file));
         let r = unpack(["-q", v1.to_str().unwrap(), root.path().to_str().unwrap()]);
         assert_eq!(r.code, 5, "{file}: {}", r.stderr);
-        assert!(r.stderr.contains(&format!("perl (pid {})", holder.0.id())) && r.stderr.contains(file), "{file}: {}", r.stderr);
-        let after: BTreeMap<_, _> = contents(root.path()).into_iter().filter(|(p, _)| !p.ends_with("lock") && !p.ends_with("lock-frontend")).collect();
-        assert_eq!(after, before.clone().into_iter().filter(|(p, _)| !p.ends_with("lock") && !p.ends_with("lock-frontend")).collect::<BTreeMap<_, _>>(), "{file}: nothing changed");
+        assert!(
+            r.stderr.contains(&format!("perl (pid {})", holder.0.id())) && r.stderr.contains(file),
+            "{file}: {}",
+            r.stderr
+        );
+        let after: BTreeMap<_, _> = contents(root.path())
+            .into_iter()
+            .filter(|(p, _)| !p.ends_with("lock") && !p.ends_with("lock-frontend"))
+            .collect();
+        assert_eq!(
+            after,
+            before
+                .clone()
+                .into_iter()
+                .filter(|(p, _)| !p.ends_with("lock") && !p.ends_with("lock-frontend"))
+                .collect::<BTreeMap<_, _>>(),
+            "{file}: nothing changed"
+        );
     }
     let _frontend = Holder::new(&root.admindir().join("lock-frontend"));
-    let r = run(Command::new(unpack_bin()).env("DPKG_FRONTEND_LOCKED", "1").args(["-q", v1.to_str().unwrap(), root.path().to_str().unwrap()]));
+    let r = run(Command::new(unpack_bin()).env("DPKG_FRONTEND_LOCKED", "1").args([
+        "-q",
+        v1.to_str().unwrap(),
+        root.path().to_str().unwrap(),
+    ]));
     assert_eq!(r.code, 0, "with the frontend lock handed over: {}", r.stderr);
 }
 
@@ -187,9 +235,13 @@ fn a_running_unpack_locks_the_real_dpkg_out() {
             panic!("unpack ended ({status}) before its first rename: {err}");
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
-        let children = std::fs::read_to_string(format!("/proc/{strace}/task/{strace}/children")).unwrap_or_default();
+        let children = std::fs::read_to_string(format!("/proc/{strace}/task/{strace}/children"))
+            .unwrap_or_default();
         unpack_pid = children.split_whitespace().next().map(str::to_string);
-        let stat = unpack_pid.as_ref().and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()).unwrap_or_default();
+        let stat = unpack_pid
+            .as_ref()
+            .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+            .unwrap_or_default();
         let state = stat.rsplit_once(") ").map(|(_, rest)| &rest[..1]);
         still = if matches!(state, Some("T" | "t")) { still + 1 } else { 0 };
         if still >= 10 {
@@ -223,7 +275,11 @@ fn refused(spoil: impl Fn(&Path), args: &[&str], code: i32, says: &[&str]) {
         assert!(r.stderr.contains(s), "{s:?} not in: {}", r.stderr);
     }
     let after = snapshot(root.path());
-    let changed: Vec<_> = after.iter().filter(|(p, n)| !p.starts_with("var/lib/unpack") && before.get(*p) != Some(n)).map(|(p, _)| p).collect();
+    let changed: Vec<_> = after
+        .iter()
+        .filter(|(p, n)| !p.starts_with("var/lib/unpack") && before.get(*p) != Some(n))
+        .map(|(p, _)| p)
+        .collect();
     assert!(changed.is_empty(), "{says:?}: changed {changed:?}");
 }
 
@@ -242,10 +298,17 @@ fn dpkg_s_lock_files_planted_as_a_fifo_a_symlink_or_a_directory_are_exit_4_and_t
             let _ = std::fs::remove_file(&path);
             path
         };
-        let fifo = |root: &Path| assert!(Command::new("mkfifo").arg(replace(root)).status().unwrap().success());
+        let fifo = |root: &Path| {
+            assert!(Command::new("mkfifo").arg(replace(root)).status().unwrap().success())
+        };
         refused(fifo, &[], 4, &[name, "not a regular file"]);
         let victim = victim.clone();
-        refused(move |root: &Path| std::os::unix::fs::symlink(&victim, replace(root)).unwrap(), &[], 4, &[name]);
+        refused(
+            move |root: &Path| std::os::unix::fs::symlink(&victim, replace(root)).unwrap(),
+            &[],
+            4,
+            &[name],
+        );
         refused(|root: &Path| std::fs::create_dir(replace(root)).unwrap(), &[], 4, &[name]);
     }
     assert_eq!(std::fs::read(&victim).unwrap(), b"the host's");
@@ -255,7 +318,11 @@ fn dpkg_s_lock_files_planted_as_a_fifo_a_symlink_or_a_directory_are_exit_4_and_t
     let root = DbRoot::new();
     std::fs::hard_link(&victim, root.path().join("var/lib/dpkg/lock")).unwrap();
     unpack_db(root.path(), &[&v1]);
-    assert_eq!(std::fs::read(&victim).unwrap(), b"the host's", "a lock hard-linked to another file is locked, never emptied");
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        b"the host's",
+        "a lock hard-linked to another file is locked, never emptied"
+    );
 }
 
 #[test]
@@ -275,12 +342,24 @@ fn an_unparseable_status_is_exit_4_naming_the_file_and_line() {
 
 #[test]
 fn a_missing_list_of_an_installed_package_is_exit_4() {
-    refused(|root| std::fs::remove_file(root.join("var/lib/dpkg/info/crashdb.list")).unwrap(), &[], 4, &["crashdb.list", "missing"]);
+    refused(
+        |root| std::fs::remove_file(root.join("var/lib/dpkg/info/crashdb.list")).unwrap(),
+        &[],
+        4,
+        &["crashdb.list", "missing"],
+    );
 }
 
 #[test]
 fn records_dpkg_has_not_merged_are_exit_4_saying_what_to_run() {
-    refused(|root| std::fs::write(root.join("var/lib/dpkg/updates/0000"), "Package: crashdb\n").unwrap(), &[], 4, &["updates", "dpkg --configure -a"]);
+    refused(
+        |root| {
+            std::fs::write(root.join("var/lib/dpkg/updates/0000"), "Package: crashdb\n").unwrap()
+        },
+        &[],
+        4,
+        &["updates", "dpkg --configure -a"],
+    );
 }
 
 #[test]
@@ -289,7 +368,12 @@ fn an_admindir_outside_the_root_or_without_status_is_exit_2() {
     std::fs::write(outside.path().join("status"), "").unwrap();
     let dir = outside.path().to_str().unwrap().to_string();
     refused(|_| {}, &["--admindir", &dir], 2, &["not inside the root"]);
-    refused(|root| std::fs::create_dir_all(root.join("srv/empty")).unwrap(), &["--admindir", "/nonexistent-admindir"], 2, &["--admindir"]);
+    refused(
+        |root| std::fs::create_dir_all(root.join("srv/empty")).unwrap(),
+        &["--admindir", "/nonexistent-admindir"],
+        2,
+        &["--admindir"],
+    );
 }
 
 #[test]
@@ -298,7 +382,12 @@ fn an_admindir_that_is_not_dpkg_s_is_exit_2() {
     let (v1, _) = pair(work.path());
     let root = DbRoot::new();
     std::fs::create_dir_all(root.path().join("srv/empty")).unwrap();
-    let r = unpack(["--admindir", root.path().join("srv/empty").to_str().unwrap(), v1.to_str().unwrap(), root.path().to_str().unwrap()]);
+    let r = unpack([
+        "--admindir",
+        root.path().join("srv/empty").to_str().unwrap(),
+        v1.to_str().unwrap(),
+        root.path().to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("no status file"), "{}", r.stderr);
 }
@@ -327,15 +416,28 @@ fn a_dropped_path_that_is_now_a_non_empty_directory_is_left() {
 fn a_package_file_in_dpkg_s_database_is_exit_3() {
     let work = tempfile::tempdir().unwrap();
     let root = DbRoot::new();
-    let dirs_only = Pkg::new("dirs", "1", "all").dir("/var/lib/dpkg/parts", 0o755).file("/usr/share/dirs/f", b"f", 0o644).build(work.path());
+    let dirs_only = Pkg::new("dirs", "1", "all")
+        .dir("/var/lib/dpkg/parts", 0o755)
+        .file("/usr/share/dirs/f", b"f", 0o644)
+        .build(work.path());
     unpack_db(root.path(), &[&dirs_only]);
     for path in ["/var/lib/dpkg/status", "/var/lib/dpkg/info/other.postinst"] {
-        let evil = Pkg::new("evil", "1", "all").file(path, b"Package: evil\n", 0o644).build(work.path());
+        let evil =
+            Pkg::new("evil", "1", "all").file(path, b"Package: evil\n", 0o644).build(work.path());
         let before = snapshot(root.path());
         let r = unpack([evil.to_str().unwrap(), root.path().to_str().unwrap()]);
         assert_eq!(r.code, 3, "{path}: {}", r.stderr);
         assert!(r.stderr.contains("dpkg's database"), "{}", r.stderr);
-        assert_eq!(snapshot(root.path()).into_iter().filter(|(p, _)| !p.starts_with("var/lib/unpack")).collect::<BTreeMap<_, _>>(), before.into_iter().filter(|(p, _)| !p.starts_with("var/lib/unpack")).collect::<BTreeMap<_, _>>());
+        assert_eq!(
+            snapshot(root.path())
+                .into_iter()
+                .filter(|(p, _)| !p.starts_with("var/lib/unpack"))
+                .collect::<BTreeMap<_, _>>(),
+            before
+                .into_iter()
+                .filter(|(p, _)| !p.starts_with("var/lib/unpack"))
+                .collect::<BTreeMap<_, _>>()
+        );
     }
 }
 
@@ -352,10 +454,25 @@ fn hostile_database_entries_never_touch_a_path_outside_the_root() {
             std::fs::write(path, bytes).unwrap();
         }
     };
-    refused(append("info/crashdb.list", b"/usr/../../../etc/passwd\n"), &[], 4, &["crashdb.list", "'..'"]);
-    refused(append("info/crashdb.list", b"usr/relative\n"), &[], 4, &["crashdb.list", "not absolute"]);
+    refused(
+        append("info/crashdb.list", b"/usr/../../../etc/passwd\n"),
+        &[],
+        4,
+        &["crashdb.list", "'..'"],
+    );
+    refused(
+        append("info/crashdb.list", b"usr/relative\n"),
+        &[],
+        4,
+        &["crashdb.list", "not absolute"],
+    );
     refused(append("info/crashdb.list", b"/usr/nul\0byte\n"), &[], 4, &["crashdb.list", "NUL"]);
-    refused(append("diversions", b"/usr/share/crashdb/kept\n/../../tmp/x\n:\n"), &[], 4, &["diversions"]);
+    refused(
+        append("diversions", b"/usr/share/crashdb/kept\n/../../tmp/x\n:\n"),
+        &[],
+        4,
+        &["diversions"],
+    );
     refused(append("statoverride", b"root root 0755 /usr/../x\n"), &[], 4, &["statoverride"]);
     refused(
         |root| {
@@ -381,7 +498,10 @@ fn hostile_database_entries_never_touch_a_path_outside_the_root() {
     let r = unpack(["-q", v2.to_str().unwrap(), root.path().to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(std::fs::read(host.path().join("dropped")).unwrap(), b"the host's");
-    assert!(root.path().join(host.path().strip_prefix("/").unwrap()).join("kept").exists(), "written inside the root, through the symlink resolved there");
+    assert!(
+        root.path().join(host.path().strip_prefix("/").unwrap()).join("kept").exists(),
+        "written inside the root, through the symlink resolved there"
+    );
 }
 
 /// The JSON report says per package what happened in the database; the human report says it
@@ -396,11 +516,19 @@ fn the_reports_say_installed_or_upgraded_what_was_removed_and_which_conffiles_wa
     let db = &r.json()["packages"][0]["database"];
     assert_eq!(db["action"], "installed");
     assert!(db["previous_version"].is_null());
-    assert_eq!(db["conffiles_new"], serde_json::json!(["/etc/crashdb/changed.conf", "/etc/crashdb/gone.conf"]));
+    assert_eq!(
+        db["conffiles_new"],
+        serde_json::json!(["/etc/crashdb/changed.conf", "/etc/crashdb/gone.conf"])
+    );
     dpkg_configure(root.path(), &[]);
     let r = unpack([v2.to_str().unwrap(), root.path().to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("upgraded from 1.0") && r.stdout.contains("/etc/crashdb/changed.conf.dpkg-new"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("upgraded from 1.0")
+            && r.stdout.contains("/etc/crashdb/changed.conf.dpkg-new"),
+        "{}",
+        r.stdout
+    );
     // dropped, old/only and the directory old/ go; the obsolete conffile stays.
     assert!(r.stdout.contains("removed 3 paths"), "{}", r.stdout);
     let bare = tempfile::tempdir().unwrap();
@@ -408,5 +536,8 @@ fn the_reports_say_installed_or_upgraded_what_was_removed_and_which_conffiles_wa
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.json()["packages"][0].get("database").is_none());
     assert!(!bare.path().join("var/lib/dpkg").exists());
-    assert!(bare.path().join("etc/crashdb/changed.conf").exists(), "no database: conffiles are plain files");
+    assert!(
+        bare.path().join("etc/crashdb/changed.conf").exists(),
+        "no database: conffiles are plain files"
+    );
 }

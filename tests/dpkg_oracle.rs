@@ -66,7 +66,11 @@ fn fresh_install_with_a_dir_a_symlink_a_conffile_and_no_md5sums() {
     let status = parse_status(&std::fs::read_to_string(theirs.join("status")).unwrap());
     let stanza = &status["oracle-fresh:amd64"];
     assert!(stanza.contains(&("Status".into(), "install ok unpacked".into())), "{stanza:?}");
-    assert!(stanza.contains(&("Conffiles".into(), "\n /etc/oracle-fresh/fresh.conf newconffile".into())), "{stanza:?}");
+    assert!(
+        stanza
+            .contains(&("Conffiles".into(), "\n /etc/oracle-fresh/fresh.conf newconffile".into())),
+        "{stanza:?}"
+    );
     assert!(o.theirs.path().join("etc/oracle-fresh/fresh.conf.dpkg-new").exists());
     assert!(!o.theirs.path().join("etc/oracle-fresh/fresh.conf").exists());
     // dpkg computes the md5sums the package lacks: archive order, conffiles included.
@@ -77,7 +81,10 @@ fn fresh_install_with_a_dir_a_symlink_a_conffile_and_no_md5sums() {
         md5_hex(b"data\n"),
         md5_hex(b"secret\n")
     );
-    assert_eq!(std::fs::read_to_string(theirs.join("info/oracle-fresh.md5sums")).unwrap(), expected);
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("info/oracle-fresh.md5sums")).unwrap(),
+        expected
+    );
     o.configure(&[]);
 }
 
@@ -86,11 +93,22 @@ fn fresh_install_with_a_dir_a_symlink_a_conffile_and_no_md5sums() {
 #[test]
 fn an_admindir_named_on_the_command_line_is_the_same_database() {
     let debs = Debs::new();
-    let deb = debs.build(&Pkg::new("oracle-admindir", "1.0", "all").file("/usr/share/oracle-admindir/file", b"file\n", 0o644).conffile("/etc/oracle-admindir.conf", b"conf\n"));
+    let deb = debs.build(
+        &Pkg::new("oracle-admindir", "1.0", "all")
+            .file("/usr/share/oracle-admindir/file", b"file\n", 0o644)
+            .conffile("/etc/oracle-admindir.conf", b"conf\n"),
+    );
     let o = Oracle::new("--admindir");
     Via::Dpkg.unpack(o.theirs.path(), &[&deb]);
     let admindir = o.ours.admindir();
-    let r = common::unpack(["--admindir".as_ref(), admindir.as_os_str(), "-s".as_ref(), "fsync".as_ref(), deb.as_os_str(), o.ours.path().as_os_str()]);
+    let r = common::unpack([
+        "--admindir".as_ref(),
+        admindir.as_os_str(),
+        "-s".as_ref(),
+        "fsync".as_ref(),
+        deb.as_os_str(),
+        o.ours.path().as_os_str(),
+    ]);
     ok(&r, "unpack --admindir");
     o.check("after the unpack");
     o.configure(&[]);
@@ -106,8 +124,12 @@ fn a_reinstall_of_the_installed_version() {
     let o = Oracle::new("reinstall");
     o.both(|root| Via::Dpkg.install(root, &[&v1], &[]));
     o.unpack(&[&v1]);
-    let status = parse_status(&std::fs::read_to_string(o.theirs.admindir().join("status")).unwrap());
-    assert!(status["oracle-up:amd64"].contains(&("Config-Version".into(), "1.0".into())), "{status:?}");
+    let status =
+        parse_status(&std::fs::read_to_string(o.theirs.admindir().join("status")).unwrap());
+    assert!(
+        status["oracle-up:amd64"].contains(&("Config-Version".into(), "1.0".into())),
+        "{status:?}"
+    );
     assert!(o.theirs.path().join("etc/oracle-up/gone.conf.dpkg-new").exists());
     o.configure(&[]);
 }
@@ -160,18 +182,29 @@ fn control_fields_and_members_are_kept_as_dpkg_keeps_them() {
     let o = Oracle::new("control fields and members");
     o.unpack(&[&deb]);
     let theirs = DbSnapshot::take(o.theirs.path());
-    let names: Vec<&str> = theirs.status["oracle-fields:amd64"].iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<&str> =
+        theirs.status["oracle-fields:amd64"].iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names[..4], ["Package", "Status", "Priority", "Section"], "{names:?}");
     assert!(!names.contains(&"Essential") && !names.contains(&"Protected"), "{names:?}");
     for member in ["shlibs", "symbols", "templates", "odd", "list", "md5sums"] {
-        assert!(theirs.files.contains_key(&format!("info/oracle-fields:amd64.{member}")), "{member}: {:?}", theirs.files.keys());
+        assert!(
+            theirs.files.contains_key(&format!("info/oracle-fields:amd64.{member}")),
+            "{member}: {:?}",
+            theirs.files.keys()
+        );
     }
     o.configure(&[]);
     // apt reads the relations unpack recorded: the same unmet dependencies as on dpkg's root.
     let aside = tempfile::tempdir().unwrap();
-    let check = same_answer(&o, "apt-get check", |r| apt_check(r, &aside.path().join(r.file_name().unwrap())));
+    let check = same_answer(&o, "apt-get check", |r| {
+        apt_check(r, &aside.path().join(r.file_name().unwrap()))
+    });
     assert_eq!(check.code, 100, "{check:?}");
-    assert!(check.stdout.contains("Depends: oracle-missing but it is not installable"), "{}", check.stdout);
+    assert!(
+        check.stdout.contains("Depends: oracle-missing but it is not installable"),
+        "{}",
+        check.stdout
+    );
 }
 
 /// The two versions of case 2 and 3. v2 drops /usr/bin/oracle-old and the directory
@@ -220,7 +253,11 @@ fn assert_upgrade_unpacked(root: &Path) {
     for gone in ["usr/bin/oracle-old", "usr/share/oracle-up/old"] {
         assert!(!root.join(gone).exists(), "{gone} left");
     }
-    for there in ["etc/oracle-up/same.conf.dpkg-new", "etc/oracle-up/changed.conf.dpkg-new", "etc/oracle-up/gone.conf"] {
+    for there in [
+        "etc/oracle-up/same.conf.dpkg-new",
+        "etc/oracle-up/changed.conf.dpkg-new",
+        "etc/oracle-up/gone.conf",
+    ] {
         assert!(root.join(there).exists(), "{there} missing");
     }
 }
@@ -259,7 +296,11 @@ fn upgrade_drops_files_and_a_directory_and_handles_each_kind_of_conffile() {
 fn upgrade_keeps_a_dropped_directory_that_is_not_empty() {
     let debs = Debs::new();
     let (v1, v2) = upgrade_pair(&debs);
-    let other = debs.build(&Pkg::new("oracle-neighbour", "1.0", "all").file("/usr/share/oracle-up/old/neighbour", b"not oracle-up's\n", 0o644));
+    let other = debs.build(&Pkg::new("oracle-neighbour", "1.0", "all").file(
+        "/usr/share/oracle-up/old/neighbour",
+        b"not oracle-up's\n",
+        0o644,
+    ));
     for with in ["an administrator's file", "another package's file"] {
         let o = Oracle::new(&format!("upgrade dropping a directory with {with}"));
         o.both(|root| {
@@ -303,7 +344,9 @@ fn upgrade_over_conffiles_the_administrator_edited() {
 }
 
 fn diverted_pkg() -> Pkg {
-    Pkg::new("oracle-div", "1.0", "amd64").file("/usr/bin/oracle-x", b"the package's x\n", 0o755).file("/usr/bin/oracle-y", b"y\n", 0o755)
+    Pkg::new("oracle-div", "1.0", "amd64")
+        .file("/usr/bin/oracle-x", b"the package's x\n", 0o755)
+        .file("/usr/bin/oracle-y", b"y\n", 0o755)
 }
 
 /// Case 4: a path another package (or the admin, `--local`) diverted is written to the
@@ -316,12 +359,29 @@ fn a_path_diverted_by_another_package_or_the_admin_goes_to_its_divert_to_name() 
         let debs = Debs::new();
         let deb = debs.build(&diverted_pkg());
         let o = Oracle::new(&format!("diversion {owner:?}"));
-        o.both(|root| divert(root, &[owner[0], owner[1], "--rename", "--divert", "/usr/bin/oracle-x.real", "--add", "/usr/bin/oracle-x"]));
+        o.both(|root| {
+            divert(
+                root,
+                &[
+                    owner[0],
+                    owner[1],
+                    "--rename",
+                    "--divert",
+                    "/usr/bin/oracle-x.real",
+                    "--add",
+                    "/usr/bin/oracle-x",
+                ],
+            )
+        });
         o.unpack(&[&deb]);
         let theirs = o.theirs.path();
-        assert_eq!(std::fs::read(theirs.join("usr/bin/oracle-x.real")).unwrap(), b"the package's x\n");
+        assert_eq!(
+            std::fs::read(theirs.join("usr/bin/oracle-x.real")).unwrap(),
+            b"the package's x\n"
+        );
         assert!(!theirs.join("usr/bin/oracle-x").exists());
-        let list = std::fs::read_to_string(o.theirs.admindir().join("info/oracle-div.list")).unwrap();
+        let list =
+            std::fs::read_to_string(o.theirs.admindir().join("info/oracle-div.list")).unwrap();
         assert!(list.lines().any(|l| l == "/usr/bin/oracle-x"), "{list}");
         o.configure(&[]);
     }
@@ -334,16 +394,41 @@ fn a_path_diverted_by_another_package_or_the_admin_goes_to_its_divert_to_name() 
 fn the_diverting_package_writes_its_own_file_at_the_diverted_name() {
     let debs = Debs::new();
     let diverter = debs.build(&diverted_pkg());
-    let diverted = debs.build(&Pkg::new("oracle-orig", "1.0", "amd64").file("/usr/bin/oracle-x", b"the original x\n", 0o755));
+    let diverted = debs.build(&Pkg::new("oracle-orig", "1.0", "amd64").file(
+        "/usr/bin/oracle-x",
+        b"the original x\n",
+        0o755,
+    ));
     let o = Oracle::new("diversion by the package itself");
-    o.both(|root| divert(root, &["--package", "oracle-div", "--divert", "/usr/bin/oracle-x.real", "--add", "/usr/bin/oracle-x"]));
+    o.both(|root| {
+        divert(
+            root,
+            &[
+                "--package",
+                "oracle-div",
+                "--divert",
+                "/usr/bin/oracle-x.real",
+                "--add",
+                "/usr/bin/oracle-x",
+            ],
+        )
+    });
     o.unpack(&[&diverter]);
-    assert_eq!(std::fs::read(o.theirs.path().join("usr/bin/oracle-x")).unwrap(), b"the package's x\n");
+    assert_eq!(
+        std::fs::read(o.theirs.path().join("usr/bin/oracle-x")).unwrap(),
+        b"the package's x\n"
+    );
     assert!(!o.theirs.path().join("usr/bin/oracle-x.real").exists());
     o.configure(&[]);
     o.unpack(&[&diverted]);
-    assert_eq!(std::fs::read(o.theirs.path().join("usr/bin/oracle-x.real")).unwrap(), b"the original x\n");
-    assert_eq!(std::fs::read(o.theirs.path().join("usr/bin/oracle-x")).unwrap(), b"the package's x\n");
+    assert_eq!(
+        std::fs::read(o.theirs.path().join("usr/bin/oracle-x.real")).unwrap(),
+        b"the original x\n"
+    );
+    assert_eq!(
+        std::fs::read(o.theirs.path().join("usr/bin/oracle-x")).unwrap(),
+        b"the package's x\n"
+    );
     o.configure(&[]);
 }
 
@@ -360,13 +445,20 @@ fn alpha() -> Pkg {
 fn replaces_moves_a_file_to_the_new_package() {
     let debs = Debs::new();
     let a = debs.build(&alpha());
-    let b = debs.build(&Pkg::new("oracle-beta", "1.0", "amd64").field("Replaces", "oracle-alpha").file("/usr/bin/oracle-shared", b"beta's\n", 0o755));
+    let b = debs.build(
+        &Pkg::new("oracle-beta", "1.0", "amd64").field("Replaces", "oracle-alpha").file(
+            "/usr/bin/oracle-shared",
+            b"beta's\n",
+            0o755,
+        ),
+    );
     let o = Oracle::new("Replaces, one file");
     o.both(|root| Via::Dpkg.install(root, &[&a], &[]));
     o.unpack(&[&b]);
     let list = std::fs::read_to_string(o.theirs.admindir().join("info/oracle-alpha.list")).unwrap();
     assert!(!list.contains("/usr/bin/oracle-shared"), "{list}");
-    let sums = std::fs::read_to_string(o.theirs.admindir().join("info/oracle-alpha.md5sums")).unwrap();
+    let sums =
+        std::fs::read_to_string(o.theirs.admindir().join("info/oracle-alpha.md5sums")).unwrap();
     assert!(sums.contains("usr/bin/oracle-shared"), "{sums}");
     o.configure(&[]);
 }
@@ -387,8 +479,16 @@ fn replaces_of_every_file_makes_the_old_package_disappear() {
     o.both(|root| Via::Dpkg.install(root, &[&a], &[]));
     o.unpack(&[&b]);
     let theirs = DbSnapshot::take(o.theirs.path());
-    assert!(!theirs.status.keys().any(|k| k.starts_with("oracle-alpha:")), "{:?}", theirs.status.keys());
-    assert!(!theirs.files.keys().any(|k| k.starts_with("info/oracle-alpha.")), "{:?}", theirs.files.keys());
+    assert!(
+        !theirs.status.keys().any(|k| k.starts_with("oracle-alpha:")),
+        "{:?}",
+        theirs.status.keys()
+    );
+    assert!(
+        !theirs.files.keys().any(|k| k.starts_with("info/oracle-alpha.")),
+        "{:?}",
+        theirs.files.keys()
+    );
     o.configure(&[]);
 }
 
@@ -400,26 +500,45 @@ fn replaces_of_every_file_makes_the_old_package_disappear() {
 fn a_file_of_another_package_without_replaces_is_refused_and_nothing_changes() {
     let debs = Debs::new();
     let a = debs.build(&alpha());
-    let b = debs.build(&Pkg::new("oracle-beta", "1.0", "amd64").file("/usr/bin/oracle-shared", b"beta's\n", 0o755).file("/usr/bin/oracle-beta", b"b\n", 0o755));
+    let b = debs.build(
+        &Pkg::new("oracle-beta", "1.0", "amd64")
+            .file("/usr/bin/oracle-shared", b"beta's\n", 0o755)
+            .file("/usr/bin/oracle-beta", b"b\n", 0o755),
+    );
     let theirs = DbRoot::new();
     Via::Dpkg.install(theirs.path(), &[&a], &[]);
     let mut args: Vec<&str> = NO_DEPENDS.to_vec();
     args.extend(["--unpack", b.to_str().unwrap()]);
     let r = dpkg(theirs.path(), &args);
     assert_eq!(r.code, 1, "dpkg accepted the conflict:\n{}{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("trying to overwrite '/usr/bin/oracle-shared', which is also in package oracle-alpha"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "trying to overwrite '/usr/bin/oracle-shared', which is also in package oracle-alpha"
+        ),
+        "{}",
+        r.stderr
+    );
 
     let ours = DbRoot::new();
     Via::Dpkg.install(ours.path(), &[&a], &[]);
     let before = DbSnapshot::take(ours.path());
     let status_before = std::fs::read(ours.admindir().join("status")).unwrap();
-    let r = common::unpack(["-s".as_ref(), "fsync".as_ref(), b.as_os_str(), ours.path().as_os_str()]);
+    let r =
+        common::unpack(["-s".as_ref(), "fsync".as_ref(), b.as_os_str(), ours.path().as_os_str()]);
     assert_eq!(r.code, 1, "unpack did not refuse the conflict:\n{}{}", r.stdout, r.stderr);
     for name in ["oracle-alpha", "oracle-beta", "/usr/bin/oracle-shared"] {
         assert!(r.stderr.contains(name), "the message does not name {name}: {}", r.stderr);
     }
-    assert_same_db(&DbSnapshot::take(ours.path()), &before, "a refused conflict, after against before");
-    assert_eq!(std::fs::read(ours.admindir().join("status")).unwrap(), status_before, "status changed");
+    assert_same_db(
+        &DbSnapshot::take(ours.path()),
+        &before,
+        "a refused conflict, after against before",
+    );
+    assert_eq!(
+        std::fs::read(ours.admindir().join("status")).unwrap(),
+        status_before,
+        "status changed"
+    );
 }
 
 /// Case 7: `Multi-Arch: same` for amd64 and i386 in one call, sharing the copyright file.
@@ -442,7 +561,8 @@ fn multi_arch_same_for_two_architectures() {
     let theirs = DbSnapshot::take(o.theirs.path());
     for arch in ["amd64", "i386"] {
         assert!(theirs.status.contains_key(&format!("oracle-ma:{arch}")));
-        let list = String::from_utf8(theirs.files[&format!("info/oracle-ma:{arch}.list")].clone()).unwrap();
+        let list = String::from_utf8(theirs.files[&format!("info/oracle-ma:{arch}.list")].clone())
+            .unwrap();
         assert!(list.lines().any(|l| l == "/usr/share/doc/oracle-ma/copyright"), "{list}");
     }
     o.configure(&[]);
@@ -453,9 +573,22 @@ fn multi_arch_same_for_two_architectures() {
 #[test]
 fn a_statoverride_wins_over_the_archive() {
     let debs = Debs::new();
-    let deb = debs.build(&Pkg::new("oracle-so", "1.0", "all").file("/usr/bin/oracle-so", b"setuid me\n", 0o755));
+    let deb = debs.build(&Pkg::new("oracle-so", "1.0", "all").file(
+        "/usr/bin/oracle-so",
+        b"setuid me\n",
+        0o755,
+    ));
     let o = Oracle::new("statoverride");
-    o.both(|root| ok(&tool("dpkg-statoverride", root, &["--add", "daemon", "staff", "4750", "/usr/bin/oracle-so"]), "dpkg-statoverride --add"));
+    o.both(|root| {
+        ok(
+            &tool(
+                "dpkg-statoverride",
+                root,
+                &["--add", "daemon", "staff", "4750", "/usr/bin/oracle-so"],
+            ),
+            "dpkg-statoverride --add",
+        )
+    });
     o.unpack(&[&deb]);
     let m = std::fs::symlink_metadata(o.theirs.path().join("usr/bin/oracle-so")).unwrap();
     assert_eq!((m.mode() & 0o7777, m.uid(), m.gid()), (0o4750, 1, 50));
@@ -465,7 +598,11 @@ fn a_statoverride_wins_over_the_archive() {
 /// Runs `args` on both roots; the outputs must be equal, and are returned (ours).
 fn same_answer(o: &Oracle, what: &str, cmd: impl Fn(&Path) -> common::Run) -> common::Run {
     let (ours, theirs) = (cmd(o.ours.path()), cmd(o.theirs.path()));
-    assert_eq!((ours.code, &ours.stdout, &ours.stderr), (theirs.code, &theirs.stdout, &theirs.stderr), "{what}: ours, then dpkg's root");
+    assert_eq!(
+        (ours.code, &ours.stdout, &ours.stderr),
+        (theirs.code, &theirs.stdout, &theirs.stderr),
+        "{what}: ours, then dpkg's root"
+    );
     ours
 }
 
@@ -482,7 +619,13 @@ fn apt_check(root: &Path, aside: &Path) -> common::Run {
     let opt = |k: &str, v: &Path| ["-o".to_string(), format!("{k}={}", v.display())];
     let mut cmd = Command::new("apt-get");
     cmd.arg("check").env("LC_ALL", "C");
-    for (k, v) in [("Dir", root), ("Dir::State::status", &root.join("var/lib/dpkg/status")), ("Dir::Etc", &etc), ("Dir::State::Lists", &aside.join("lists")), ("Dir::Cache", &aside.join("cache"))] {
+    for (k, v) in [
+        ("Dir", root),
+        ("Dir::State::status", &root.join("var/lib/dpkg/status")),
+        ("Dir::Etc", &etc),
+        ("Dir::State::Lists", &aside.join("lists")),
+        ("Dir::Cache", &aside.join("cache")),
+    ] {
         cmd.args(opt(k, v));
     }
     run(&mut cmd)
@@ -505,23 +648,30 @@ fn dpkg_and_apt_queries_agree_with_a_root_unpack_installed_and_upgraded() {
     let listed = same_answer(&o, "dpkg -L", |r| dpkg(r, &["-L", "oracle-up"]));
     ok(&listed, "dpkg -L");
     let paths: Vec<&str> = listed.stdout.lines().collect();
-    assert!(paths.contains(&"/etc/oracle-up/gone.conf") && !paths.contains(&"/usr/bin/oracle-old"), "{paths:?}");
+    assert!(
+        paths.contains(&"/etc/oracle-up/gone.conf") && !paths.contains(&"/usr/bin/oracle-old"),
+        "{paths:?}"
+    );
     for path in &paths {
         let full = o.ours.path().join(path.trim_start_matches('/'));
-        let m = std::fs::symlink_metadata(&full).unwrap_or_else(|e| panic!("dpkg -L lists {path}, not in the tree: {e}"));
+        let m = std::fs::symlink_metadata(&full)
+            .unwrap_or_else(|e| panic!("dpkg -L lists {path}, not in the tree: {e}"));
         if !m.is_dir() {
             let owner = same_answer(&o, "dpkg -S", |r| dpkg(r, &["-S", path]));
             assert_eq!(owner.stdout, format!("oracle-up: {path}\n"), "dpkg -S {path}");
         }
     }
-    let gone = same_answer(&o, "dpkg -S of a dropped file", |r| dpkg(r, &["-S", "/usr/bin/oracle-old"]));
+    let gone =
+        same_answer(&o, "dpkg -S of a dropped file", |r| dpkg(r, &["-S", "/usr/bin/oracle-old"]));
     assert_eq!(gone.code, 1, "{gone:?}");
     for query in [&["--verify"][..], &["--audit"]] {
         let r = same_answer(&o, &format!("dpkg {query:?}"), |r| dpkg(r, query));
         assert_eq!((r.code, r.stdout.as_str(), r.stderr.as_str()), (0, "", ""), "dpkg {query:?}");
     }
     let aside = tempfile::tempdir().unwrap();
-    let check = same_answer(&o, "apt-get check", |r| apt_check(r, &aside.path().join(r.file_name().unwrap())));
+    let check = same_answer(&o, "apt-get check", |r| {
+        apt_check(r, &aside.path().join(r.file_name().unwrap()))
+    });
     assert_eq!((check.code, check.stderr.as_str()), (0, ""), "apt-get check: {}", check.stdout);
 }
 
@@ -549,15 +699,37 @@ fn the_comparison_sees_a_file_a_status_field_and_a_list_line() {
         assert_eq!(diffs.len(), 1, "{diffs:#?}");
         assert!(diffs[0].contains(names), "{names} not named in {}", diffs[0]);
     };
-    changed(&|r| std::fs::write(r.join("usr/share/oracle-up/extra"), "").unwrap(), "usr/share/oracle-up/extra");
+    changed(
+        &|r| std::fs::write(r.join("usr/share/oracle-up/extra"), "").unwrap(),
+        "usr/share/oracle-up/extra",
+    );
     let rewrite = |r: &Path, file: &str, from: &str, to: &str| {
         let p = r.join("var/lib/dpkg").join(file);
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(text.contains(from), "{file}: {text}");
         std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
     };
-    changed(&|r| rewrite(r, "status", "Version: 2.0", "Version: 2.1"), "status oracle-up:amd64: field");
-    changed(&|r| rewrite(r, "info/oracle-up.list", "/usr/share/oracle-up/kept\n", "/usr/share/oracle-up/kept2\n"), "info/oracle-up.list: line");
-    let private = |r: &Path| std::fs::set_permissions(r.join("var/lib/dpkg/info/oracle-up.list"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    changed(
+        &|r| rewrite(r, "status", "Version: 2.0", "Version: 2.1"),
+        "status oracle-up:amd64: field",
+    );
+    changed(
+        &|r| {
+            rewrite(
+                r,
+                "info/oracle-up.list",
+                "/usr/share/oracle-up/kept\n",
+                "/usr/share/oracle-up/kept2\n",
+            )
+        },
+        "info/oracle-up.list: line",
+    );
+    let private = |r: &Path| {
+        std::fs::set_permissions(
+            r.join("var/lib/dpkg/info/oracle-up.list"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap()
+    };
     changed(&private, "mode of info/oracle-up.list");
 }

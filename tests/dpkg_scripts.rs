@@ -50,7 +50,11 @@ impl Debs {
     /// `NAME_VERSION_amd64.deb` with the four logging scripts and one file of its own,
     /// `/usr/share/NAME/file`, whose content is the version.
     fn logged(&self, name: &str, version: &str) -> PathBuf {
-        self.build(logging(Pkg::new(name, version, "amd64"), name, version).file(&format!("/usr/share/{name}/file"), format!("{name} {version}\n").as_bytes(), 0o644))
+        self.build(logging(Pkg::new(name, version, "amd64"), name, version).file(
+            &format!("/usr/share/{name}/file"),
+            format!("{name} {version}\n").as_bytes(),
+            0o644,
+        ))
     }
 
     fn build(&self, pkg: Pkg) -> PathBuf {
@@ -91,7 +95,10 @@ fn calls(root: &Path) -> Vec<String> {
 
 /// The calls alone (`NAME_VERSION SCRIPT [ARG]...`), to assert dpkg's sequence.
 fn sequence(root: &Path) -> Vec<String> {
-    calls(root).iter().map(|l| l.split_once(" | ").map_or(l.as_str(), |(call, _)| call).to_string()).collect()
+    calls(root)
+        .iter()
+        .map(|l| l.split_once(" | ").map_or(l.as_str(), |(call, _)| call).to_string())
+        .collect()
 }
 
 /// The trigger queue dpkg leaves out of DbSnapshot (it makes it on every run): compared here,
@@ -130,7 +137,11 @@ impl Scripted {
     /// exit `code` (dpkg's 1 for a failed script); then the roots must agree.
     fn unpack(&self, debs: &[&Path], code: i32) {
         let theirs = dpkg_try_unpack(self.theirs.path(), &NO_TRIGGERS, debs);
-        assert_eq!(theirs.code, code, "dpkg --unpack {debs:?}:\n{}{}", theirs.stdout, theirs.stderr);
+        assert_eq!(
+            theirs.code, code,
+            "dpkg --unpack {debs:?}:\n{}{}",
+            theirs.stdout, theirs.stderr
+        );
         let ours = ours_try_unpack(self.ours.path(), &[], debs);
         assert_eq!(ours.code, code, "unpack {debs:?}:\n{}{}", ours.stdout, ours.stderr);
         self.check("after the unpack");
@@ -144,9 +155,21 @@ impl Scripted {
 
     fn check(&self, stage: &str) {
         let what = format!("{}, {stage}", self.what);
-        assert_eq!(calls(self.ours.path()), calls(self.theirs.path()), "{what}: the scripts' calls (left ours = unpack, right theirs = dpkg)");
-        assert_same_db(&DbSnapshot::take(self.ours.path()), &DbSnapshot::take(self.theirs.path()), &what);
-        assert_eq!(unincorp(self.ours.path()), unincorp(self.theirs.path()), "{what}: triggers/Unincorp");
+        assert_eq!(
+            calls(self.ours.path()),
+            calls(self.theirs.path()),
+            "{what}: the scripts' calls (left ours = unpack, right theirs = dpkg)"
+        );
+        assert_same_db(
+            &DbSnapshot::take(self.ours.path()),
+            &DbSnapshot::take(self.theirs.path()),
+            &what,
+        );
+        assert_eq!(
+            unincorp(self.ours.path()),
+            unincorp(self.theirs.path()),
+            "{what}: triggers/Unincorp"
+        );
     }
 
     /// Asserts the sequence of calls dpkg made in theirs since the start.
@@ -190,7 +213,9 @@ fn dpkg_install(root: &Path, deb: &Path) {
 }
 
 fn status_of(root: &Path, key: &str) -> Vec<(String, String)> {
-    parse_status(&std::fs::read_to_string(root.join("var/lib/dpkg/status")).unwrap()).remove(key).unwrap_or_default()
+    parse_status(&std::fs::read_to_string(root.join("var/lib/dpkg/status")).unwrap())
+        .remove(key)
+        .unwrap_or_default()
 }
 
 fn field(stanza: &[(String, String)], name: &str) -> Option<String> {
@@ -215,7 +240,10 @@ fn fresh_install_calls_preinst_install() {
         line.ends_with("| package=scr-fresh name=preinst arch=amd64 refcount=1 debug=0 root= admindir=/var/lib/dpkg cwd=/ umask=0022"),
         "dpkg's environment: {line}"
     );
-    assert_eq!(field(&status_of(o.theirs.path(), "scr-fresh:amd64"), "Status").as_deref(), Some("install ok unpacked"));
+    assert_eq!(
+        field(&status_of(o.theirs.path(), "scr-fresh:amd64"), "Status").as_deref(),
+        Some("install ok unpacked")
+    );
     o.configure();
     o.dpkg_called(&["scr-fresh_1.0 preinst [install]", "scr-fresh_1.0 postinst [configure] []"]);
 }
@@ -234,15 +262,22 @@ fn upgrade(name: &str, fails: &[(&str, &str, &str)], code: i32, unpack_calls: &[
     }
     o.unpack(&[&v2], code);
     let installed = ["1.0 preinst [install]", "1.0 postinst [configure] []"];
-    let expected: Vec<String> = installed.iter().chain(unpack_calls).map(|c| format!("{name}_{c}")).collect();
+    let expected: Vec<String> =
+        installed.iter().chain(unpack_calls).map(|c| format!("{name}_{c}")).collect();
     assert_eq!(sequence(o.theirs.path()), expected, "{}: dpkg's calls", o.what);
     o
 }
 
 /// Asserts dpkg left NAME 1.0 as it was before a failed upgrade: installed, its file.
 fn assert_back_to_1_0(o: &Scripted, name: &str) {
-    assert_eq!(field(&status_of(o.theirs.path(), &format!("{name}:amd64")), "Status").as_deref(), Some("install ok installed"));
-    assert_eq!(content(o.theirs.path(), &format!("usr/share/{name}/file")), format!("{name} 1.0\n"));
+    assert_eq!(
+        field(&status_of(o.theirs.path(), &format!("{name}:amd64")), "Status").as_deref(),
+        Some("install ok installed")
+    );
+    assert_eq!(
+        content(o.theirs.path(), &format!("usr/share/{name}/file")),
+        format!("{name} 1.0\n")
+    );
 }
 
 /// Upgrade of a configured 1.0: `old-prerm upgrade 2.0`, `new-preinst upgrade 1.0 2.0`, the
@@ -250,7 +285,16 @@ fn assert_back_to_1_0(o: &Scripted, name: &str) {
 /// `install ok unpacked`, 2.0's scripts in info/.
 #[test]
 fn upgrade_calls_old_prerm_new_preinst_old_postrm() {
-    let o = upgrade("scr-up", &[], 0, &["1.0 prerm [upgrade] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "1.0 postrm [upgrade] [2.0]"]);
+    let o = upgrade(
+        "scr-up",
+        &[],
+        0,
+        &[
+            "1.0 prerm [upgrade] [2.0]",
+            "2.0 preinst [upgrade] [1.0] [2.0]",
+            "1.0 postrm [upgrade] [2.0]",
+        ],
+    );
     let stanza = status_of(o.theirs.path(), "scr-up:amd64");
     assert_eq!(field(&stanza, "Config-Version").as_deref(), Some("1.0"), "{stanza:?}");
     o.configure();
@@ -268,7 +312,10 @@ fn over_config_files(name: &str, fails: &[(&str, &str, &str)], code: i32) -> Scr
         let r = dpkg(root, &["--remove", name]);
         assert_eq!(r.code, 0, "dpkg --remove:\n{}{}", r.stdout, r.stderr);
     });
-    assert_eq!(field(&status_of(o.theirs.path(), &format!("{name}:amd64")), "Status").as_deref(), Some("deinstall ok config-files"));
+    assert_eq!(
+        field(&status_of(o.theirs.path(), &format!("{name}:amd64")), "Status").as_deref(),
+        Some("deinstall ok config-files")
+    );
     for (version, script, action) in fails {
         o.fail(&format!("{name}_{version}"), script, action);
     }
@@ -277,16 +324,28 @@ fn over_config_files(name: &str, fails: &[(&str, &str, &str)], code: i32) -> Scr
 }
 
 /// The calls of installing and removing 1.0, before a test's own.
-const CF_SETUP: [&str; 4] = ["1.0 preinst [install]", "1.0 postinst [configure] []", "1.0 prerm [remove]", "1.0 postrm [remove]"];
+const CF_SETUP: [&str; 4] = [
+    "1.0 preinst [install]",
+    "1.0 postinst [configure] []",
+    "1.0 prerm [remove]",
+    "1.0 postrm [remove]",
+];
 
 /// From the config-files state (1.0 installed, then `dpkg --remove`): `new-preinst install 1.0
 /// 2.0` and nothing of 1.0's. After `--unpack`: Version 2.0, `Config-Version: 1.0`.
 #[test]
 fn install_over_config_files_calls_preinst_install_with_the_old_version() {
     let o = over_config_files("scr-cf", &[], 0);
-    let expected: Vec<String> = CF_SETUP.iter().chain(&["2.0 preinst [install] [1.0] [2.0]"]).map(|c| format!("scr-cf_{c}")).collect();
+    let expected: Vec<String> = CF_SETUP
+        .iter()
+        .chain(&["2.0 preinst [install] [1.0] [2.0]"])
+        .map(|c| format!("scr-cf_{c}"))
+        .collect();
     assert_eq!(sequence(o.theirs.path()), expected);
-    assert_eq!(field(&status_of(o.theirs.path(), "scr-cf:amd64"), "Config-Version").as_deref(), Some("1.0"));
+    assert_eq!(
+        field(&status_of(o.theirs.path(), "scr-cf:amd64"), "Config-Version").as_deref(),
+        Some("1.0")
+    );
     o.configure();
 }
 
@@ -297,7 +356,11 @@ fn install_over_config_files_calls_preinst_install_with_the_old_version() {
 #[test]
 fn a_failing_preinst_over_config_files_calls_postrm_abort_install_with_the_old_version() {
     let o = over_config_files("scr-cfbad", &[("2.0", "preinst", "install")], 1);
-    let expected: Vec<String> = CF_SETUP.iter().chain(&["2.0 preinst [install] [1.0] [2.0]", "2.0 postrm [abort-install] [1.0] [2.0]"]).map(|c| format!("scr-cfbad_{c}")).collect();
+    let expected: Vec<String> = CF_SETUP
+        .iter()
+        .chain(&["2.0 preinst [install] [1.0] [2.0]", "2.0 postrm [abort-install] [1.0] [2.0]"])
+        .map(|c| format!("scr-cfbad_{c}"))
+        .collect();
     assert_eq!(sequence(o.theirs.path()), expected);
     let stanza = status_of(o.theirs.path(), "scr-cfbad:amd64");
     assert_eq!(field(&stanza, "Status").as_deref(), Some("install ok config-files"), "{stanza:?}");
@@ -335,7 +398,12 @@ fn a_failing_preinst_upgrade_calls_abort_upgrade() {
         "scr-badup",
         &[("2.0", "preinst", "upgrade")],
         1,
-        &["1.0 prerm [upgrade] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "2.0 postrm [abort-upgrade] [1.0] [2.0]", "1.0 postinst [abort-upgrade] [2.0]"],
+        &[
+            "1.0 prerm [upgrade] [2.0]",
+            "2.0 preinst [upgrade] [1.0] [2.0]",
+            "2.0 postrm [abort-upgrade] [1.0] [2.0]",
+            "1.0 postinst [abort-upgrade] [2.0]",
+        ],
     );
     assert_back_to_1_0(&o, "scr-badup");
     o.configure();
@@ -350,7 +418,12 @@ fn a_failing_old_prerm_calls_new_prerm_failed_upgrade() {
         "scr-badrm",
         &[("1.0", "prerm", "upgrade")],
         0,
-        &["1.0 prerm [upgrade] [2.0]", "2.0 prerm [failed-upgrade] [1.0] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "1.0 postrm [upgrade] [2.0]"],
+        &[
+            "1.0 prerm [upgrade] [2.0]",
+            "2.0 prerm [failed-upgrade] [1.0] [2.0]",
+            "2.0 preinst [upgrade] [1.0] [2.0]",
+            "1.0 postrm [upgrade] [2.0]",
+        ],
     );
     assert_eq!(content(o.theirs.path(), "usr/share/scr-badrm/file"), "scr-badrm 2.0\n");
     o.configure();
@@ -365,7 +438,11 @@ fn a_failing_old_prerm_and_new_prerm_calls_old_postinst_abort_upgrade() {
         "scr-badrm2",
         &[("1.0", "prerm", "upgrade"), ("2.0", "prerm", "failed-upgrade")],
         1,
-        &["1.0 prerm [upgrade] [2.0]", "2.0 prerm [failed-upgrade] [1.0] [2.0]", "1.0 postinst [abort-upgrade] [2.0]"],
+        &[
+            "1.0 prerm [upgrade] [2.0]",
+            "2.0 prerm [failed-upgrade] [1.0] [2.0]",
+            "1.0 postinst [abort-upgrade] [2.0]",
+        ],
     );
     assert_back_to_1_0(&o, "scr-badrm2");
     o.configure();
@@ -379,9 +456,17 @@ fn a_failing_old_postrm_calls_new_postrm_failed_upgrade() {
         "scr-badpost",
         &[("1.0", "postrm", "upgrade")],
         0,
-        &["1.0 prerm [upgrade] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "1.0 postrm [upgrade] [2.0]", "2.0 postrm [failed-upgrade] [1.0] [2.0]"],
+        &[
+            "1.0 prerm [upgrade] [2.0]",
+            "2.0 preinst [upgrade] [1.0] [2.0]",
+            "1.0 postrm [upgrade] [2.0]",
+            "2.0 postrm [failed-upgrade] [1.0] [2.0]",
+        ],
     );
-    assert_eq!(field(&status_of(o.theirs.path(), "scr-badpost:amd64"), "Status").as_deref(), Some("install ok unpacked"));
+    assert_eq!(
+        field(&status_of(o.theirs.path(), "scr-badpost:amd64"), "Status").as_deref(),
+        Some("install ok unpacked")
+    );
     o.configure();
 }
 
@@ -404,21 +489,46 @@ fn a_failing_old_and_new_postrm_is_committed_and_recorded_half_installed() {
     o.fail(&format!("{name}_2.0"), "postrm", "failed-upgrade");
     let theirs = dpkg_try_unpack(o.theirs.path(), &NO_TRIGGERS, &[&v2]);
     assert_eq!(theirs.code, 1, "{}{}", theirs.stdout, theirs.stderr);
-    let calls_to_failure = ["1.0 prerm [upgrade] [2.0]", "2.0 preinst [upgrade] [1.0] [2.0]", "1.0 postrm [upgrade] [2.0]", "2.0 postrm [failed-upgrade] [1.0] [2.0]"];
-    let unwinding = ["1.0 preinst [abort-upgrade] [2.0]", "2.0 postrm [abort-upgrade] [1.0] [2.0]", "1.0 postinst [abort-upgrade] [2.0]"];
+    let calls_to_failure = [
+        "1.0 prerm [upgrade] [2.0]",
+        "2.0 preinst [upgrade] [1.0] [2.0]",
+        "1.0 postrm [upgrade] [2.0]",
+        "2.0 postrm [failed-upgrade] [1.0] [2.0]",
+    ];
+    let unwinding = [
+        "1.0 preinst [abort-upgrade] [2.0]",
+        "2.0 postrm [abort-upgrade] [1.0] [2.0]",
+        "1.0 postinst [abort-upgrade] [2.0]",
+    ];
     let setup = ["1.0 preinst [install]", "1.0 postinst [configure] []"];
     let named = |calls: &[&str]| calls.iter().map(|c| format!("{name}_{c}")).collect::<Vec<_>>();
-    assert_eq!(sequence(o.theirs.path()), named(&[&setup[..], &calls_to_failure, &unwinding].concat()), "dpkg's calls");
+    assert_eq!(
+        sequence(o.theirs.path()),
+        named(&[&setup[..], &calls_to_failure, &unwinding].concat()),
+        "dpkg's calls"
+    );
     assert_back_to_1_0(&o, name);
     if ours_via() == Via::Dpkg {
         return;
     }
     let ours = ours_try_unpack(o.ours.path(), &[], &[&v2]);
     assert_eq!(ours.code, 1, "{}{}", ours.stdout, ours.stderr);
-    assert!(ours.stderr.contains("postrm") && ours.stderr.contains("half-installed"), "{}", ours.stderr);
-    assert_eq!(sequence(o.ours.path()), named(&[&setup[..], &calls_to_failure].concat()), "the engine's calls: no unwinding behind the commit");
+    assert!(
+        ours.stderr.contains("postrm") && ours.stderr.contains("half-installed"),
+        "{}",
+        ours.stderr
+    );
+    assert_eq!(
+        sequence(o.ours.path()),
+        named(&[&setup[..], &calls_to_failure].concat()),
+        "the engine's calls: no unwinding behind the commit"
+    );
     let stanza = status_of(o.ours.path(), &format!("{name}:amd64"));
-    assert_eq!(field(&stanza, "Status").as_deref(), Some("install reinstreq half-installed"), "{stanza:?}");
+    assert_eq!(
+        field(&stanza, "Status").as_deref(),
+        Some("install reinstreq half-installed"),
+        "{stanza:?}"
+    );
     assert_eq!(field(&stanza, "Version").as_deref(), Some("2.0"), "{stanza:?}");
     assert_eq!(content(o.ours.path(), &format!("usr/share/{name}/file")), format!("{name} 2.0\n"));
     let audit = dpkg(o.ours.path(), &["--audit"]);
@@ -427,7 +537,10 @@ fn a_failing_old_and_new_postrm_is_committed_and_recorded_half_installed() {
     let reinstall = dpkg_try_unpack(o.ours.path(), &NO_TRIGGERS, &[&v2]);
     assert_eq!(reinstall.code, 0, "dpkg reinstalls it: {}{}", reinstall.stdout, reinstall.stderr);
     dpkg_configure(o.ours.path(), &[]);
-    assert_eq!(field(&status_of(o.ours.path(), &format!("{name}:amd64")), "Status").as_deref(), Some("install ok installed"));
+    assert_eq!(
+        field(&status_of(o.ours.path(), &format!("{name}:amd64")), "Status").as_deref(),
+        Some("install ok installed")
+    );
 }
 
 /// `unpack --no-scripts`: no script runs (the log stays empty) and the packages are recorded
@@ -442,11 +555,22 @@ fn no_scripts_runs_none_and_records_the_package_unpacked() {
     let r = ours_try_unpack(o.ours.path(), &["--no-scripts"], &[&deb]);
     assert_eq!(r.code, 0, "unpack --no-scripts:\n{}{}", r.stdout, r.stderr);
     assert_eq!(calls(o.ours.path()), Vec::<String>::new(), "--no-scripts ran scripts");
-    assert_eq!(field(&status_of(o.ours.path(), "scr-none:amd64"), "Status").as_deref(), Some("install ok unpacked"));
-    assert_same_db(&DbSnapshot::take(o.ours.path()), &DbSnapshot::take(o.theirs.path()), "--no-scripts, after the unpack");
+    assert_eq!(
+        field(&status_of(o.ours.path(), "scr-none:amd64"), "Status").as_deref(),
+        Some("install ok unpacked")
+    );
+    assert_same_db(
+        &DbSnapshot::take(o.ours.path()),
+        &DbSnapshot::take(o.theirs.path()),
+        "--no-scripts, after the unpack",
+    );
     dpkg_configure(o.theirs.path(), &[]);
     dpkg_configure(o.ours.path(), &[]);
-    assert_same_db(&DbSnapshot::take(o.ours.path()), &DbSnapshot::take(o.theirs.path()), "--no-scripts, after dpkg --configure -a");
+    assert_same_db(
+        &DbSnapshot::take(o.ours.path()),
+        &DbSnapshot::take(o.theirs.path()),
+        "--no-scripts, after dpkg --configure -a",
+    );
     let configure = calls(o.theirs.path()).pop().unwrap();
     assert!(configure.starts_with("scr-none_1.0 postinst [configure] []"), "{configure}");
     assert_eq!(calls(o.ours.path()), [configure]);
@@ -464,7 +588,11 @@ fn no_scripts_runs_none_and_records_the_package_unpacked() {
 #[test]
 fn a_failing_preinst_in_a_many_package_call_unwinds_every_package_whose_scripts_ran() {
     let debs = Debs::new();
-    let (a, b, c) = (debs.logged("scr-many-a", "1.0"), debs.logged("scr-many-b", "1.0"), debs.logged("scr-many-c", "1.0"));
+    let (a, b, c) = (
+        debs.logged("scr-many-a", "1.0"),
+        debs.logged("scr-many-b", "1.0"),
+        debs.logged("scr-many-c", "1.0"),
+    );
 
     // What dpkg itself does, written down and held here.
     let plain = DbRoot::with_shell();
@@ -474,10 +602,23 @@ fn a_failing_preinst_in_a_many_package_call_unwinds_every_package_whose_scripts_
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert_eq!(
         sequence(plain.path()),
-        ["scr-many-a_1.0 preinst [install]", "scr-many-b_1.0 preinst [install]", "scr-many-b_1.0 postrm [abort-install]", "scr-many-c_1.0 preinst [install]"]
+        [
+            "scr-many-a_1.0 preinst [install]",
+            "scr-many-b_1.0 preinst [install]",
+            "scr-many-b_1.0 postrm [abort-install]",
+            "scr-many-c_1.0 preinst [install]"
+        ]
     );
-    for (key, status) in [("scr-many-a:amd64", "install ok unpacked"), ("scr-many-b:amd64", "install ok not-installed"), ("scr-many-c:amd64", "install ok unpacked")] {
-        assert_eq!(field(&status_of(plain.path(), key), "Status").as_deref(), Some(status), "{key}");
+    for (key, status) in [
+        ("scr-many-a:amd64", "install ok unpacked"),
+        ("scr-many-b:amd64", "install ok not-installed"),
+        ("scr-many-c:amd64", "install ok unpacked"),
+    ] {
+        assert_eq!(
+            field(&status_of(plain.path(), key), "Status").as_deref(),
+            Some(status),
+            "{key}"
+        );
     }
 
     // The state the engine must leave: both A and B as dpkg leaves a package whose preinst failed.
@@ -490,31 +631,58 @@ fn a_failing_preinst_in_a_many_package_call_unwinds_every_package_whose_scripts_
     let ours = ours_try_unpack(o.ours.path(), &[], &[&a, &b, &c]);
     assert_eq!(ours.code, 1, "unpack A B C:\n{}{}", ours.stdout, ours.stderr);
     let dpkgs = calls(o.theirs.path());
-    o.dpkg_called(&["scr-many-a_1.0 preinst [install]", "scr-many-a_1.0 postrm [abort-install]", "scr-many-b_1.0 preinst [install]", "scr-many-b_1.0 postrm [abort-install]"]);
+    o.dpkg_called(&[
+        "scr-many-a_1.0 preinst [install]",
+        "scr-many-a_1.0 postrm [abort-install]",
+        "scr-many-b_1.0 preinst [install]",
+        "scr-many-b_1.0 postrm [abort-install]",
+    ]);
     let unwound = [&dpkgs[0], &dpkgs[2], &dpkgs[3], &dpkgs[1]].map(|l| l.to_string());
-    assert_eq!(calls(o.ours.path()), unwound, "the engine's calls (left) and dpkg's, in the engine's order (right)");
-    assert_same_db(&DbSnapshot::take(o.ours.path()), &DbSnapshot::take(o.theirs.path()), "many-package failure, after the unpack");
+    assert_eq!(
+        calls(o.ours.path()),
+        unwound,
+        "the engine's calls (left) and dpkg's, in the engine's order (right)"
+    );
+    assert_same_db(
+        &DbSnapshot::take(o.ours.path()),
+        &DbSnapshot::take(o.theirs.path()),
+        "many-package failure, after the unpack",
+    );
 }
 
 /// Asserts dpkg left NAME (installed) waiting for TRIGGER: `install ok triggers-pending`,
 /// `Triggers-Pending: TRIGGER`.
 fn assert_pending(o: &Scripted, name: &str, trigger: &str) {
     let stanza = status_of(o.theirs.path(), &format!("{name}:amd64"));
-    assert_eq!(field(&stanza, "Status").as_deref(), Some("install ok triggers-pending"), "{stanza:?}");
+    assert_eq!(
+        field(&stanza, "Status").as_deref(),
+        Some("install ok triggers-pending"),
+        "{stanza:?}"
+    );
     assert_eq!(field(&stanza, "Triggers-Pending").as_deref(), Some(trigger), "{stanza:?}");
 }
 
 /// Asserts dpkg's last calls.
 fn assert_ends_with(o: &Scripted, last: &[&str]) {
     let done = sequence(o.theirs.path());
-    assert!(done.ends_with(&last.iter().map(|c| c.to_string()).collect::<Vec<_>>()), "{}: dpkg's calls end {last:?}: {done:?}", o.what);
+    assert!(
+        done.ends_with(&last.iter().map(|c| c.to_string()).collect::<Vec<_>>()),
+        "{}: dpkg's calls end {last:?}: {done:?}",
+        o.what
+    );
 }
 
 /// The file-trigger fixture: `scr-ti` declares `interest /usr/share/trig-test` (its postinst
 /// logs `triggered /usr/share/trig-test`); `scr-ta` ships /usr/share/trig-test/ta-file.
 fn trigger_pair(debs: &Debs) -> (PathBuf, PathBuf) {
-    let interested = logging(Pkg::new("scr-ti", "1.0", "amd64"), "scr-ti", "1.0").file("/usr/share/scr-ti/file", b"ti\n", 0o644).member("triggers", b"interest /usr/share/trig-test\n");
-    let activator = logging(Pkg::new("scr-ta", "1.0", "amd64"), "scr-ta", "1.0").file("/usr/share/trig-test/ta-file", b"ta\n", 0o644);
+    let interested = logging(Pkg::new("scr-ti", "1.0", "amd64"), "scr-ti", "1.0")
+        .file("/usr/share/scr-ti/file", b"ti\n", 0o644)
+        .member("triggers", b"interest /usr/share/trig-test\n");
+    let activator = logging(Pkg::new("scr-ta", "1.0", "amd64"), "scr-ta", "1.0").file(
+        "/usr/share/trig-test/ta-file",
+        b"ta\n",
+        0o644,
+    );
     (debs.build(interested), debs.build(activator))
 }
 
@@ -534,18 +702,31 @@ fn a_file_trigger_is_pending_after_the_unpack_and_runs_in_configure() {
     let plain = DbRoot::with_shell();
     dpkg_install(plain.path(), &interested);
     dpkg_unpack(plain.path(), &[&activator]);
-    assert_eq!(sequence(plain.path()).last().unwrap(), "scr-ti_1.0 postinst [triggered] [/usr/share/trig-test]", "plain dpkg --unpack runs the trigger");
+    assert_eq!(
+        sequence(plain.path()).last().unwrap(),
+        "scr-ti_1.0 postinst [triggered] [/usr/share/trig-test]",
+        "plain dpkg --unpack runs the trigger"
+    );
 
     let o = Scripted::new("file trigger");
     o.both(|root| dpkg_install(root, &interested));
-    assert_eq!(content(o.theirs.path(), "var/lib/dpkg/triggers/File"), "/usr/share/trig-test scr-ti\n");
+    assert_eq!(
+        content(o.theirs.path(), "var/lib/dpkg/triggers/File"),
+        "/usr/share/trig-test scr-ti\n"
+    );
     o.unpack(&[&activator], 0);
     assert_pending(&o, "scr-ti", "/usr/share/trig-test");
     let ta = status_of(o.theirs.path(), "scr-ta:amd64");
     assert_eq!(field(&ta, "Triggers-Awaited").as_deref(), Some("scr-ti"), "{ta:?}");
     assert_eq!(unincorp(o.theirs.path()), "");
     o.configure();
-    assert_ends_with(&o, &["scr-ta_1.0 postinst [configure] []", "scr-ti_1.0 postinst [triggered] [/usr/share/trig-test]"]);
+    assert_ends_with(
+        &o,
+        &[
+            "scr-ta_1.0 postinst [configure] []",
+            "scr-ti_1.0 postinst [triggered] [/usr/share/trig-test]",
+        ],
+    );
     assert_eq!(field(&status_of(o.theirs.path(), "scr-ti:amd64"), "Triggers-Pending"), None);
 }
 
@@ -560,7 +741,10 @@ fn an_interest_unpacked_in_the_same_call_is_recorded_and_not_pending() {
     let (interested, activator) = trigger_pair(&debs);
     let o = Scripted::new("interest and activator in one call");
     o.unpack(&[&interested, &activator], 0);
-    assert_eq!(content(o.theirs.path(), "var/lib/dpkg/triggers/File"), "/usr/share/trig-test scr-ti\n");
+    assert_eq!(
+        content(o.theirs.path(), "var/lib/dpkg/triggers/File"),
+        "/usr/share/trig-test scr-ti\n"
+    );
     for key in ["scr-ti:amd64", "scr-ta:amd64"] {
         let stanza = status_of(o.theirs.path(), key);
         assert_eq!(field(&stanza, "Status").as_deref(), Some("install ok unpacked"), "{stanza:?}");
@@ -571,7 +755,15 @@ fn an_interest_unpacked_in_the_same_call_is_recorded_and_not_pending() {
     // call's: the oracle compares that order with ours; here only what was called.
     let mut done = sequence(o.theirs.path());
     done.sort();
-    assert_eq!(done, ["scr-ta_1.0 postinst [configure] []", "scr-ta_1.0 preinst [install]", "scr-ti_1.0 postinst [configure] []", "scr-ti_1.0 preinst [install]"]);
+    assert_eq!(
+        done,
+        [
+            "scr-ta_1.0 postinst [configure] []",
+            "scr-ta_1.0 preinst [install]",
+            "scr-ti_1.0 postinst [configure] []",
+            "scr-ti_1.0 preinst [install]"
+        ]
+    );
 }
 
 /// An explicit trigger: `scr-ei` declares `interest scr-explicit` (dpkg writes
@@ -583,8 +775,16 @@ fn an_interest_unpacked_in_the_same_call_is_recorded_and_not_pending() {
 #[test]
 fn an_explicit_activate_trigger_is_pending_after_the_unpack_and_runs_in_configure() {
     let debs = Debs::new();
-    let interested = debs.build(logging(Pkg::new("scr-ei", "1.0", "amd64"), "scr-ei", "1.0").file("/usr/share/scr-ei/file", b"ei\n", 0o644).member("triggers", b"interest scr-explicit\n"));
-    let activator = debs.build(logging(Pkg::new("scr-ea", "1.0", "amd64"), "scr-ea", "1.0").file("/usr/share/scr-ea/file", b"ea\n", 0o644).member("triggers", b"activate scr-explicit\n"));
+    let interested = debs.build(
+        logging(Pkg::new("scr-ei", "1.0", "amd64"), "scr-ei", "1.0")
+            .file("/usr/share/scr-ei/file", b"ei\n", 0o644)
+            .member("triggers", b"interest scr-explicit\n"),
+    );
+    let activator = debs.build(
+        logging(Pkg::new("scr-ea", "1.0", "amd64"), "scr-ea", "1.0")
+            .file("/usr/share/scr-ea/file", b"ea\n", 0o644)
+            .member("triggers", b"activate scr-explicit\n"),
+    );
     let o = Scripted::new("explicit trigger");
     o.both(|root| dpkg_install(root, &interested));
     assert_eq!(content(o.theirs.path(), "var/lib/dpkg/triggers/scr-explicit"), "scr-ei\n");
@@ -592,7 +792,10 @@ fn an_explicit_activate_trigger_is_pending_after_the_unpack_and_runs_in_configur
     assert_pending(&o, "scr-ei", "scr-explicit");
     assert_eq!(field(&status_of(o.theirs.path(), "scr-ea:amd64"), "Triggers-Awaited"), None);
     o.configure();
-    assert_ends_with(&o, &["scr-ea_1.0 postinst [configure] []", "scr-ei_1.0 postinst [triggered] [scr-explicit]"]);
+    assert_ends_with(
+        &o,
+        &["scr-ea_1.0 postinst [configure] []", "scr-ei_1.0 postinst [triggered] [scr-explicit]"],
+    );
 }
 
 /// A package whose every file a new one takes over (`Replaces`) disappears: after the files,
@@ -602,11 +805,20 @@ fn an_explicit_activate_trigger_is_pending_after_the_unpack_and_runs_in_configur
 fn a_package_whose_files_are_all_taken_calls_its_postrm_disappear() {
     let debs = Debs::new();
     let old = debs.logged("scr-dx", "1.0");
-    let taker = debs.build(logging(Pkg::new("scr-dy", "1.0", "amd64"), "scr-dy", "1.0").field("Replaces", "scr-dx").file("/usr/share/scr-dx/file", b"taken by scr-dy\n", 0o644));
+    let taker = debs.build(
+        logging(Pkg::new("scr-dy", "1.0", "amd64"), "scr-dy", "1.0")
+            .field("Replaces", "scr-dx")
+            .file("/usr/share/scr-dx/file", b"taken by scr-dy\n", 0o644),
+    );
     let o = Scripted::new("postrm disappear");
     o.both(|root| dpkg_install(root, &old));
     o.unpack(&[&taker], 0);
-    o.dpkg_called(&["scr-dx_1.0 preinst [install]", "scr-dx_1.0 postinst [configure] []", "scr-dy_1.0 preinst [install]", "scr-dx_1.0 postrm [disappear] [scr-dy] [1.0]"]);
+    o.dpkg_called(&[
+        "scr-dx_1.0 preinst [install]",
+        "scr-dx_1.0 postinst [configure] []",
+        "scr-dy_1.0 preinst [install]",
+        "scr-dx_1.0 postrm [disappear] [scr-dy] [1.0]",
+    ]);
     let disappear = calls(o.theirs.path()).pop().unwrap();
     assert!(disappear.contains("| package=scr-dx name=postrm "), "{disappear}");
     assert!(status_of(o.theirs.path(), "scr-dx:amd64").is_empty());
@@ -627,11 +839,17 @@ fn a_diversion_the_preinst_adds_applies_to_the_package_s_files() {
         "{}printf '/usr/share/{name}/file\\n/usr/share/{name}/file.real\\n:\\n' >> /var/lib/dpkg/diversions\n",
         logging_script(&format!("{name}_1.0"), "preinst").replace("exit 0\n", "")
     );
-    let pkg = logging(Pkg::new(name, "1.0", "amd64"), name, "1.0").file(&format!("/usr/share/{name}/file"), b"diverted\n", 0o644).script("preinst", &preinst);
+    let pkg = logging(Pkg::new(name, "1.0", "amd64"), name, "1.0")
+        .file(&format!("/usr/share/{name}/file"), b"diverted\n", 0o644)
+        .script("preinst", &preinst);
     let deb = debs.build(pkg);
     let o = Scripted::new("a diversion made by the preinst");
     o.unpack(&[&deb], 0);
-    assert_eq!(content(o.theirs.path(), &format!("usr/share/{name}/file.real")), "diverted\n", "dpkg reads the diversions the preinst made");
+    assert_eq!(
+        content(o.theirs.path(), &format!("usr/share/{name}/file.real")),
+        "diverted\n",
+        "dpkg reads the diversions the preinst made"
+    );
     o.configure();
 }
 
@@ -647,12 +865,20 @@ fn a_statoverride_the_preinst_adds_applies_from_the_next_unpack_as_with_dpkg() {
         "{}echo 'root root 0600 /usr/share/{name}/file' >> /var/lib/dpkg/statoverride\n",
         logging_script(&format!("{name}_1.0"), "preinst").replace("exit 0\n", "")
     );
-    let pkg = logging(Pkg::new(name, "1.0", "amd64"), name, "1.0").file(&format!("/usr/share/{name}/file"), b"private\n", 0o644).script("preinst", &preinst);
+    let pkg = logging(Pkg::new(name, "1.0", "amd64"), name, "1.0")
+        .file(&format!("/usr/share/{name}/file"), b"private\n", 0o644)
+        .script("preinst", &preinst);
     let deb = debs.build(pkg);
     let o = Scripted::new("a statoverride made by the preinst");
     o.unpack(&[&deb], 0);
-    let mode = std::fs::metadata(o.theirs.path().join(format!("usr/share/{name}/file"))).unwrap().permissions();
-    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o7777, 0o644, "dpkg's mode is the archive's");
+    let mode = std::fs::metadata(o.theirs.path().join(format!("usr/share/{name}/file")))
+        .unwrap()
+        .permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o7777,
+        0o644,
+        "dpkg's mode is the archive's"
+    );
     o.configure();
 }
 
@@ -665,7 +891,12 @@ fn a_statoverride_the_preinst_adds_applies_from_the_next_unpack_as_with_dpkg() {
 fn the_new_preinst_runs_from_tmp_ci_beside_its_control_archive_as_under_dpkg() {
     let debs = Debs::new();
     let preinst = "#!/bin/sh\n{ echo \"$0 $*\"; while read -r line; do case \"$line\" in Package:*) echo \"$line\";; esac; done < /var/lib/dpkg/tmp.ci/control; while read -r line; do echo \"$line\"; done < \"${0%/*}/templates\"; } >> /var/log/tmp-ci.log\n";
-    let deb = debs.build(Pkg::new("scr-ci", "1.0", "amd64").file("/usr/share/scr-ci/file", b"1\n", 0o644).script("preinst", preinst).member("templates", b"Template: scr-ci/question\n"));
+    let deb = debs.build(
+        Pkg::new("scr-ci", "1.0", "amd64")
+            .file("/usr/share/scr-ci/file", b"1\n", 0o644)
+            .script("preinst", preinst)
+            .member("templates", b"Template: scr-ci/question\n"),
+    );
     let o = Scripted::new("tmp.ci");
     let host = tempfile::Builder::new().prefix("unpack-host-dir").tempdir().unwrap();
     std::fs::write(host.path().join("keep"), "host file\n").unwrap();
@@ -673,8 +904,18 @@ fn the_new_preinst_runs_from_tmp_ci_beside_its_control_archive_as_under_dpkg() {
     o.unpack(&[&deb], 0);
     let log = |root: &Path| std::fs::read_to_string(root.join("var/log/tmp-ci.log")).unwrap();
     assert_eq!(log(o.ours.path()), log(o.theirs.path()));
-    assert_eq!(log(o.ours.path()), "/var/lib/dpkg/tmp.ci/preinst install\nPackage: scr-ci\nTemplate: scr-ci/question\n");
-    assert_eq!(std::fs::read_dir(host.path()).unwrap().count(), 1, "the host directory behind the planted symlink is untouched");
+    assert_eq!(
+        log(o.ours.path()),
+        "/var/lib/dpkg/tmp.ci/preinst install\nPackage: scr-ci\nTemplate: scr-ci/question\n"
+    );
+    assert_eq!(
+        std::fs::read_dir(host.path()).unwrap().count(),
+        1,
+        "the host directory behind the planted symlink is untouched"
+    );
     assert_eq!(std::fs::read_to_string(host.path().join("keep")).unwrap(), "host file\n");
-    assert!(std::fs::symlink_metadata(o.ours.path().join("var/lib/dpkg/tmp.ci")).is_err(), "nothing is left at tmp.ci");
+    assert!(
+        std::fs::symlink_metadata(o.ours.path().join("var/lib/dpkg/tmp.ci")).is_err(),
+        "nothing is left at tmp.ci"
+    );
 }

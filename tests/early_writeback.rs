@@ -13,7 +13,11 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Unpacks `packages` with `strategy` in the test's own process; returns the result and the
 /// most syncer threads seen while entries were written.
-fn unpack_watching(strategy: &str, packages: &[&str], root: &std::path::Path) -> (unpack::Result<unpack::Report>, usize) {
+fn unpack_watching(
+    strategy: &str,
+    packages: &[&str],
+    root: &std::path::Path,
+) -> (unpack::Result<unpack::Report>, usize) {
     let seen = Arc::new(AtomicUsize::new(0));
     let mut options = unpack::Options::new(unpack::durability::by_name(strategy, 1).unwrap());
     let watch = seen.clone();
@@ -43,10 +47,15 @@ fn a_rolled_back_transaction_stops_its_syncer_too() {
     let fs = scratch("ext4", "defaults");
     let root = fs.subdir("failed");
     // The first package is written, the second breaks off in the middle of its data.
-    let (result, during) = unpack_watching("syncfs", &["many_1.0_all.deb", "truncated-tar.deb"], &root);
+    let (result, during) =
+        unpack_watching("syncfs", &["many_1.0_all.deb", "truncated-tar.deb"], &root);
     assert!(matches!(result, Err(unpack::Error::BadPackage { .. })), "{result:?}");
     assert_eq!(during, 1, "the transaction had started");
-    assert_eq!(threads_left("early-writeback"), 0, "the syncer outlived the rolled-back transaction");
+    assert_eq!(
+        threads_left("early-writeback"),
+        0,
+        "the syncer outlived the rolled-back transaction"
+    );
     assert!(snapshot(&root).is_empty(), "the root is as it was");
 }
 
@@ -55,7 +64,8 @@ fn the_other_strategies_write_back_only_at_their_flushes() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let fs = scratch("ext4", "defaults");
     for strategy in ["none", "fsync", "batch", "writeback", "parallel"] {
-        let (result, during) = unpack_watching(strategy, &["many_1.0_all.deb"], &fs.subdir(strategy));
+        let (result, during) =
+            unpack_watching(strategy, &["many_1.0_all.deb"], &fs.subdir(strategy));
         assert_eq!(result.unwrap().syscalls.syncfs_early, 0, "{strategy}");
         assert_eq!(during, 0, "{strategy} started a syncer");
     }

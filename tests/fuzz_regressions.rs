@@ -32,12 +32,17 @@ fn inputs_that_crashed_a_fuzz_target_are_refused_cleanly_or_unpacked() {
             let input = input.unwrap();
             let name = format!("{target_name}-{}", input.file_name().into_string().unwrap());
             let deb_path = fs.dir.path().join(format!("{name}.deb"));
-            std::fs::write(&deb_path, package(&target_name, std::fs::read(input.path()).unwrap())).unwrap();
+            std::fs::write(&deb_path, package(&target_name, std::fs::read(input.path()).unwrap()))
+                .unwrap();
             let root = fs.subdir(&name);
             let r = unpack(["-s", "none", deb_path.to_str().unwrap(), root.to_str().unwrap()]);
             assert!([0, 1, 3].contains(&r.code), "{name}: exit {}: {}", r.code, r.stderr);
             if r.code != 0 {
-                assert!(snapshot(&root).is_empty(), "{name}: a failed unpack left {:?}", snapshot(&root));
+                assert!(
+                    snapshot(&root).is_empty(),
+                    "{name}: a failed unpack left {:?}",
+                    snapshot(&root)
+                );
             }
             seen += 1;
         }

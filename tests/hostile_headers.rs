@@ -95,7 +95,12 @@ fn tar(recs: Vec<Rec>) -> Vec<u8> {
 /// A root on ext4 with a package already installed (`other`), as an installer meets it.
 fn installed_root(fs: &Scratch, name: &str) -> PathBuf {
     let root = fs.subdir(name);
-    let r = unpack(["-s", "none", fixture("other_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    let r = unpack([
+        "-s",
+        "none",
+        fixture("other_1.0_all.deb").to_str().unwrap(),
+        root.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     root
 }
@@ -106,7 +111,10 @@ const MEMORY_LIMIT: u64 = 512 << 20;
 /// `unpack -s none DEB ROOT` in at most [`MEMORY_LIMIT`] of address space (prlimit, util-linux).
 fn unpack_bounded(deb: &Path, root: &Path) -> Run {
     let limit = format!("--as={MEMORY_LIMIT}");
-    run(std::process::Command::new("prlimit").args([&limit, "--", unpack_bin(), "-s", "none"]).arg(deb).arg(root))
+    run(std::process::Command::new("prlimit")
+        .args([&limit, "--", unpack_bin(), "-s", "none"])
+        .arg(deb)
+        .arg(root))
 }
 
 /// Everything on the scratch filesystem but the root `name`: what no package may change.
@@ -124,7 +132,11 @@ fn assert_refused(fs: &Scratch, name: &str, data_name: &str, data: &[u8], why: &
     let deb = write_deb(fs.dir.path(), &format!("{name}.deb"), data_name, data);
     let r = unpack_bounded(&deb, &root);
     assert_eq!(r.code, 3, "{name}: {}", r.stderr);
-    assert!(r.stderr.starts_with("unpack: error: ") && r.stderr.contains(&format!("{name}.deb")), "{name}: {}", r.stderr);
+    assert!(
+        r.stderr.starts_with("unpack: error: ") && r.stderr.contains(&format!("{name}.deb")),
+        "{name}: {}",
+        r.stderr
+    );
     assert!(r.stderr.contains(why), "{name}: expected '{why}' in: {}", r.stderr);
     assert_same_tree(&snapshot(&root), &before, name);
     assert_same_tree(&beside(fs, name), &beside_before, &format!("{name}: beside the root"));
@@ -157,12 +169,28 @@ fn tar_cut(recs: Vec<Rec>, keep: usize) -> Vec<u8> {
 fn a_size_larger_than_the_data_is_refused() {
     let fs = scratch("ext4", "defaults");
     let claims_4096 = || file("./usr/share/liar", &[b'x'; 4096]);
-    assert_refused(&fs, "short-file", "data.tar", &tar_cut(vec![claims_4096()], 1000), "archive ends after 1000 of 4096 bytes");
+    assert_refused(
+        &fs,
+        "short-file",
+        "data.tar",
+        &tar_cut(vec![claims_4096()], 1000),
+        "archive ends after 1000 of 4096 bytes",
+    );
     // The same lie after a complete file, so that the complete one was already written.
-    let after_good = tar_cut(vec![dir("./usr/share/good/"), file("./usr/share/good/a", b"complete"), claims_4096()], 1000);
-    assert_refused(&fs, "short-after-good", "data.tar", &after_good, "archive ends after 1000 of 4096 bytes");
+    let after_good = tar_cut(
+        vec![dir("./usr/share/good/"), file("./usr/share/good/a", b"complete"), claims_4096()],
+        1000,
+    );
+    assert_refused(
+        &fs,
+        "short-after-good",
+        "data.tar",
+        &after_good,
+        "archive ends after 1000 of 4096 bytes",
+    );
     // A PAX size record overrides the header's: the same lie told there.
-    let pax_lie = tar_cut(vec![pax(&[("size", b"1000000")]), file("./usr/share/liar", &[b'x'; 1000])], 1000);
+    let pax_lie =
+        tar_cut(vec![pax(&[("size", b"1000000")]), file("./usr/share/liar", &[b'x'; 1000])], 1000);
     assert_refused(&fs, "pax-size", "data.tar", &pax_lie, "of 1000000 bytes");
     // A size field that is not a number, and a header whose checksum is wrong.
     let garbage = with(file("./usr/share/x", b"abc"), |h| h.as_old_mut().size = *b"12345678x01\0");
@@ -186,30 +214,56 @@ fn times_out_of_range_are_refused_or_kept_and_never_overflow() {
     let negative = with(file("./usr/share/old", b"x"), |h| h.as_old_mut().mtime = [0xff; 12]);
     assert_refused(&fs, "negative-mtime", "data.tar", &tar(vec![negative]), "mtime out of range");
     // A PAX mtime is signed and exact: 1.5 s before the epoch is kept.
-    let root = assert_unpacked(&fs, "pax-negative-mtime", "data.tar", &tar(vec![pax(&[("mtime", b"-1.5")]), file("./old", b"x")]));
+    let root = assert_unpacked(
+        &fs,
+        "pax-negative-mtime",
+        "data.tar",
+        &tar(vec![pax(&[("mtime", b"-1.5")]), file("./old", b"x")]),
+    );
     assert_eq!(mtime(&root.join("old")), (-2, 500_000_000));
     // The most negative PAX time with a fraction has no second to borrow: refused, not a panic.
     let min = tar(vec![pax(&[("mtime", b"-9223372036854775808.5")]), file("./old", b"x")]);
-    assert_refused(&fs, "pax-min-mtime", "data.tar", &min, "bad PAX record mtime=-9223372036854775808.5");
+    assert_refused(
+        &fs,
+        "pax-min-mtime",
+        "data.tar",
+        &min,
+        "bad PAX record mtime=-9223372036854775808.5",
+    );
     // A time past what the filesystem can hold is clamped by the kernel to its last second
     // (ext4: 2446-05-10), as with GNU tar and dpkg.
-    let huge = with(file("./future", b"x"), |h| h.as_old_mut().mtime = [0x80, 0, 0, 0, 0, 0, 0x01, 0, 0, 0, 0, 0]);
+    let huge = with(file("./future", b"x"), |h| {
+        h.as_old_mut().mtime = [0x80, 0, 0, 0, 0, 0, 0x01, 0, 0, 0, 0, 0]
+    });
     let root = assert_unpacked(&fs, "huge-mtime", "data.tar", &tar(vec![huge]));
     let ext4_last_second = 0x3_7fff_ffff;
     assert_eq!(mtime(&root.join("future")).0, ext4_last_second);
-    let root = assert_unpacked(&fs, "pax-huge-mtime", "data.tar", &tar(vec![pax(&[("mtime", b"99999999999999999")]), file("./future", b"x")]));
+    let root = assert_unpacked(
+        &fs,
+        "pax-huge-mtime",
+        "data.tar",
+        &tar(vec![pax(&[("mtime", b"99999999999999999")]), file("./future", b"x")]),
+    );
     assert_eq!(mtime(&root.join("future")).0, ext4_last_second);
 }
 
 #[test]
 fn ids_beyond_32_bits_are_refused_and_large_ones_kept() {
     let fs = scratch("ext4", "defaults");
-    let base256 = with(file("./usr/share/x", b"x"), |h| h.as_old_mut().uid = [0x80, 0, 0, 0x01, 0, 0, 0, 0]);
-    assert_refused(&fs, "uid-2-to-the-32", "data.tar", &tar(vec![base256]), "uid 4294967296 out of range");
+    let base256 =
+        with(file("./usr/share/x", b"x"), |h| h.as_old_mut().uid = [0x80, 0, 0, 0x01, 0, 0, 0, 0]);
+    assert_refused(
+        &fs,
+        "uid-2-to-the-32",
+        "data.tar",
+        &tar(vec![base256]),
+        "uid 4294967296 out of range",
+    );
     // (uid_t)-1 means "leave unchanged" to chown(2): never a real owner.
     let minus_one = tar(vec![pax(&[("gid", b"4294967295")]), file("./usr/share/x", b"x")]);
     assert_refused(&fs, "gid-minus-one", "data.tar", &minus_one, "gid 4294967295 out of range");
-    let largest = tar(vec![pax(&[("uid", b"4294967294"), ("gid", b"4000000000")]), file("./big-ids", b"x")]);
+    let largest =
+        tar(vec![pax(&[("uid", b"4294967294"), ("gid", b"4000000000")]), file("./big-ids", b"x")]);
     let root = assert_unpacked(&fs, "largest-ids", "data.tar", &largest);
     let m = std::fs::metadata(root.join("big-ids")).unwrap();
     assert_eq!((m.uid(), m.gid()), (4_294_967_294, 4_000_000_000));
@@ -234,7 +288,17 @@ fn malformed_pax_numbers_are_refused_naming_the_entry_and_the_record_as_gnu_tar_
     let fs = scratch("ext4", "defaults");
     // The tar crate parses size, uid and gid itself and, when a value is no number, silently
     // keeps the header's: each of these used to unpack with exit 0.
-    let cases = [("uid", "-5"), ("uid", "abc"), ("uid", "+5"), ("gid", "-5"), ("gid", "abc"), ("size", "-1"), ("size", "abc"), ("size", ""), ("mtime", "abc")];
+    let cases = [
+        ("uid", "-5"),
+        ("uid", "abc"),
+        ("uid", "+5"),
+        ("gid", "-5"),
+        ("gid", "abc"),
+        ("size", "-1"),
+        ("size", "abc"),
+        ("size", ""),
+        ("mtime", "abc"),
+    ];
     for (i, (key, value)) in cases.into_iter().enumerate() {
         let data = tar(vec![pax(&[(key, value.as_bytes())]), file("./usr/share/x", b"abc")]);
         assert!(!gnu_tar_accepts(&data), "GNU tar refuses {key}={value}");
@@ -245,7 +309,12 @@ fn malformed_pax_numbers_are_refused_naming_the_entry_and_the_record_as_gnu_tar_
     // two different packages.
     let twice = tar(vec![pax(&[("size", b"3"), ("size", b"1000")]), file("./usr/share/x", b"abc")]);
     assert_refused(&fs, "pax-size-twice", "data.tar", &twice, "PAX record size given twice");
-    let root = assert_unpacked(&fs, "pax-valid", "data.tar", &tar(vec![pax(&[("uid", b"42"), ("gid", b"43"), ("size", b"3")]), file("./x", b"abc")]));
+    let root = assert_unpacked(
+        &fs,
+        "pax-valid",
+        "data.tar",
+        &tar(vec![pax(&[("uid", b"42"), ("gid", b"43"), ("size", b"3")]), file("./x", b"abc")]),
+    );
     let m = std::fs::metadata(root.join("x")).unwrap();
     assert_eq!((m.uid(), m.gid(), m.len()), (42, 43, 3));
 }
@@ -259,7 +328,8 @@ fn old_style_directory_entries_are_directories_as_with_dpkg_deb() {
         h.set_mode(0o700);
         h.as_old_mut().linkflag = [0];
     });
-    let data = tar(vec![dir("./"), zero, nul, file("./d0/x", b"in d0"), file("./dnul/y", b"in dnul")]);
+    let data =
+        tar(vec![dir("./"), zero, nul, file("./d0/x", b"in d0"), file("./dnul/y", b"in dnul")]);
     let root = assert_unpacked(&fs, "old-style-dirs", "data.tar", &data);
     let deb = write_deb(fs.dir.path(), "old-style-dirs-ref.deb", "data.tar", &data);
     let mut expected = reference_tree(&deb, &fs.path().join("old-style-dirs-ref"));
@@ -291,17 +361,33 @@ fn mode_bits_beyond_07777_are_dropped() {
 #[test]
 fn names_with_newlines_are_kept_255_byte_names_unpacked_and_longer_ones_refused() {
     let fs = scratch("ext4", "defaults");
-    let root = assert_unpacked(&fs, "newline", "data.tar", &tar(vec![file("./two\nlines", b"x"), dir("./and\nthen/")]));
+    let root = assert_unpacked(
+        &fs,
+        "newline",
+        "data.tar",
+        &tar(vec![file("./two\nlines", b"x"), dir("./and\nthen/")]),
+    );
     assert!(root.join("two\nlines").is_file() && root.join("and\nthen").is_dir());
 
     // 4,000 characters in one name: longer than any filesystem allows.
     let one_name = "n".repeat(4000);
     let long = tar(vec![gnu_long_name(one_name.as_bytes()), file("./placeholder", b"x")]);
-    assert_refused(&fs, "4000-byte-name", "data.tar", &long, "a name of 4000 bytes is longer than 255");
+    assert_refused(
+        &fs,
+        "4000-byte-name",
+        "data.tar",
+        &long,
+        "a name of 4000 bytes is longer than 255",
+    );
     // 4,000 characters of path in short names: a deep tree, unpacked as it is.
     let deep = "d123456789/".repeat(363) + "end";
     assert_eq!(deep.len(), 3996);
-    let root = assert_unpacked(&fs, "4000-byte-path", "data.tar", &tar(vec![gnu_long_name(deep.as_bytes()), file("./placeholder", b"deep")]));
+    let root = assert_unpacked(
+        &fs,
+        "4000-byte-path",
+        "data.tar",
+        &tar(vec![gnu_long_name(deep.as_bytes()), file("./placeholder", b"deep")]),
+    );
     assert_eq!(std::fs::read(root.join(&deep)).unwrap(), b"deep");
 
     // 255 bytes is a valid name, but not with the temporary suffix: such a temporary name keeps
@@ -320,7 +406,10 @@ fn names_with_newlines_are_kept_255_byte_names_unpacked_and_longer_ones_refused(
         file("./p", b"in a new tree"),
     ];
     for len in 244..255 {
-        entries.extend([gnu_long_name("e".repeat(len).as_bytes()), file("./p", len.to_string().as_bytes())]);
+        entries.extend([
+            gnu_long_name("e".repeat(len).as_bytes()),
+            file("./p", len.to_string().as_bytes()),
+        ]);
     }
     let root = assert_unpacked(&fs, "255-byte-names", "data.tar", &tar(entries));
     assert_eq!(std::fs::read(root.join(&a)).unwrap(), b"a");
@@ -330,7 +419,13 @@ fn names_with_newlines_are_kept_255_byte_names_unpacked_and_longer_ones_refused(
     }
     assert_eq!(std::fs::read(root.join(&in_tree)).unwrap(), b"in a new tree");
     // A NUL cannot be in a ustar name, but can be in a PAX path.
-    assert_refused(&fs, "nul-in-pax-path", "data.tar", &tar(vec![pax(&[("path", b"usr/a\0b")]), file("./p", b"x")]), "NUL");
+    assert_refused(
+        &fs,
+        "nul-in-pax-path",
+        "data.tar",
+        &tar(vec![pax(&[("path", b"usr/a\0b")]), file("./p", b"x")]),
+        "NUL",
+    );
 }
 
 #[test]
@@ -349,11 +444,35 @@ fn names_the_engine_uses_for_its_temporary_files_are_refused() {
 fn symlink_targets_the_kernel_cannot_store_are_refused_as_the_package_s_fault() {
     let fs = scratch("ext4", "defaults");
     // Both used to reach symlink(2) and fail there, as an I/O error in the root (exit 4).
-    let nul = tar(vec![pax(&[("linkpath", b"usr/a\0b")]), link("./s", EntryType::Symlink, b"placeholder")]);
-    assert_refused(&fs, "nul-in-symlink-target", "data.tar", &nul, "symlink target contains a NUL byte");
-    let long = tar(vec![pax(&[("linkpath", "t/".repeat(2048).as_bytes())]), link("./s", EntryType::Symlink, b"placeholder")]);
-    assert_refused(&fs, "4096-byte-symlink-target", "data.tar", &long, "symlink target of 4096 bytes is longer than 4095");
-    assert_refused(&fs, "empty-symlink-target", "data.tar", &tar(vec![link("./s", EntryType::Symlink, b"")]), "link without a target");
+    let nul = tar(vec![
+        pax(&[("linkpath", b"usr/a\0b")]),
+        link("./s", EntryType::Symlink, b"placeholder"),
+    ]);
+    assert_refused(
+        &fs,
+        "nul-in-symlink-target",
+        "data.tar",
+        &nul,
+        "symlink target contains a NUL byte",
+    );
+    let long = tar(vec![
+        pax(&[("linkpath", "t/".repeat(2048).as_bytes())]),
+        link("./s", EntryType::Symlink, b"placeholder"),
+    ]);
+    assert_refused(
+        &fs,
+        "4096-byte-symlink-target",
+        "data.tar",
+        &long,
+        "symlink target of 4096 bytes is longer than 4095",
+    );
+    assert_refused(
+        &fs,
+        "empty-symlink-target",
+        "data.tar",
+        &tar(vec![link("./s", EntryType::Symlink, b"")]),
+        "link without a target",
+    );
 }
 
 #[test]
@@ -372,7 +491,12 @@ fn hard_links_to_anything_but_an_earlier_entry_are_refused() {
     assert_refused(&fs, "hardlink-to-installed", "data.tar", &to_installed, "not an earlier entry");
 
     // Through a symlink of the package to an earlier file: one inode, as tar makes it.
-    let through = tar(vec![dir("./d/"), file("./d/f", b"data"), link("./s", EntryType::Symlink, b"d"), link("./h", EntryType::Link, b"s/f")]);
+    let through = tar(vec![
+        dir("./d/"),
+        file("./d/f", b"data"),
+        link("./s", EntryType::Symlink, b"d"),
+        link("./h", EntryType::Link, b"s/f"),
+    ]);
     let root = assert_unpacked(&fs, "hardlink-through-symlink", "data.tar", &through);
     let ino = |p: &str| std::fs::symlink_metadata(root.join(p)).unwrap().ino();
     assert_eq!(ino("h"), ino("d/f"));
@@ -384,20 +508,38 @@ fn the_same_path_twice_is_refused_unless_both_are_directories() {
     let fs = scratch("ext4", "defaults");
     let cases: [(&str, Vec<Rec>); 6] = [
         ("file-twice", vec![file("./f", b"one"), file("./f", b"two")]),
-        ("file-then-symlink", vec![file("./f", b"one"), link("./f", EntryType::Symlink, b"elsewhere")]),
+        (
+            "file-then-symlink",
+            vec![file("./f", b"one"), link("./f", EntryType::Symlink, b"elsewhere")],
+        ),
         ("same-path-spelt-differently", vec![file("./usr/f", b"one"), file("/usr//f", b"two")]),
         ("dir-where-a-file-was", vec![file("./f", b"one"), dir("./f/")]),
         ("file-where-a-dir-was", vec![dir("./d/"), file("./d", b"one")]),
-        ("fifo-then-hardlink", vec![rec(b"./p", EntryType::Fifo, b""), link("./p", EntryType::Link, b"./p")]),
+        (
+            "fifo-then-hardlink",
+            vec![rec(b"./p", EntryType::Fifo, b""), link("./p", EntryType::Link, b"./p")],
+        ),
     ];
     for (name, recs) in cases {
         assert_refused(&fs, name, "data.tar", &tar(recs), "the path is already in this package");
     }
     // A file where the package already put entries, its directory implied: the package's
     // fault, not a conflict with a root that had nothing there.
-    assert_refused(&fs, "file-where-an-implied-dir-was", "data.tar", &tar(vec![file("./x/y", b"one"), file("./x", b"two")]), "the path is already in this package");
+    assert_refused(
+        &fs,
+        "file-where-an-implied-dir-was",
+        "data.tar",
+        &tar(vec![file("./x/y", b"one"), file("./x", b"two")]),
+        "the path is already in this package",
+    );
     // A path under what the package made a file: not a directory.
-    assert_refused(&fs, "under-a-file", "data.tar", &tar(vec![file("./f", b"one"), file("./f/g", b"two")]), "'f' is not a directory in this package");
+    assert_refused(
+        &fs,
+        "under-a-file",
+        "data.tar",
+        &tar(vec![file("./f", b"one"), file("./f/g", b"two")]),
+        "'f' is not a directory in this package",
+    );
     // Directories may repeat (packages list parents again); the last one's metadata wins.
     let again = tar(vec![dir("./d/"), with(dir("./d"), |h| h.set_mode(0o700))]);
     let root = assert_unpacked(&fs, "dir-twice", "data.tar", &again);
@@ -477,7 +619,11 @@ fn header_bomb(kind: EntryType, mib: u64) -> Vec<u8> {
 fn a_gigabyte_long_name_or_pax_header_is_refused_in_bounded_memory() {
     let fs = scratch("ext4", "defaults");
     // The tar crate reads these records into memory whole; real ones are a few hundred bytes.
-    for (name, kind) in [("long-name-bomb", EntryType::GNULongName), ("long-link-bomb", EntryType::GNULongLink), ("pax-bomb", EntryType::XHeader)] {
+    for (name, kind) in [
+        ("long-name-bomb", EntryType::GNULongName),
+        ("long-link-bomb", EntryType::GNULongLink),
+        ("pax-bomb", EntryType::XHeader),
+    ] {
         let bomb = header_bomb(kind, 1024);
         assert!(bomb.len() < 256 << 10, "{name}: {} bytes", bomb.len());
         assert_refused(&fs, name, "data.tar.zst", &bomb, "bytes of tar headers");
@@ -486,7 +632,11 @@ fn a_gigabyte_long_name_or_pax_header_is_refused_in_bounded_memory() {
     let root = installed_root(&fs, "control-bomb");
     let before = snapshot(&root);
     let deb = fs.dir.path().join("control-bomb.deb");
-    let members: [(&str, &[u8]); 3] = [("debian-binary", b"2.0\n"), ("control.tar.zst", &header_bomb(EntryType::GNULongName, 1024)), ("data.tar", &tar(vec![]))];
+    let members: [(&str, &[u8]); 3] = [
+        ("debian-binary", b"2.0\n"),
+        ("control.tar.zst", &header_bomb(EntryType::GNULongName, 1024)),
+        ("data.tar", &tar(vec![])),
+    ];
     std::fs::write(&deb, common::deb_builder::ar(&members)).unwrap();
     let r = unpack_bounded(&deb, &root);
     assert_eq!(r.code, 3, "{}", r.stderr);
@@ -495,8 +645,10 @@ fn a_gigabyte_long_name_or_pax_header_is_refused_in_bounded_memory() {
 
     // The bound is on headers only: a 2 MiB md5sums before ./control is read past as data.
     let control = b"Package: big\nVersion: 1\n";
-    let big_md5sums = tar(vec![file("./md5sums", &vec![b'0'; 2 << 20]), file("./control", control)]);
-    let members: [(&str, &[u8]); 3] = [("debian-binary", b"2.0\n"), ("control.tar", &big_md5sums), ("data.tar", &small_tar())];
+    let big_md5sums =
+        tar(vec![file("./md5sums", &vec![b'0'; 2 << 20]), file("./control", control)]);
+    let members: [(&str, &[u8]); 3] =
+        [("debian-binary", b"2.0\n"), ("control.tar", &big_md5sums), ("data.tar", &small_tar())];
     let deb = fs.dir.path().join("big-md5sums.deb");
     std::fs::write(&deb, common::deb_builder::ar(&members)).unwrap();
     let root = fs.subdir("big-md5sums");

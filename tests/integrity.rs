@@ -48,7 +48,11 @@ impl Format {
 
     fn compress(self, data: &[u8]) -> Vec<u8> {
         match self {
-            Gzip => finish(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best()), data, |e| e.finish()),
+            Gzip => finish(
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best()),
+                data,
+                |e| e.finish(),
+            ),
             Xz => finish(liblzma::write::XzEncoder::new(Vec::new(), 6), data, |e| e.finish()),
             XzBlocks => xz_threaded(data, 3, 32 << 10),
             Zstd => {
@@ -56,11 +60,17 @@ impl Format {
                 encoder.include_checksum(true).unwrap();
                 finish(encoder, data, |e| e.finish())
             }
-            Bzip2 => finish(bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best()), data, |e| e.finish()),
+            Bzip2 => finish(
+                bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best()),
+                data,
+                |e| e.finish(),
+            ),
             Lzma => {
                 let options = liblzma::stream::LzmaOptions::new_preset(6).unwrap();
                 let stream = liblzma::stream::Stream::new_lzma_encoder(&options).unwrap();
-                finish(liblzma::write::XzEncoder::new_stream(Vec::new(), stream), data, |e| e.finish())
+                finish(liblzma::write::XzEncoder::new_stream(Vec::new(), stream), data, |e| {
+                    e.finish()
+                })
             }
         }
     }
@@ -73,7 +83,11 @@ impl Format {
             Xz | XzBlocks => {
                 // The footer's backward size gives the index; the last block's check is before it.
                 let footer = end - 12;
-                let index_len = (u32::from_le_bytes(stream[footer + 4..footer + 8].try_into().unwrap()) as usize + 1) * 4;
+                let index_len =
+                    (u32::from_le_bytes(stream[footer + 4..footer + 8].try_into().unwrap())
+                        as usize
+                        + 1)
+                        * 4;
                 let index = footer - index_len;
                 let check_len = match stream[footer + 9] & 0x0f {
                     0x01 => 4,
@@ -81,7 +95,11 @@ impl Format {
                     0x0a => 32,
                     other => panic!("unexpected xz check {other}"),
                 };
-                vec![("last block's check", index - check_len..index), ("index", index..footer), ("footer", footer..end)]
+                vec![
+                    ("last block's check", index - check_len..index),
+                    ("index", index..footer),
+                    ("footer", footer..end),
+                ]
             }
             // XXH64's low 32 bits end the frame.
             Zstd => vec![("content checksum", end - 4..end)],
@@ -97,12 +115,24 @@ impl Format {
     fn is_parallel(stream: &[u8]) -> bool {
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(stream).unwrap();
-        unpack::xz_blocks::open_threads(&file, 0, stream.len() as u64, Arc::new(AtomicU64::new(0)), 2, 1).is_some()
+        unpack::xz_blocks::open_threads(
+            &file,
+            0,
+            stream.len() as u64,
+            Arc::new(AtomicU64::new(0)),
+            2,
+            1,
+        )
+        .is_some()
     }
 }
 
 /// `data` through `encoder`, then `done` to end the stream.
-fn finish<E: Write>(mut encoder: E, data: &[u8], done: impl FnOnce(E) -> std::io::Result<Vec<u8>>) -> Vec<u8> {
+fn finish<E: Write>(
+    mut encoder: E,
+    data: &[u8],
+    done: impl FnOnce(E) -> std::io::Result<Vec<u8>>,
+) -> Vec<u8> {
     encoder.write_all(data).unwrap();
     done(encoder).unwrap()
 }
@@ -114,7 +144,11 @@ fn tar(entries: &[(&str, &[u8])]) -> Vec<u8> {
     for (path, body) in entries {
         let mut header = tar::Header::new_gnu();
         let dir = path.ends_with('/');
-        header.set_entry_type(if dir { tar::EntryType::Directory } else { tar::EntryType::Regular });
+        header.set_entry_type(if dir {
+            tar::EntryType::Directory
+        } else {
+            tar::EntryType::Regular
+        });
         header.set_size(body.len() as u64);
         header.set_mode(if dir { 0o755 } else { 0o644 });
         header.set_uid(0);
@@ -132,14 +166,24 @@ fn tar(entries: &[(&str, &[u8])]) -> Vec<u8> {
 /// of [`Format::XzBlocks`]) whose content depends on the version.
 fn data_tar(version: u64) -> Vec<u8> {
     let text = sample(200_000, version);
-    tar(&[("./", b""), ("./usr/", b""), ("./usr/share/", b""), ("./usr/share/integrity/", b""), ("./usr/share/integrity/file.txt", &text)])
+    tar(&[
+        ("./", b""),
+        ("./usr/", b""),
+        ("./usr/share/", b""),
+        ("./usr/share/integrity/", b""),
+        ("./usr/share/integrity/file.txt", &text),
+    ])
 }
 
 /// The control.tar of version `version`: `./control`, then a `./md5sums` of 60 KB, which the
 /// engine must read through to reach the stream's end.
 fn control_tar(version: u64) -> Vec<u8> {
     let control = format!("Package: integrity\nVersion: {version}.0\nArchitecture: all\n");
-    tar(&[("./", b""), ("./control", control.as_bytes()), ("./md5sums", &sample(60_000, version + 100))])
+    tar(&[
+        ("./", b""),
+        ("./control", control.as_bytes()),
+        ("./md5sums", &sample(60_000, version + 100)),
+    ])
 }
 
 /// A package from its two members, already compressed.
@@ -166,7 +210,13 @@ fn member_tar(which: Member) -> Vec<u8> {
 
 /// The package of version 2 with member `which` as `stream` (compressed as `format`), the
 /// other uncompressed; and the member's name.
-fn package_with(dir: &Path, name: &str, which: Member, format: Format, stream: &[u8]) -> (PathBuf, String) {
+fn package_with(
+    dir: &Path,
+    name: &str,
+    which: Member,
+    format: Format,
+    stream: &[u8],
+) -> (PathBuf, String) {
     let (plain, other, other_tar) = match which {
         Member::Control => ("control.tar", "data.tar", data_tar(2)),
         Member::Data => ("data.tar", "control.tar", control_tar(2)),
@@ -190,7 +240,8 @@ fn unpacked(dir: &Path, name: &str, deb: &Path) -> BTreeMap<PathBuf, Node> {
 
 /// A root with version 1 installed, and its snapshot.
 fn installed_root(dir: &Path) -> (PathBuf, BTreeMap<PathBuf, Node>) {
-    let v1 = package(dir, "integrity_1", ("control.tar", &control_tar(1)), ("data.tar", &data_tar(1)));
+    let v1 =
+        package(dir, "integrity_1", ("control.tar", &control_tar(1)), ("data.tar", &data_tar(1)));
     let before = unpacked(dir, "root", &v1);
     (dir.join("root"), before)
 }
@@ -209,11 +260,21 @@ fn dpkg_deb_accepts(deb: &Path, which: Member, out: &Path) -> bool {
 
 /// `deb` into `root`: exit 3, naming the package and `member` and saying `says`, and the
 /// root as `before`.
-fn assert_refused(deb: &Path, member: &str, root: &Path, before: &BTreeMap<PathBuf, Node>, says: &str) {
+fn assert_refused(
+    deb: &Path,
+    member: &str,
+    root: &Path,
+    before: &BTreeMap<PathBuf, Node>,
+    says: &str,
+) {
     let r = unpack(["-q", "-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
     let what = deb.file_name().unwrap().to_string_lossy();
     assert_eq!(r.code, 3, "{what}: {}", r.stderr);
-    assert!(r.stderr.contains(&format!("{}: {member}: ", deb.display())), "{what}: names the member: {}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("{}: {member}: ", deb.display())),
+        "{what}: names the member: {}",
+        r.stderr
+    );
     assert!(r.stderr.contains(says), "{what}: says '{says}': {}", r.stderr);
     assert_same_tree(&snapshot(root), before, &what);
     assert!(leftover_temps(root).is_empty(), "{what}: temporary files left");
@@ -239,8 +300,13 @@ fn flipped_checks_are_refused(which: Member, formats: &[Format]) {
     let oracle = has_dpkg_deb();
     for &format in formats {
         let stream = format.compress(&member_tar(which));
-        assert_eq!(Format::is_parallel(&stream), format == XzBlocks, "{format:?}: which xz reader takes it");
-        let (good, _) = package_with(dir.path(), &format!("good-{format:?}"), which, format, &stream);
+        assert_eq!(
+            Format::is_parallel(&stream),
+            format == XzBlocks,
+            "{format:?}: which xz reader takes it"
+        );
+        let (good, _) =
+            package_with(dir.path(), &format!("good-{format:?}"), which, format, &stream);
         unpacked(dir.path(), &format!("fresh-{format:?}"), &good);
         for (region, bytes) in format.checks(&stream) {
             for at in bytes {
@@ -252,7 +318,10 @@ fn flipped_checks_are_refused(which: Member, formats: &[Format]) {
                 // dpkg refuses a control.tar.bz2 however sound (dpkg-deb -e fails on the good
                 // package too), so it says nothing about its checks.
                 if oracle && !(which == Member::Control && format == Bzip2) {
-                    assert!(!dpkg_deb_accepts(&deb, which, &dir.path().join("dpkg")), "{name}: dpkg-deb accepts it");
+                    assert!(
+                        !dpkg_deb_accepts(&deb, which, &dir.path().join("dpkg")),
+                        "{name}: dpkg-deb accepts it"
+                    );
                 }
             }
         }
@@ -282,18 +351,38 @@ fn what_follows_the_tar_archive_is_ignored_as_dpkg_deb_does_but_read_to_the_chec
     let mut padded = data_tar(2);
     padded.extend_from_slice(&sample(100_000, 99));
     for format in [Gzip, Xz, XzBlocks, Zstd, Bzip2, Lzma] {
-        let (plain, _) = package_with(dir.path(), &format!("plain-{format:?}"), Member::Data, format, &format.compress(&data_tar(2)));
+        let (plain, _) = package_with(
+            dir.path(),
+            &format!("plain-{format:?}"),
+            Member::Data,
+            format,
+            &format.compress(&data_tar(2)),
+        );
         let stream = format.compress(&padded);
-        let (deb, member) = package_with(dir.path(), &format!("tail-{format:?}"), Member::Data, format, &stream);
+        let (deb, member) =
+            package_with(dir.path(), &format!("tail-{format:?}"), Member::Data, format, &stream);
         let what = format!("{format:?} with 100 KB after the tar archive");
-        assert_same_tree(&unpacked(dir.path(), &format!("tail-{format:?}"), &deb), &unpacked(dir.path(), &format!("plain-{format:?}"), &plain), &what);
+        assert_same_tree(
+            &unpacked(dir.path(), &format!("tail-{format:?}"), &deb),
+            &unpacked(dir.path(), &format!("plain-{format:?}"), &plain),
+            &what,
+        );
         if has_dpkg_deb() {
-            assert!(dpkg_deb_accepts(&deb, Member::Data, &dir.path().join("dpkg")), "{what}: dpkg-deb refuses it");
+            assert!(
+                dpkg_deb_accepts(&deb, Member::Data, &dir.path().join("dpkg")),
+                "{what}: dpkg-deb refuses it"
+            );
         }
         let (region, bytes) = format.checks(&stream).swap_remove(0);
         let mut flipped = stream.clone();
         flipped[bytes.start] ^= 0x01;
-        let (deb, _) = package_with(dir.path(), &format!("tail-flipped-{format:?}"), Member::Data, format, &flipped);
+        let (deb, _) = package_with(
+            dir.path(),
+            &format!("tail-flipped-{format:?}"),
+            Member::Data,
+            format,
+            &flipped,
+        );
         assert_refused(&deb, &member, &root, &before, mismatch_words(format, region));
     }
 }
@@ -314,16 +403,28 @@ fn a_tail_longer_than_the_bound_is_refused_in_bounded_memory() {
         Zstd.compress(&tar)
     };
     // The tar reader stops after the first end block; 10 KiB of the record's padding follow.
-    let (within, _) = package_with(dir.path(), "within", Member::Data, Zstd, &with_tail(bound - (64 << 10)));
-    let (plain, _) = package_with(dir.path(), "plain", Member::Data, Zstd, &Zstd.compress(&data_tar(2)));
-    assert_same_tree(&unpacked(dir.path(), "within", &within), &unpacked(dir.path(), "plain", &plain), "a tail within the bound");
+    let (within, _) =
+        package_with(dir.path(), "within", Member::Data, Zstd, &with_tail(bound - (64 << 10)));
+    let (plain, _) =
+        package_with(dir.path(), "plain", Member::Data, Zstd, &Zstd.compress(&data_tar(2)));
+    assert_same_tree(
+        &unpacked(dir.path(), "within", &within),
+        &unpacked(dir.path(), "plain", &plain),
+        "a tail within the bound",
+    );
 
     let beyond = with_tail(bound + (1 << 20));
     assert!(beyond.len() < 64 << 10, "a bomb: {} bytes", beyond.len());
     let (deb, member) = package_with(dir.path(), "beyond", Member::Data, Zstd, &beyond);
     assert_refused(&deb, &member, &root, &before, "MiB follow the end of the tar archive");
     let peak = dir.path().join("peak");
-    let r = run(Command::new("/usr/bin/time").args(["-f", "%M", "-o"]).arg(&peak).arg(unpack_bin()).args(["-q", "-s", "none"]).arg(&deb).arg(&root));
+    let r = run(Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&peak)
+        .arg(unpack_bin())
+        .args(["-q", "-s", "none"])
+        .arg(&deb)
+        .arg(&root));
     assert_eq!(r.code, 3, "{}", r.stderr);
     // GNU time says "Command exited with non-zero status 3" on a line of its own first.
     let kib: u64 = std::fs::read_to_string(&peak).unwrap().lines().last().unwrap().parse().unwrap();
@@ -332,8 +433,13 @@ fn a_tail_longer_than_the_bound_is_refused_in_bounded_memory() {
     // An uncompressed member has no checks to reach: its tail is not read at all.
     let mut tar = data_tar(2);
     tar.resize(tar.len() + bound + (1 << 20), 0);
-    let deb = package(dir.path(), "plain-tail", ("control.tar", &control_tar(2)), ("data.tar", &tar));
-    assert_same_tree(&unpacked(dir.path(), "plain-tail", &deb), &unpacked(dir.path(), "plain-zst", &plain), "an uncompressed member's tail");
+    let deb =
+        package(dir.path(), "plain-tail", ("control.tar", &control_tar(2)), ("data.tar", &tar));
+    assert_same_tree(
+        &unpacked(dir.path(), "plain-tail", &deb),
+        &unpacked(dir.path(), "plain-zst", &plain),
+        "an uncompressed member's tail",
+    );
 }
 
 /// Inside the member, after the compressed stream: dpkg-deb ignores anything there (it reads
@@ -347,15 +453,30 @@ fn bytes_after_the_compressed_stream_are_refused() {
     let (root, before) = installed_root(dir.path());
     for format in [Gzip, Xz, XzBlocks, Zstd, Bzip2, Lzma] {
         let stream = format.compress(&data_tar(2));
-        let second = format.compress(&tar(&[("./usr/share/integrity/second.txt", b"from the second stream\n")]));
-        for (tail, bytes) in [("junk", b"GARBAGE!".repeat(8)), ("zeros", vec![0; 16]), ("second-stream", second)] {
+        let second = format
+            .compress(&tar(&[("./usr/share/integrity/second.txt", b"from the second stream\n")]));
+        for (tail, bytes) in
+            [("junk", b"GARBAGE!".repeat(8)), ("zeros", vec![0; 16]), ("second-stream", second)]
+        {
             if format == Gzip && tail == "second-stream" {
                 continue; // another member: the next test
             }
             let mut member = stream.clone();
             member.extend_from_slice(&bytes);
-            let (deb, name) = package_with(dir.path(), &format!("{format:?}-{tail}"), Member::Data, format, &member);
-            assert_refused(&deb, &name, &root, &before, &format!("{} bytes follow the end of the compressed stream", bytes.len()));
+            let (deb, name) = package_with(
+                dir.path(),
+                &format!("{format:?}-{tail}"),
+                Member::Data,
+                format,
+                &member,
+            );
+            assert_refused(
+                &deb,
+                &name,
+                &root,
+                &before,
+                &format!("{} bytes follow the end of the compressed stream", bytes.len()),
+            );
         }
     }
 }
@@ -373,7 +494,11 @@ fn a_gzip_member_after_another_continues_the_stream() {
     let ours = unpacked(dir.path(), "two", &deb);
     assert_same_tree(&ours, &unpacked(dir.path(), "one", &plain), "two gzip members");
     if has_dpkg_deb() {
-        assert_same_tree(&ours, &reference_tree(&deb, &dir.path().join("dpkg")), "two gzip members against dpkg-deb -x");
+        assert_same_tree(
+            &ours,
+            &reference_tree(&deb, &dir.path().join("dpkg")),
+            "two gzip members against dpkg-deb -x",
+        );
     }
 }
 
@@ -384,16 +509,37 @@ fn a_gzip_member_after_another_continues_the_stream() {
 fn a_check_that_fails_after_the_last_entry_rolls_the_whole_transaction_back() {
     let dir = tempfile::tempdir().unwrap();
     let (root, before) = installed_root(dir.path());
-    let other = tar(&[("./", b""), ("./usr/", b""), ("./usr/share/", b""), ("./usr/share/other.txt", b"another package\n")]);
-    let first = package(dir.path(), "other_1", ("control.tar", &control_tar(1)), ("data.tar.xz", &Xz.compress(&other)));
+    let other = tar(&[
+        ("./", b""),
+        ("./usr/", b""),
+        ("./usr/share/", b""),
+        ("./usr/share/other.txt", b"another package\n"),
+    ]);
+    let first = package(
+        dir.path(),
+        "other_1",
+        ("control.tar", &control_tar(1)),
+        ("data.tar.xz", &Xz.compress(&other)),
+    );
     let mut stream = XzBlocks.compress(&data_tar(2));
     let (_, bytes) = XzBlocks.checks(&stream).swap_remove(2);
     stream[bytes.start] ^= 0x01; // the footer, read last
     let (second, member) = package_with(dir.path(), "integrity_2", Member::Data, XzBlocks, &stream);
     for strategy in ["fsync", "syncfs"] {
-        let r = unpack(["-q", "-s", strategy, first.to_str().unwrap(), second.to_str().unwrap(), root.to_str().unwrap()]);
+        let r = unpack([
+            "-q",
+            "-s",
+            strategy,
+            first.to_str().unwrap(),
+            second.to_str().unwrap(),
+            root.to_str().unwrap(),
+        ]);
         assert_eq!(r.code, 3, "{strategy}: {}", r.stderr);
-        assert!(r.stderr.contains(&format!("{}: {member}: ", second.display())), "{strategy}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("{}: {member}: ", second.display())),
+            "{strategy}: {}",
+            r.stderr
+        );
         assert_same_tree(&snapshot(&root), &before, strategy);
         assert!(leftover_temps(&root).is_empty(), "{strategy}: temporary files left");
     }

@@ -22,7 +22,9 @@ fn journal(magic: &str, records: &[String]) -> Vec<u8> {
         body.extend_from_slice(r.as_bytes());
         body.push(b'\n');
     }
-    let sum = body.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let sum = body
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     let mut out = body;
     out.extend_from_slice(format!("E {} {sum:016x}\n", records.len()).as_bytes());
     out
@@ -65,7 +67,12 @@ fn trapped(fs: &Scratch, name: &str) -> (PathBuf, PathBuf) {
     for dir in [root.join("usr/bin"), root.join("etc"), root.join("sub/dir"), host.join("empty")] {
         std::fs::create_dir_all(dir).unwrap();
     }
-    for file in [root.join("usr/bin/tool.unpack-new"), root.join("sub/dir/f.unpack-new"), host.join("secret"), host.join("secret.unpack-new")] {
+    for file in [
+        root.join("usr/bin/tool.unpack-new"),
+        root.join("sub/dir/f.unpack-new"),
+        host.join("secret"),
+        host.join("secret.unpack-new"),
+    ] {
         std::fs::write(file, b"data").unwrap();
     }
     symlink(format!("../{name}-host"), root.join("link")).unwrap();
@@ -84,7 +91,10 @@ fn a_planted_journal_with_names_that_leave_their_directory_changes_nothing_outsi
         vec![
             ("absolute temporary name", format!("R . {h}/secret.unpack-new stolen 0")),
             ("absolute name", format!("R usr/bin tool.unpack-new {h}/secret 0")),
-            ("name with '/' through a symlink of the root", "R . link/secret.unpack-new link/secret 0".to_string()),
+            (
+                "name with '/' through a symlink of the root",
+                "R . link/secret.unpack-new link/secret 0".to_string(),
+            ),
             ("name with '..'", "R usr/bin tool.unpack-new ../../../x-host/secret 0".to_string()),
             ("temporary name '..'", "R . .. x 0".to_string()),
             ("temporary name without the suffix", "R abs secret secret2 0".to_string()),
@@ -95,20 +105,35 @@ fn a_planted_journal_with_names_that_leave_their_directory_changes_nothing_outsi
         for (i, (what, record)) in cases(Path::new("/HOST")).into_iter().enumerate() {
             let name = format!("{}-{i}", if run { "r" } else { "u" });
             let (root, host) = trapped(&fs, &name);
-            let record = record.replace("/HOST", host.to_str().unwrap()).replace("x-host", &format!("{name}-host"));
+            let record = record
+                .replace("/HOST", host.to_str().unwrap())
+                .replace("x-host", &format!("{name}-host"));
             plant(&root, &journal(MAGIC, &["P evil%201.0".to_string(), record.clone()]));
             let before = snapshot(&host);
             let r = if run {
                 recover(&root)
             } else {
-                unpack(["-q", "-s", "none", fixture("other_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()])
+                unpack([
+                    "-q",
+                    "-s",
+                    "none",
+                    fixture("other_1.0_all.deb").to_str().unwrap(),
+                    root.to_str().unwrap(),
+                ])
             };
             assert_same_tree(&snapshot(&host), &before, &format!("{mode}, {what}: {record}"));
             assert_eq!(r.code, 0, "{mode}, {what}: {}", r.stderr);
             let said = if run { &r.stdout } else { &r.stderr };
-            assert!(said.contains("was damaged (") && said.contains("discarded"), "{mode}, {what}: {said}");
+            assert!(
+                said.contains("was damaged (") && said.contains("discarded"),
+                "{mode}, {what}: {said}"
+            );
             // Rolled back instead: the root's own temporary names are gone.
-            assert!(leftover_temps(&root).is_empty(), "{mode}, {what}: {:?}", leftover_temps(&root));
+            assert!(
+                leftover_temps(&root).is_empty(),
+                "{mode}, {what}: {:?}",
+                leftover_temps(&root)
+            );
         }
     }
 }
@@ -121,7 +146,11 @@ fn a_journal_directory_that_is_a_symlink_now_is_refused_and_nothing_is_renamed()
     let fs = scratch("ext4", "defaults");
     for (i, dir) in ["inside", "abs", "link", "sub/dir/../dir"].into_iter().enumerate() {
         let (root, host) = trapped(&fs, &format!("s{i}"));
-        let records = ["R usr/bin tool.unpack-new tool 0".to_string(), format!("R {dir} f.unpack-new f 0"), format!("R {dir} secret.unpack-new secret 0")];
+        let records = [
+            "R usr/bin tool.unpack-new tool 0".to_string(),
+            format!("R {dir} f.unpack-new f 0"),
+            format!("R {dir} secret.unpack-new secret 0"),
+        ];
         plant(&root, &journal(MAGIC, &records));
         let (root_before, host_before) = (snapshot(&root), snapshot(&host));
         let r = recover(&root);
@@ -134,7 +163,14 @@ fn a_journal_directory_that_is_a_symlink_now_is_refused_and_nothing_is_renamed()
         }
         assert_eq!(r.code, 4, "{dir}: {}", r.stderr);
         let first = dir.split('/').next().unwrap();
-        assert!(r.stderr.contains(&format!("{}: opening a directory the journal names: a symlink now", root.join(first).display())), "{dir}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!(
+                "{}: opening a directory the journal names: a symlink now",
+                root.join(first).display()
+            )),
+            "{dir}: {}",
+            r.stderr
+        );
         // Not even the rename in a directory that resolves: nothing happens before all do.
         assert_same_tree(&snapshot(&root), &root_before, dir);
     }
@@ -152,16 +188,25 @@ fn an_older_journal_with_a_directory_metadata_record_is_damaged_and_changes_noth
     }
     for magic in ["unpack-journal 1", MAGIC] {
         // The root's own directory, one of the root's, one through a symlink to the host.
-        let records = ["M . 777 1000 1000 0 0", "M etc 4777 1000 1000 0 0", "M link 777 1000 1000 0 0"];
+        let records =
+            ["M . 777 1000 1000 0 0", "M etc 4777 1000 1000 0 0", "M link 777 1000 1000 0 0"];
         plant(&root, &journal(magic, &records.map(String::from)));
         let (root_before, host_before) = (snapshot(&root), snapshot(&host));
         let r = recover(&root);
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert!(r.stdout.contains("damaged ("), "{magic}: {}", r.stdout);
         let etc = std::fs::metadata(root.join("etc")).unwrap();
-        assert_eq!((etc.mode() & 0o7777, etc.uid()), (0o755, 0), "{magic}: etc keeps its mode and owner");
+        assert_eq!(
+            (etc.mode() & 0o7777, etc.uid()),
+            (0o755, 0),
+            "{magic}: etc keeps its mode and owner"
+        );
         let top = std::fs::metadata(&root).unwrap();
-        assert_eq!((top.mode() & 0o7777, top.uid()), (0o755, 0), "{magic}: the root keeps its mode and owner");
+        assert_eq!(
+            (top.mode() & 0o7777, top.uid()),
+            (0o755, 0),
+            "{magic}: the root keeps its mode and owner"
+        );
         assert_same_tree(&snapshot(&host), &host_before, magic);
         // The rollback removed the root's temporary names and nothing else.
         let mut expected = root_before;
@@ -181,11 +226,20 @@ fn an_oversized_journal_is_damaged_without_being_read_whole() {
     let fs = scratch("ext4", "defaults");
     let (root, _) = trapped(&fs, "big");
     plant(&root, &journal(MAGIC, &[]));
-    let txn = std::fs::OpenOptions::new().write(true).open(root.join("var/lib/unpack/txn")).unwrap();
+    let txn =
+        std::fs::OpenOptions::new().write(true).open(root.join("var/lib/unpack/txn")).unwrap();
     txn.set_len(4 << 30).unwrap();
-    let r = run(Command::new("prlimit").arg("--as=2147483648").arg(unpack_bin()).arg("--recover").arg(&root));
+    let r = run(Command::new("prlimit")
+        .arg("--as=2147483648")
+        .arg(unpack_bin())
+        .arg("--recover")
+        .arg(&root));
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("damaged (") && r.stdout.contains("more than the 268435456"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("damaged (") && r.stdout.contains("more than the 268435456"),
+        "{}",
+        r.stdout
+    );
 }
 
 /// A directory the engine can never have written into: deeper than an entry may be.
@@ -197,7 +251,13 @@ fn mkdir_chain(top: &Path, depth: usize, leaf: &str) {
         rustix::fs::mkdirat(&dir, "d", Mode::from_raw_mode(0o755)).unwrap();
         dir = rustix::fs::openat(&dir, "d", flags, Mode::empty()).unwrap();
     }
-    let f = rustix::fs::openat(dir.as_fd(), leaf, OFlags::WRONLY | OFlags::CREATE, Mode::from_raw_mode(0o644)).unwrap();
+    let f = rustix::fs::openat(
+        dir.as_fd(),
+        leaf,
+        OFlags::WRONLY | OFlags::CREATE,
+        Mode::from_raw_mode(0o644),
+    )
+    .unwrap();
     drop(f);
 }
 
@@ -215,11 +275,17 @@ fn entry_depth_is_capped_and_recovery_survives_a_hostile_root_of_any_depth() {
         tar.into_inner().unwrap()
     };
     let deepest = "d/".repeat(2047) + "f";
-    let ok = common::deb_builder::write_deb(fs.path(), "deepest.deb", "data.tar", &builder(&deepest));
+    let ok =
+        common::deb_builder::write_deb(fs.path(), "deepest.deb", "data.tar", &builder(&deepest));
     let root = fs.subdir("deepest");
     let r = unpack(["-q", "-s", "none", ok.to_str().unwrap(), root.to_str().unwrap()]);
     assert_eq!(r.code, 0, "2,048 names: {}", &r.stderr[..r.stderr.len().min(300)]);
-    let too_deep = common::deb_builder::write_deb(fs.path(), "too-deep.deb", "data.tar", &builder(&("d/".repeat(2048) + "f")));
+    let too_deep = common::deb_builder::write_deb(
+        fs.path(),
+        "too-deep.deb",
+        "data.tar",
+        &builder(&("d/".repeat(2048) + "f")),
+    );
     let root = fs.subdir("too-deep");
     let r = unpack(["-q", "-s", "none", too_deep.to_str().unwrap(), root.to_str().unwrap()]);
     assert_eq!(r.code, 3, "2,049 names: {}", r.stderr);
@@ -242,7 +308,11 @@ fn entry_depth_is_capped_and_recovery_survives_a_hostile_root_of_any_depth() {
     }
     plant_intent(&root);
     // A low soft limit on descriptors: recovery must not need one per level.
-    let r = run(Command::new("prlimit").arg("--nofile=256").arg(unpack_bin()).arg("--recover").arg(&root));
+    let r = run(Command::new("prlimit")
+        .arg("--nofile=256")
+        .arg(unpack_bin())
+        .arg("--recover")
+        .arg(&root));
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("write phase"), "{}", r.stdout);
     assert!(!root.join("tree.unpack-new").exists(), "the temporary tree is removed at any depth");
@@ -250,7 +320,10 @@ fn entry_depth_is_capped_and_recovery_survives_a_hostile_root_of_any_depth() {
     assert!(root.join("plain/d").is_dir(), "what is not the engine's stays");
     for branch in ["a", "b"] {
         let bottom = fork.join(branch).join("d/".repeat(100));
-        assert!(bottom.is_dir() && !bottom.join("t.unpack-new").exists(), "{branch}: removed below a level opened again");
+        assert!(
+            bottom.is_dir() && !bottom.join("t.unpack-new").exists(),
+            "{branch}: removed below a level opened again"
+        );
     }
     // Again, now with nothing to remove: still no overflow.
     plant_intent(&root);
@@ -295,7 +368,10 @@ fn recovery_never_crosses_a_bind_mount_of_the_same_filesystem() {
     std::fs::remove_dir_all(root.join("new.unpack-new")).unwrap();
     let r = recover(&root);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(host.join("secret.unpack-new").exists(), "a host file behind a bind mount is not the engine's");
+    assert!(
+        host.join("secret.unpack-new").exists(),
+        "a host file behind a bind mount is not the engine's"
+    );
     assert_same_tree(&snapshot(&host), &before, "rollback past a bind mount");
 
     std::fs::create_dir_all(root.join("new.unpack-new/mnt")).unwrap();
@@ -303,7 +379,11 @@ fn recovery_never_crosses_a_bind_mount_of_the_same_filesystem() {
     plant_intent(&root);
     let r = recover(&root);
     assert_eq!(r.code, 4, "{}", r.stderr);
-    assert!(r.stderr.contains("new.unpack-new: removing a temporary name") && r.stderr.contains("busy"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("new.unpack-new: removing a temporary name") && r.stderr.contains("busy"),
+        "{}",
+        r.stderr
+    );
     assert_same_tree(&snapshot(&host), &before, "removing a temporary tree holding a bind mount");
 }
 
@@ -315,22 +395,49 @@ fn recovery_never_crosses_a_bind_mount_of_the_same_filesystem() {
 fn a_user_s_failed_barrier_removes_a_new_tree_holding_a_0500_directory() {
     let fs = scratch("ext4", "defaults");
     let mut tar = tar::Builder::new(Vec::new());
-    for (path, mode, data) in [("./top/", 0o755, None), ("./top/ro/", 0o500, None), ("./top/ro/file", 0o644, Some(&b"data"[..])), ("./top/ro/sub/", 0o500, None)] {
+    for (path, mode, data) in [
+        ("./top/", 0o755, None),
+        ("./top/ro/", 0o500, None),
+        ("./top/ro/file", 0o644, Some(&b"data"[..])),
+        ("./top/ro/sub/", 0o500, None),
+    ] {
         let kind = if data.is_some() { tar::EntryType::Regular } else { tar::EntryType::Directory };
         let mut h = header(kind, mode, data.map_or(0, |d| d.len() as u64));
         tar.append_data(&mut h, path, data.unwrap_or_default()).unwrap();
     }
     let nobody = ForNobody::new(&[]);
-    let deb = common::deb_builder::write_deb(nobody.dir.path(), "ro.deb", "data.tar", &tar.into_inner().unwrap());
+    let deb = common::deb_builder::write_deb(
+        nobody.dir.path(),
+        "ro.deb",
+        "data.tar",
+        &tar.into_inner().unwrap(),
+    );
     std::fs::set_permissions(&deb, std::fs::Permissions::from_mode(0o644)).unwrap();
     let root = fs.subdir("root");
     std::os::unix::fs::chown(&root, Some(65534), Some(65534)).unwrap();
     let mut cmd = Command::new("strace");
-    cmd.args(["-f", "-o", "/dev/null", "-e", "trace=syncfs", "-e", "inject=syncfs:error=EIO", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+    cmd.args([
+        "-f",
+        "-o",
+        "/dev/null",
+        "-e",
+        "trace=syncfs",
+        "-e",
+        "inject=syncfs:error=EIO",
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+    ]);
     let r = run(cmd.arg(nobody.path("unpack")).args(["-q", "-s", "syncfs"]).arg(&deb).arg(&root));
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(r.stderr.contains("syncfs") && r.stderr.contains("Input/output error"), "{}", r.stderr);
-    assert!(snapshot(&root).is_empty(), "the new tree is gone: {:?}", snapshot(&root).keys().collect::<Vec<_>>());
+    assert!(
+        snapshot(&root).is_empty(),
+        "the new tree is gone: {:?}",
+        snapshot(&root).keys().collect::<Vec<_>>()
+    );
     let r = run(nobody.command("unpack").args(["-q", "-s", "syncfs"]).arg(&deb).arg(&root));
     assert_eq!(r.code, 0, "the retry: {}", r.stderr);
     assert_eq!(std::fs::read(root.join("top/ro/file")).unwrap(), b"data");
@@ -343,7 +450,8 @@ fn a_user_s_failed_barrier_removes_a_new_tree_holding_a_0500_directory() {
     std::fs::write(crashed.join("ro/file"), b"data").unwrap();
     std::fs::write(root.join("var/lib/unpack/intent"), b"").unwrap();
     for (path, mode) in [("ro/sub", 0o500), ("ro", 0o500), ("x", 0o000), ("", 0o500)] {
-        std::fs::set_permissions(crashed.join(path), std::fs::Permissions::from_mode(mode)).unwrap();
+        std::fs::set_permissions(crashed.join(path), std::fs::Permissions::from_mode(mode))
+            .unwrap();
     }
     let r = run(Command::new("chown").arg("-R").arg("65534:65534").arg(&root));
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -373,8 +481,14 @@ fn the_journal_s_removal_is_made_durable_before_exit() {
         let lines: Vec<&str> = text.lines().collect();
         let state = format!("<{}>", root.join("var/lib/unpack").display());
         // The unlink that removed it (recovery, before the transaction, finds none: ENOENT).
-        let removed = |l: &&str| l.contains("unlinkat(") && l.contains(&state) && l.contains("\"txn\", 0) = 0");
-        let unlink = lines.iter().position(removed).unwrap_or_else(|| panic!("no unlink of txn:\n{text}"));
-        assert!(lines[unlink..].iter().any(|l| l.contains("fsync(") && l.contains(&state)), "{strategy}: no fsync of the state directory after the journal's unlink:\n{text}");
+        let removed = |l: &&str| {
+            l.contains("unlinkat(") && l.contains(&state) && l.contains("\"txn\", 0) = 0")
+        };
+        let unlink =
+            lines.iter().position(removed).unwrap_or_else(|| panic!("no unlink of txn:\n{text}"));
+        assert!(
+            lines[unlink..].iter().any(|l| l.contains("fsync(") && l.contains(&state)),
+            "{strategy}: no fsync of the state directory after the journal's unlink:\n{text}"
+        );
     }
 }

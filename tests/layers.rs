@@ -28,7 +28,8 @@ fn the_scanner_sees_grouped_inline_and_super_paths() {
     let file = "use crate::{root::Root, durability::{Directory, TempFile}};\n\
                 fn f() { crate::journal::x(); let _ = super::super::deb::y; }\n\
                 // crate::report in a comment is not a use\n";
-    let modules: BTreeSet<String> = ["root", "durability", "journal", "deb", "report", "extract"].map(String::from).into();
+    let modules: BTreeSet<String> =
+        ["root", "durability", "journal", "deb", "report", "extract"].map(String::from).into();
     let named = names_in(file, &["durability".into(), "fsync".into()], &modules);
     assert_eq!(named, ["deb", "durability", "journal", "root"].map(String::from).into());
     let mut graph = Graph::new();
@@ -42,11 +43,13 @@ fn the_scanner_sees_grouped_inline_and_super_paths() {
 
 fn module_graph(src: &Path) -> Graph {
     let files = rust_files(src);
-    let modules: BTreeSet<String> = files.iter().filter_map(|(path, _)| path.first().cloned()).collect();
+    let modules: BTreeSet<String> =
+        files.iter().filter_map(|(path, _)| path.first().cloned()).collect();
     let mut graph = Graph::new();
     for (path, file) in &files {
         let Some(top) = path.first() else { continue };
-        let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let text =
+            std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         let named = names_in(&text, path, &modules);
         graph.entry(top.clone()).or_default().extend(named.into_iter().filter(|m| m != top));
     }
@@ -68,10 +71,14 @@ fn rust_files(src: &Path) -> Vec<(Vec<String>, PathBuf)> {
                 }
                 continue;
             }
-            if path.extension().is_none_or(|e| e != "rs") || rel == Path::new("lib.rs") || rel == Path::new("main.rs") {
+            if path.extension().is_none_or(|e| e != "rs")
+                || rel == Path::new("lib.rs")
+                || rel == Path::new("main.rs")
+            {
                 continue;
             }
-            let mut module: Vec<String> = rel.with_extension("").iter().map(|c| c.to_string_lossy().into_owned()).collect();
+            let mut module: Vec<String> =
+                rel.with_extension("").iter().map(|c| c.to_string_lossy().into_owned()).collect();
             if module.last().is_some_and(|m| m == "mod") {
                 module.pop();
             }
@@ -83,7 +90,8 @@ fn rust_files(src: &Path) -> Vec<(Vec<String>, PathBuf)> {
 
 /// The top-level modules (of `modules`) that a file of module `path` names.
 fn names_in(text: &str, path: &[String], modules: &BTreeSet<String>) -> BTreeSet<String> {
-    let code: String = text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+    let code: String =
+        text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
     let mut named = BTreeSet::new();
     let mut rest = code.as_str();
     while let Some(i) = rest.find("crate::").into_iter().chain(rest.find("super::")).min() {
@@ -115,7 +123,8 @@ fn names_in(text: &str, path: &[String], modules: &BTreeSet<String>) -> BTreeSet
 
 /// The first path segment after `crate::`: one identifier, or each of a `{...}` group's.
 fn first_names(tail: &str) -> Vec<String> {
-    let ident = |s: &str| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>();
+    let ident =
+        |s: &str| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>();
     if let Some(group) = tail.strip_prefix('{') {
         let mut depth = 0;
         let mut names = Vec::new();

@@ -73,7 +73,13 @@ fn meta(path: &Path) -> (u32, u32, u32, i64) {
 
 fn set_mtime(path: &Path, secs: i64) {
     let t = rustix::fs::Timespec { tv_sec: secs, tv_nsec: 0 };
-    rustix::fs::utimensat(rustix::fs::CWD, path, &rustix::fs::Timestamps { last_access: t, last_modification: t }, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).unwrap();
+    rustix::fs::utimensat(
+        rustix::fs::CWD,
+        path,
+        &rustix::fs::Timestamps { last_access: t, last_modification: t },
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .unwrap();
 }
 
 #[test]
@@ -93,7 +99,8 @@ fn existing_directories_keep_owner_group_mode_and_mtime_and_only_new_ones_take_t
     for dir in ["tmp", "etc", "srv", "usr/bin"] {
         set_mtime(&root.join(dir), old);
     }
-    let before: Vec<_> = ["tmp", "etc", "srv", "usr/bin"].iter().map(|d| meta(&root.join(d))).collect();
+    let before: Vec<_> =
+        ["tmp", "etc", "srv", "usr/bin"].iter().map(|d| meta(&root.join(d))).collect();
     let data = data_tar(&[
         rec(b"./", EntryType::Directory, 0o755, (0, 0)),
         rec(b"./tmp/", EntryType::Directory, 0o755, (0, 0)),
@@ -112,12 +119,20 @@ fn existing_directories_keep_owner_group_mode_and_mtime_and_only_new_ones_take_t
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(root.join("tmp/file").is_file() && root.join("usr/bin/tool").is_file());
 
-    let after: Vec<_> = ["tmp", "etc", "srv", "usr/bin"].iter().map(|d| meta(&root.join(d))).collect();
+    let after: Vec<_> =
+        ["tmp", "etc", "srv", "usr/bin"].iter().map(|d| meta(&root.join(d))).collect();
     let owner_mode = |m: &(u32, u32, u32, i64)| (m.0, m.1, m.2);
     assert_eq!(owner_mode(&after[0]), (0o041777, 0, 0), "tmp keeps its sticky bit");
     assert_eq!(owner_mode(&after[1]), (0o040755, 0, 0), "etc stays root's");
-    assert_eq!(after[2], before[2], "srv, into which nothing was renamed, is untouched, mtime included");
-    assert_eq!(owner_mode(&after[3]), owner_mode(&before[3]), "usr/bin, through the bin symlink, keeps its metadata");
+    assert_eq!(
+        after[2], before[2],
+        "srv, into which nothing was renamed, is untouched, mtime included"
+    );
+    assert_eq!(
+        owner_mode(&after[3]),
+        owner_mode(&before[3]),
+        "usr/bin, through the bin symlink, keeps its metadata"
+    );
     // An existing directory's mtime is what the renames into it left, never the archive's.
     for (i, dir) in [(0, "tmp"), (1, "etc"), (3, "usr/bin")] {
         assert!(after[i].3 > old && after[i].3 != MTIME, "{dir}: mtime {}", after[i].3);
@@ -137,7 +152,14 @@ fn root_only_file(fs: &Scratch) -> PathBuf {
 
 /// Runs `unpack -s STRATEGY DEB ROOT` under strace, which stops it (SIGSTOP) right after the
 /// first `syscall` returns; runs `swap` while it is stopped, lets it go on and returns the run.
-fn unpack_stopped_after(syscall: &str, strategy: &str, deb: &Path, root: &Path, log: &Path, swap: impl FnOnce()) -> Run {
+fn unpack_stopped_after(
+    syscall: &str,
+    strategy: &str,
+    deb: &Path,
+    root: &Path,
+    log: &Path,
+    swap: impl FnOnce(),
+) -> Run {
     // Under timeout(1), so that an unpack that hangs fails the test instead of hanging it.
     let mut child = Command::new("timeout")
         .args(["300", "strace", "-f", "-qq", "-e"])
@@ -173,7 +195,11 @@ fn unpack_stopped_after(syscall: &str, strategy: &str, deb: &Path, root: &Path, 
     };
     // Resumed whatever the swap does: a stopped unpack would keep the scratch filesystem busy.
     let swapped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(swap));
-    rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), rustix::process::Signal::CONT).unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::Signal::CONT,
+    )
+    .unwrap();
     let out = child.wait_with_output().unwrap();
     if let Err(panic) = swapped {
         std::panic::resume_unwind(panic);
@@ -197,30 +223,63 @@ fn a_symlink_swapped_in_after_mknodat_does_not_lend_a_fifo_s_mode_to_a_file_outs
     std::fs::create_dir(root.join("srv")).unwrap();
     chmod(&root.join("srv"), 0o777);
     let temp = root.join("srv/fifo.unpack-new");
-    let r = unpack_stopped_after("mknodat", "none", &deb, &root, &fs.dir.path().join("strace.log"), || {
-        std::fs::remove_file(&temp).unwrap();
-        std::os::unix::fs::symlink(&outside, &temp).unwrap();
-    });
+    let r = unpack_stopped_after(
+        "mknodat",
+        "none",
+        &deb,
+        &root,
+        &fs.dir.path().join("strace.log"),
+        || {
+            std::fs::remove_file(&temp).unwrap();
+            std::os::unix::fs::symlink(&outside, &temp).unwrap();
+        },
+    );
     assert_eq!(meta(&outside).0, 0o100600, "the file outside the root kept its mode: {}", r.stderr);
     assert_eq!(std::fs::read(&outside).unwrap(), b"root only\n");
     assert_eq!(r.code, 1, "{}", r.stderr);
-    assert!(r.stderr.contains("srv/fifo: replaced by someone else while it was being made"), "{}", r.stderr);
-    assert!(!root.join("srv/fifo").exists() && std::fs::symlink_metadata(&temp).is_err(), "rolled back");
+    assert!(
+        r.stderr.contains("srv/fifo: replaced by someone else while it was being made"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !root.join("srv/fifo").exists() && std::fs::symlink_metadata(&temp).is_err(),
+        "rolled back"
+    );
 
     // A device node is checked for its number too: one another device swapped in is not it.
-    let null = data_tar(&[Rec { dev: (1, 3), ..rec(b"./srv/null", EntryType::Char, 0o666, (0, 0)) }]);
+    let null =
+        data_tar(&[Rec { dev: (1, 3), ..rec(b"./srv/null", EntryType::Char, 0o666, (0, 0)) }]);
     let deb_null = common::deb_builder::write_deb(fs.dir.path(), "null.deb", "data.tar", &null);
     let root = fs.subdir("device");
     std::fs::create_dir(root.join("srv")).unwrap();
     chmod(&root.join("srv"), 0o777);
     let temp = root.join("srv/null.unpack-new");
-    let r = unpack_stopped_after("mknodat", "none", &deb_null, &root, &fs.dir.path().join("strace-null.log"), || {
-        std::fs::remove_file(&temp).unwrap();
-        let zero = rustix::fs::makedev(1, 5);
-        rustix::fs::mknodat(rustix::fs::CWD, &temp, rustix::fs::FileType::CharacterDevice, rustix::fs::Mode::from_raw_mode(0o600), zero).unwrap();
-    });
+    let r = unpack_stopped_after(
+        "mknodat",
+        "none",
+        &deb_null,
+        &root,
+        &fs.dir.path().join("strace-null.log"),
+        || {
+            std::fs::remove_file(&temp).unwrap();
+            let zero = rustix::fs::makedev(1, 5);
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                &temp,
+                rustix::fs::FileType::CharacterDevice,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                zero,
+            )
+            .unwrap();
+        },
+    );
     assert_eq!(r.code, 1, "{}", r.stderr);
-    assert!(r.stderr.contains("srv/null: replaced by someone else while it was being made"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("srv/null: replaced by someone else while it was being made"),
+        "{}",
+        r.stderr
+    );
     assert!(!root.join("srv/null").exists(), "rolled back");
 
     // Without the race the FIFO gets every bit of its mode, and its mtime, through the descriptor.
@@ -235,20 +294,38 @@ fn a_hard_link_swapped_in_after_symlinkat_does_not_give_a_file_outside_the_root_
     assert!(is_root(), "the integration tests run as root");
     let fs = scratch("ext4", "defaults");
     let outside = root_only_file(&fs);
-    let link = Rec { link: "target", ..rec(b"./srv/link", EntryType::Symlink, 0o777, (1000, 1000)) };
-    let deb = common::deb_builder::write_deb(fs.dir.path(), "link.deb", "data.tar", &data_tar(&[link]));
+    let link =
+        Rec { link: "target", ..rec(b"./srv/link", EntryType::Symlink, 0o777, (1000, 1000)) };
+    let deb =
+        common::deb_builder::write_deb(fs.dir.path(), "link.deb", "data.tar", &data_tar(&[link]));
     let root = fs.subdir("root");
     std::fs::create_dir(root.join("srv")).unwrap();
     chmod(&root.join("srv"), 0o777);
     let temp = root.join("srv/link.unpack-new");
-    let r = unpack_stopped_after("symlinkat", "none", &deb, &root, &fs.dir.path().join("strace.log"), || {
-        std::fs::remove_file(&temp).unwrap();
-        std::fs::hard_link(&outside, &temp).unwrap();
-    });
+    let r = unpack_stopped_after(
+        "symlinkat",
+        "none",
+        &deb,
+        &root,
+        &fs.dir.path().join("strace.log"),
+        || {
+            std::fs::remove_file(&temp).unwrap();
+            std::fs::hard_link(&outside, &temp).unwrap();
+        },
+    );
     let m = meta(&outside);
-    assert_eq!((m.1, m.2, m.3 != MTIME), (0, 0, true), "the file outside the root kept its owner and mtime: {}", r.stderr);
+    assert_eq!(
+        (m.1, m.2, m.3 != MTIME),
+        (0, 0, true),
+        "the file outside the root kept its owner and mtime: {}",
+        r.stderr
+    );
     assert_eq!(r.code, 1, "{}", r.stderr);
-    assert!(r.stderr.contains("srv/link: replaced by someone else while it was being made"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("srv/link: replaced by someone else while it was being made"),
+        "{}",
+        r.stderr
+    );
 
     // Without the race the symlink itself gets the archive's owner and mtime.
     let root = fs.subdir("calm");
@@ -270,7 +347,8 @@ fn deb_with_control(dir: &Path, file: &str, name: &str, version: &str, data: &[u
     control.append_data(&mut header, "./control", text.as_bytes()).unwrap();
     let control = control.into_inner().unwrap();
     let path = dir.join(file);
-    let members: [(&str, &[u8]); 3] = [("debian-binary", b"2.0\n"), ("control.tar", &control), ("data.tar", data)];
+    let members: [(&str, &[u8]); 3] =
+        [("debian-binary", b"2.0\n"), ("control.tar", &control), ("data.tar", data)];
     std::fs::write(&path, common::deb_builder::ar(&members)).unwrap();
     path
 }
@@ -285,12 +363,23 @@ fn escape_sequences_from_packages_and_roots_reach_the_terminal_escaped_and_json_
     let fs = scratch("ext4", "defaults");
     // Control fields: the human report escapes them, the JSON report keeps them exact.
     let version = "1.0\u{1b}]0;pwned\u{7}\u{9b}2J\u{202e}";
-    let deb = deb_with_control(fs.dir.path(), "esc.deb", "esc\u{1b}[31m", version, &data_tar(&[file(b"./f", b"x")]));
+    let deb = deb_with_control(
+        fs.dir.path(),
+        "esc.deb",
+        "esc\u{1b}[31m",
+        version,
+        &data_tar(&[file(b"./f", b"x")]),
+    );
     let root = fs.subdir("report");
     let r = unpack(["-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!has_raw_controls(&r.stdout), "{:?}", r.stdout);
-    assert!(r.stdout.starts_with("esc\\033[31m 1.0\\033]0;pwned\\007\\302\\2332J\\342\\200\\256 (all): "), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .starts_with("esc\\033[31m 1.0\\033]0;pwned\\007\\302\\2332J\\342\\200\\256 (all): "),
+        "{}",
+        r.stdout
+    );
     let root = fs.subdir("json");
     let r = unpack(["--json", "-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -299,7 +388,9 @@ fn escape_sequences_from_packages_and_roots_reach_the_terminal_escaped_and_json_
 
     // Entry names in the messages of a refused package, invalid UTF-8 byte for byte.
     let root = fs.subdir("refused");
-    for (name, shown) in [(&b"./a\x1b[2Jb"[..], "'a\\033[2Jb'"), (b"./bad\xff\xfe", "'bad\\377\\376'")] {
+    for (name, shown) in
+        [(&b"./a\x1b[2Jb"[..], "'a\\033[2Jb'"), (b"./bad\xff\xfe", "'bad\\377\\376'")]
+    {
         let link = Rec { link: "./missing", ..rec(name, EntryType::Link, 0o644, (0, 0)) };
         let deb = deb_with_control(fs.dir.path(), "link.deb", "link", "1", &data_tar(&[link]));
         let r = unpack(["-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
@@ -311,11 +402,23 @@ fn escape_sequences_from_packages_and_roots_reach_the_terminal_escaped_and_json_
     // A name from the root in a conflict's message.
     let root = fs.subdir("conflict");
     std::fs::create_dir_all(root.join("x\u{1b}[8m/inside")).unwrap();
-    let deb = deb_with_control(fs.dir.path(), "conflict.deb", "c", "1", &data_tar(&[file(b"./x\x1b[8m", b"x")]));
+    let deb = deb_with_control(
+        fs.dir.path(),
+        "conflict.deb",
+        "c",
+        "1",
+        &data_tar(&[file(b"./x\x1b[8m", b"x")]),
+    );
     let r = unpack(["-s", "none", deb.to_str().unwrap(), root.to_str().unwrap()]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(!has_raw_controls(&r.stderr), "{:?}", r.stderr);
-    assert!(r.stderr.contains("/x\\033[8m: the package has a file here, the root has a non-empty directory"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "/x\\033[8m: the package has a file here, the root has a non-empty directory"
+        ),
+        "{}",
+        r.stderr
+    );
 }
 
 /// `writeback` opens each written file again by name at its barrier. Someone who can write the
@@ -324,17 +427,39 @@ fn escape_sequences_from_packages_and_roots_reach_the_terminal_escaped_and_json_
 #[test]
 fn a_fifo_swapped_in_before_the_barrier_reopens_a_file_fails_the_unpack_instead_of_hanging_it() {
     let fs = scratch("ext4", "defaults");
-    let deb = common::deb_builder::write_deb(fs.dir.path(), "file.deb", "data.tar", &data_tar(&[file(b"./srv/file", b"data\n")]));
+    let deb = common::deb_builder::write_deb(
+        fs.dir.path(),
+        "file.deb",
+        "data.tar",
+        &data_tar(&[file(b"./srv/file", b"data\n")]),
+    );
     let root = fs.subdir("root");
     std::fs::create_dir(root.join("srv")).unwrap();
     chmod(&root.join("srv"), 0o777);
     let temp = root.join("srv/file.unpack-new");
     // The first sync_file_range is the one after the file is written, before the barrier.
-    let r = unpack_stopped_after("sync_file_range", "writeback", &deb, &root, &fs.dir.path().join("strace.log"), || {
-        std::fs::remove_file(&temp).unwrap();
-        rustix::fs::mknodat(rustix::fs::CWD, &temp, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o666), 0).unwrap();
-    });
+    let r = unpack_stopped_after(
+        "sync_file_range",
+        "writeback",
+        &deb,
+        &root,
+        &fs.dir.path().join("strace.log"),
+        || {
+            std::fs::remove_file(&temp).unwrap();
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                &temp,
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o666),
+                0,
+            )
+            .unwrap();
+        },
+    );
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(r.stderr.contains("srv/file: opening the written file to flush it: replaced by something that is not a regular file"), "{}", r.stderr);
-    assert!(!root.join("srv/file").exists() && std::fs::symlink_metadata(&temp).is_err(), "rolled back");
+    assert!(
+        !root.join("srv/file").exists() && std::fs::symlink_metadata(&temp).is_err(),
+        "rolled back"
+    );
 }

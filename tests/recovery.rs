@@ -34,13 +34,25 @@ fn versions(fs: &Scratch) -> Versions {
 }
 
 fn install_old(root: &Path) {
-    let r = unpack(["-q", "-s", "fsync", fixture("pkg-v1_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    let r = unpack([
+        "-q",
+        "-s",
+        "fsync",
+        fixture("pkg-v1_1.0_all.deb").to_str().unwrap(),
+        root.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
 
 /// Runs `unpack -s STRATEGY pkg-v2 ROOT` under strace, which delivers `signal` at the `when`-th
 /// call of `syscall`. Returns the run.
-fn upgrade_with_injected_signal(root: &Path, strategy: &str, syscall: &str, signal: &str, when: u32) -> Run {
+fn upgrade_with_injected_signal(
+    root: &Path,
+    strategy: &str,
+    syscall: &str,
+    signal: &str,
+    when: u32,
+) -> Run {
     run(Command::new("strace")
         .args(["-f", "-qq", "-o", "/dev/null", "-e"])
         .arg(format!("inject={syscall}:signal={signal}:when={when}"))
@@ -60,11 +72,19 @@ fn recover(root: &Path) -> Run {
 /// Returns true for new.
 fn assert_old_or_new(root: &Path, v: &Versions, what: &str) -> bool {
     let now = files_of(&snapshot(root));
-    assert!(leftover_temps(root).is_empty(), "{what}: temporary files left: {:?}", leftover_temps(root));
+    assert!(
+        leftover_temps(root).is_empty(),
+        "{what}: temporary files left: {:?}",
+        leftover_temps(root)
+    );
     if now == v.new {
         return true;
     }
-    assert_same_tree(&now, &v.old, &format!("{what}: neither entirely new nor entirely old; compared with old"));
+    assert_same_tree(
+        &now,
+        &v.old,
+        &format!("{what}: neither entirely new nor entirely old; compared with old"),
+    );
     false
 }
 
@@ -80,13 +100,23 @@ fn kill_9_at_every_rename_and_write_then_recover_gives_all_old_or_all_new() {
         for when in 1..=renames {
             let root = fs.subdir(&format!("{strategy}-rename-{when}"));
             install_old(&root);
-            let r = upgrade_with_injected_signal(&root, strategy, "rename,renameat,renameat2", "KILL", when);
+            let r = upgrade_with_injected_signal(
+                &root,
+                strategy,
+                "rename,renameat,renameat2",
+                "KILL",
+                when,
+            );
             assert_ne!(r.code, 0, "{strategy}: killed at rename {when}");
             let rec = recover(&root);
-            let is_new = assert_old_or_new(&root, &v, &format!("{strategy}, kill at rename {when}"));
+            let is_new =
+                assert_old_or_new(&root, &v, &format!("{strategy}, kill at rename {when}"));
             // The first rename is the journal's: from the second on the journal is on disk.
             if when >= 2 && when <= renames {
-                assert!(is_new, "{strategy}: killed at rename {when}, after the journal: must roll forward");
+                assert!(
+                    is_new,
+                    "{strategy}: killed at rename {when}, after the journal: must roll forward"
+                );
                 assert!(rec.stdout.contains("rename phase"), "{}", rec.stdout);
             }
         }
@@ -96,8 +126,15 @@ fn kill_9_at_every_rename_and_write_then_recover_gives_all_old_or_all_new() {
             let r = upgrade_with_injected_signal(&root, strategy, "write", "KILL", when);
             assert_ne!(r.code, 0);
             let rec = recover(&root);
-            assert!(!assert_old_or_new(&root, &v, &format!("{strategy}, kill at write {when}")), "killed in the write phase: old");
-            assert!(rec.stdout.contains("write phase") || rec.stdout.contains("nothing to recover"), "{}", rec.stdout);
+            assert!(
+                !assert_old_or_new(&root, &v, &format!("{strategy}, kill at write {when}")),
+                "killed in the write phase: old"
+            );
+            assert!(
+                rec.stdout.contains("write phase") || rec.stdout.contains("nothing to recover"),
+                "{}",
+                rec.stdout
+            );
         }
     }
 }
@@ -129,7 +166,11 @@ fn kill_9_among_parallel_renames_then_recovery_finishes_the_upgrade() {
         let rec = recover(&root);
         assert!(rec.stdout.contains("rename phase"), "kill at rename {when}: {}", rec.stdout);
         assert!(leftover_temps(&root).is_empty(), "kill at rename {when}: temporary files left");
-        assert_same_tree(&files_of(&snapshot(&root)), &expected, &format!("kill at rename {when}, recovered"));
+        assert_same_tree(
+            &files_of(&snapshot(&root)),
+            &expected,
+            &format!("kill at rename {when}, recovered"),
+        );
     }
 }
 
@@ -142,7 +183,10 @@ fn kill_9_at_random_moments_then_the_next_unpack_recovers_first() {
     let strategies = ["none", "fsync", "batch", "syncfs", "writeback", "parallel"];
     // A small xorshift generator: the delays need variety, not quality; the seed is printed so a
     // failure can be replayed.
-    let mut seed: u64 = std::env::var("UNPACK_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x9e37_79b9_7f4a_7c15);
+    let mut seed: u64 = std::env::var("UNPACK_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x9e37_79b9_7f4a_7c15);
     println!("seed {seed}");
     let mut outcomes = BTreeMap::new();
     for i in 0..240 {
@@ -164,7 +208,13 @@ fn kill_9_at_random_moments_then_the_next_unpack_recovers_first() {
         let status = child.wait().unwrap();
         // What the kill left, as recovery sees it.
         let before = if status.success() { "finished" } else { "killed" };
-        let r = unpack(["-q", "-s", strategy, fixture("other_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+        let r = unpack([
+            "-q",
+            "-s",
+            strategy,
+            fixture("other_1.0_all.deb").to_str().unwrap(),
+            root.to_str().unwrap(),
+        ]);
         assert_eq!(r.code, 0, "{}", r.stderr);
         let mut tree = files_of(&snapshot(&root));
         tree.retain(|p, _| v.old.contains_key(p) || v.new.contains_key(p));
@@ -172,7 +222,11 @@ fn kill_9_at_random_moments_then_the_next_unpack_recovers_first() {
         let outcome = if tree == v.new {
             "new"
         } else {
-            assert_same_tree(&tree, &v.old, &format!("iteration {i} ({strategy}, {delay:?}): neither old nor new"));
+            assert_same_tree(
+                &tree,
+                &v.old,
+                &format!("iteration {i} ({strategy}, {delay:?}): neither old nor new"),
+            );
             "old"
         };
         *outcomes.entry((before, outcome)).or_insert(0) += 1;
@@ -196,7 +250,11 @@ fn an_interrupted_fresh_install_rolls_back_to_nothing() {
     assert!(!snapshot(&root).is_empty(), "the kill came after some directories were made");
     let rec = recover(&root);
     assert!(rec.stdout.contains("write phase"), "{}", rec.stdout);
-    assert_eq!(paths_of(&snapshot(&root)), Vec::<PathBuf>::new(), "everything the transaction made is gone");
+    assert_eq!(
+        paths_of(&snapshot(&root)),
+        Vec::<PathBuf>::new(),
+        "everything the transaction made is gone"
+    );
 }
 
 /// A rename refused after the journal is on disk (here an immutable file, `chattr +i`) cannot
@@ -211,10 +269,25 @@ fn a_refused_rename_leaves_a_committed_transaction_that_recover_finishes() {
     let stuck = root.join("etc/pkg/pkg.conf");
     let chattr = |flag: &str| assert_eq!(run(Command::new("chattr").arg(flag).arg(&stuck)).code, 0);
     chattr("+i");
-    let r = unpack(["-q", "-s", "syncfs", fixture("pkg-v2_2.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    let r = unpack([
+        "-q",
+        "-s",
+        "syncfs",
+        fixture("pkg-v2_2.0_all.deb").to_str().unwrap(),
+        root.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 4, "{}", r.stderr);
-    assert!(r.stderr.contains("pkg.conf: rename into place: Operation not permitted"), "{}", r.stderr);
-    assert!(r.stderr.contains("committed but not finished") && r.stderr.contains(&format!("unpack --recover {}", root.display())), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("pkg.conf: rename into place: Operation not permitted"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("committed but not finished")
+            && r.stderr.contains(&format!("unpack --recover {}", root.display())),
+        "{}",
+        r.stderr
+    );
     assert!(root.join("var/lib/unpack/txn").exists(), "the journal stays for recovery");
     let again = unpack(["--recover", root.to_str().unwrap()]);
     assert_eq!(again.code, 4, "still immutable: {}", again.stderr);
@@ -240,7 +313,11 @@ fn a_damaged_journal_is_discarded_and_the_recovery_says_so() {
     std::fs::write(&journal, &bytes[..bytes.len() / 2]).unwrap();
     let rec = recover(&root);
     assert!(rec.stdout.contains("damaged (") && rec.stdout.contains("discarded"), "{}", rec.stdout);
-    assert!(rec.stdout.contains("then: an interrupted transaction was in its write phase"), "{}", rec.stdout);
+    assert!(
+        rec.stdout.contains("then: an interrupted transaction was in its write phase"),
+        "{}",
+        rec.stdout
+    );
     assert!(!journal.exists(), "the damaged journal is gone");
     assert!(leftover_temps(&root).is_empty(), "{:?}", leftover_temps(&root));
     // Nothing left to recover, and the next unpack says nothing about it.
@@ -281,14 +358,28 @@ fn sigint_and_sigterm_roll_back_the_write_phase_and_let_the_renames_finish() {
         let before = snapshot(&root);
         let r = upgrade_with_injected_signal(&root, "writeback", "write", signal, 4);
         assert_eq!(r.code, code, "SIG{signal}: {}", r.stderr);
-        assert!(r.stderr.contains("stopped by signal") && r.stderr.contains("the root is as it was"), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("stopped by signal") && r.stderr.contains("the root is as it was"),
+            "{}",
+            r.stderr
+        );
         assert_same_tree(&snapshot(&root), &before, &format!("SIG{signal} in the write phase"));
 
         let root = fs.subdir(&format!("rename-{signal}"));
         install_old(&root);
-        let r = upgrade_with_injected_signal(&root, "writeback", "rename,renameat,renameat2", signal, 4);
+        let r = upgrade_with_injected_signal(
+            &root,
+            "writeback",
+            "rename,renameat,renameat2",
+            signal,
+            4,
+        );
         assert_eq!(r.code, 0, "SIG{signal} in the rename phase: {}", r.stderr);
-        assert!(r.stderr.contains("during the rename phase; finished the transaction first"), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("during the rename phase; finished the transaction first"),
+            "{}",
+            r.stderr
+        );
         assert_eq!(files_of(&snapshot(&root)), v.new);
     }
 }
@@ -304,12 +395,23 @@ fn a_full_disk_exits_4_and_keeps_the_old_files() {
     let st = rustix::fs::statvfs(fs.path()).unwrap();
     let free = st.f_bfree * st.f_frsize; // root may use the reserved blocks too
     let filler = fs.path().join("filler");
-    let r = run(Command::new("fallocate").arg("-l").arg((free - (600 << 10)).to_string()).arg(&filler));
+    let r =
+        run(Command::new("fallocate").arg("-l").arg((free - (600 << 10)).to_string()).arg(&filler));
     assert_eq!(r.code, 0, "{}", r.stderr);
     let before = snapshot(&root);
-    let r = unpack(["-s", "fsync", fixture("pkg-v2_2.0_all.deb").to_str().unwrap(), fixture("pax_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    let r = unpack([
+        "-s",
+        "fsync",
+        fixture("pkg-v2_2.0_all.deb").to_str().unwrap(),
+        fixture("pax_1.0_all.deb").to_str().unwrap(),
+        root.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 4, "{}", r.stderr);
-    assert!(r.stderr.contains(root.to_str().unwrap()) && r.stderr.contains("No space left on device"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(root.to_str().unwrap()) && r.stderr.contains("No space left on device"),
+        "{}",
+        r.stderr
+    );
     assert!(r.stderr.contains("size-in-pax.bin"), "names the file: {}", r.stderr);
     assert_same_tree(&snapshot(&root), &before, "full disk");
     assert!(leftover_temps(&root).is_empty());
@@ -323,7 +425,11 @@ fn an_unwritable_root_exits_4_before_writing_anything() {
     let nobody = ForNobody::new(&["many_1.0_all.deb"]);
     let r = run(nobody.command("unpack").arg(nobody.path("many_1.0_all.deb")).arg(&root));
     assert_eq!(r.code, 4, "{}", r.stderr);
-    assert!(r.stderr.contains("Permission denied") && r.stderr.contains(root.to_str().unwrap()), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Permission denied") && r.stderr.contains(root.to_str().unwrap()),
+        "{}",
+        r.stderr
+    );
     assert!(snapshot(&root).is_empty());
 }
 
@@ -332,7 +438,14 @@ fn an_unwritable_root_exits_4_before_writing_anything() {
 fn two_unpacks_into_different_roots_run_side_by_side() {
     let fs = scratch("ext4", "defaults");
     let (a, b) = (fs.subdir("a"), fs.subdir("b"));
-    let spawn = |root: &Path| Command::new(unpack_bin()).args(["-q", "-s", "fsync"]).arg(fixture("many_1.0_all.deb")).arg(root).spawn().unwrap();
+    let spawn = |root: &Path| {
+        Command::new(unpack_bin())
+            .args(["-q", "-s", "fsync"])
+            .arg(fixture("many_1.0_all.deb"))
+            .arg(root)
+            .spawn()
+            .unwrap()
+    };
     let (pa, pb) = (spawn(&a), spawn(&b));
     assert!(pa.wait_with_output().unwrap().status.success());
     assert!(pb.wait_with_output().unwrap().status.success());

@@ -43,11 +43,16 @@ struct Tree {
 fn path_string(absolute: bool, parts: &[usize]) -> String {
     let joined = parts.iter().map(|&i| PARTS[i]).collect::<Vec<_>>().join("/");
     let s = if absolute { format!("/{joined}") } else { joined };
-    if s.is_empty() { ".".into() } else { s }
+    if s.is_empty() {
+        ".".into()
+    } else {
+        s
+    }
 }
 
 fn target() -> impl Strategy<Value = String> {
-    (any::<bool>(), prop::collection::vec(0..PARTS.len(), 1..5)).prop_map(|(abs, parts)| path_string(abs, &parts))
+    (any::<bool>(), prop::collection::vec(0..PARTS.len(), 1..5))
+        .prop_map(|(abs, parts)| path_string(abs, &parts))
 }
 
 fn kind() -> impl Strategy<Value = Kind> {
@@ -64,7 +69,8 @@ fn tree() -> impl Strategy<Value = Tree> {
         Just(Pending::NotDir),
         Just(Pending::Dir),
     ];
-    let overlay = prop::collection::vec((any::<prop::sample::Index>(), 0..NAMES.len(), pending), 0..5);
+    let overlay =
+        prop::collection::vec((any::<prop::sample::Index>(), 0..NAMES.len(), pending), 0..5);
     (disk, overlay).prop_map(|(disk_specs, overlay_specs)| {
         let mut dirs = vec![PathBuf::new()];
         let mut disk: Vec<(PathBuf, Kind)> = Vec::new();
@@ -93,8 +99,13 @@ fn tree() -> impl Strategy<Value = Tree> {
 
 /// A query: a path of 0-5 parts, absolute or not.
 fn query() -> impl Strategy<Value = String> {
-    (any::<bool>(), prop::collection::vec(0..PARTS.len(), 0..6))
-        .prop_map(|(abs, parts)| if parts.is_empty() && !abs { String::new() } else { path_string(abs, &parts) })
+    (any::<bool>(), prop::collection::vec(0..PARTS.len(), 0..6)).prop_map(|(abs, parts)| {
+        if parts.is_empty() && !abs {
+            String::new()
+        } else {
+            path_string(abs, &parts)
+        }
+    })
 }
 
 /// What a lookup came to, in terms both the engine and the kernel can say.
@@ -163,7 +174,9 @@ fn fd_path(fd: impl AsFd) -> PathBuf {
 
 /// The kernel's answer: openat2 with RESOLVE_IN_ROOT from `root`.
 fn kernel(root: &Path, query: &str) -> Outcome {
-    let dir = rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).unwrap();
+    let dir =
+        rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .unwrap();
     let query = if query.is_empty() { "." } else { query };
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
     // EAGAIN: a rename anywhere on the machine raced with a `..`; the kernel asks to retry.
@@ -187,23 +200,45 @@ fn kernel(root: &Path, query: &str) -> Outcome {
 /// The engine's answer, checking on the way that a directory it hands out is inside `root`.
 /// With `created`, missing directories are made as for a transaction: new trees under their
 /// temporary names, which the checks take off.
-fn engine(handle: &mut Root, root: &Path, query: &str, created: Option<&mut Vec<CreatedDir>>, overlay: &dyn Fn(&Path) -> Pending) -> Outcome {
+fn engine(
+    handle: &mut Root,
+    root: &Path,
+    query: &str,
+    created: Option<&mut Vec<CreatedDir>>,
+    overlay: &dyn Fn(&Path) -> Pending,
+) -> Outcome {
     let create = match created {
         Some(list) => Create::Staged(list),
         None => Create::Never,
     };
     match handle.resolve_dir(Path::new(query), create, overlay) {
         Ok((canon, dir)) => {
-            assert!(canon.components().all(|c| matches!(c, Component::Normal(_))), "{query}: canonical path {canon:?}");
+            assert!(
+                canon.components().all(|c| matches!(c, Component::Normal(_))),
+                "{query}: canonical path {canon:?}"
+            );
             let on_disk = fd_path(dir.fd());
-            let rel = on_disk.strip_prefix(root).unwrap_or_else(|_| panic!("{query}: {on_disk:?} is outside the root"));
-            assert_eq!(unstaged(rel), canon, "{query}: the directory handed out is not the one named");
-            assert!(is_real_dir_under(root, rel), "{query}: {rel:?} is not a real directory inside the root");
+            let rel = on_disk
+                .strip_prefix(root)
+                .unwrap_or_else(|_| panic!("{query}: {on_disk:?} is outside the root"));
+            assert_eq!(
+                unstaged(rel),
+                canon,
+                "{query}: the directory handed out is not the one named"
+            );
+            assert!(
+                is_real_dir_under(root, rel),
+                "{query}: {rel:?} is not a real directory inside the root"
+            );
             Outcome::Dir(canon)
         }
         Err(ResolveError::Loop(_)) => Outcome::Loop,
         Err(ResolveError::NotDir { .. }) => Outcome::NotDir,
-        Err(ResolveError::Io { source, .. }) if source.raw_os_error() == Some(Errno::NOENT.raw_os_error()) => Outcome::Missing,
+        Err(ResolveError::Io { source, .. })
+            if source.raw_os_error() == Some(Errno::NOENT.raw_os_error()) =>
+        {
+            Outcome::Missing
+        }
         Err(e) => panic!("{query}: {e:?}"),
     }
 }

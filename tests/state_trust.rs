@@ -53,7 +53,12 @@ fn data_tar(entries: &[E]) -> Vec<u8> {
 /// exist, as an installer meets them.
 fn installed_root(fs: &Scratch, name: &str) -> PathBuf {
     let root = fs.subdir(name);
-    let r = unpack(["-s", "none", fixture("other_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    let r = unpack([
+        "-s",
+        "none",
+        fixture("other_1.0_all.deb").to_str().unwrap(),
+        root.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     root
 }
@@ -82,7 +87,14 @@ fn no_package_writes_in_the_state_directory_by_any_path() {
         ("lock-file", vec![E::File("./var/lib/unpack/lock", b"1\n")]),
         // Once a directory of the package's own unpack ended "committed but not finished".
         ("journal-dir", vec![E::Dir("./var/lib/unpack/txn/", 0o755)]),
-        ("state-dir-0777", vec![E::Dir("./var/", 0o755), E::Dir("./var/lib/", 0o755), E::Dir("./var/lib/unpack/", 0o777)]),
+        (
+            "state-dir-0777",
+            vec![
+                E::Dir("./var/", 0o755),
+                E::Dir("./var/lib/", 0o755),
+                E::Dir("./var/lib/unpack/", 0o777),
+            ],
+        ),
         ("state-dir-symlink", vec![E::Symlink("./var/lib/unpack", "/tmp")]),
         ("new-dir-inside", vec![E::File("./var/lib/unpack/new/intent", b"")]),
         // Through the package's own symlink, and through the root's (below).
@@ -102,20 +114,39 @@ fn no_package_writes_in_the_state_directory_by_any_path() {
         assert!(r.stderr.contains(&format!("{name}.deb")) && r.stderr.contains("the engine's state directory var/lib/unpack/ and what it holds are no package's to write"), "{name}: {}", r.stderr);
         assert_same_tree(&everything(&fs), &before, name);
         // The root still unpacks: nothing of the package stayed behind to break it.
-        let r = unpack(["-s", "none", fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+        let r = unpack([
+            "-s",
+            "none",
+            fixture("many_1.0_all.deb").to_str().unwrap(),
+            root.to_str().unwrap(),
+        ]);
         assert_eq!(r.code, 0, "{name}: the next unpack: {}", r.stderr);
     }
     // The message names the path the package wrote and the one it leads to.
     let root = installed_root(&fs, "named");
-    let deb = write_deb(fs.dir.path(), "named.deb", "data.tar", &data_tar(&[E::Symlink("./v", "var"), E::File("./v/lib/unpack/txn", b"")]));
+    let deb = write_deb(
+        fs.dir.path(),
+        "named.deb",
+        "data.tar",
+        &data_tar(&[E::Symlink("./v", "var"), E::File("./v/lib/unpack/txn", b"")]),
+    );
     let r = unpack([deb.to_str().unwrap(), root.to_str().unwrap()]);
-    assert!(r.stderr.contains("'v/lib/unpack' leads to 'var/lib/unpack': the engine's state directory"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("'v/lib/unpack' leads to 'var/lib/unpack': the engine's state directory"),
+        "{}",
+        r.stderr
+    );
     // var/ and var/lib/ themselves, and their other contents, are a package's as ever.
     let deb = write_deb(
         fs.dir.path(),
         "var.deb",
         "data.tar",
-        &data_tar(&[E::Dir("./var/", 0o755), E::Dir("./var/lib/", 0o755), E::Dir("./var/lib/other/", 0o755), E::File("./var/lib/other/db", b"x")]),
+        &data_tar(&[
+            E::Dir("./var/", 0o755),
+            E::Dir("./var/lib/", 0o755),
+            E::Dir("./var/lib/other/", 0o755),
+            E::File("./var/lib/other/db", b"x"),
+        ]),
     );
     let r = unpack([deb.to_str().unwrap(), root.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -127,7 +158,14 @@ fn chmod(path: &Path, mode: u32) {
 }
 
 fn mkfifo(path: &Path) {
-    rustix::fs::mknodat(rustix::fs::CWD, path, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o644), 0).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
 }
 
 /// Puts what `make` makes in place of ROOT's lock file.
@@ -158,33 +196,53 @@ const TAMPERED: &[Tamper] = &[
     ("lock-hard-link", "var/lib/unpack/lock", "has 2 links", |root, outside| {
         replace_lock(root, |lock| std::fs::hard_link(outside, lock).unwrap())
     }),
-    ("lock-0666", "var/lib/unpack/lock", "is writable by its group or by others (mode 0666)", |root, _| {
-        chmod(&root.join("var/lib/unpack/lock"), 0o666)
+    (
+        "lock-0666",
+        "var/lib/unpack/lock",
+        "is writable by its group or by others (mode 0666)",
+        |root, _| chmod(&root.join("var/lib/unpack/lock"), 0o666),
+    ),
+    ("journal-dir", "var/lib/unpack/txn", "is a directory", |root, _| {
+        std::fs::create_dir(root.join("var/lib/unpack/txn")).unwrap()
     }),
-    ("journal-dir", "var/lib/unpack/txn", "is a directory", |root, _| std::fs::create_dir(root.join("var/lib/unpack/txn")).unwrap()),
     ("journal-new-dir", "var/lib/unpack/txn.new", "is a directory", |root, _| {
         std::fs::create_dir(root.join("var/lib/unpack/txn.new")).unwrap()
     }),
-    ("intent-fifo", "var/lib/unpack/intent", "is a FIFO", |root, _| mkfifo(&root.join("var/lib/unpack/intent"))),
+    ("intent-fifo", "var/lib/unpack/intent", "is a FIFO", |root, _| {
+        mkfifo(&root.join("var/lib/unpack/intent"))
+    }),
     ("journal-other-owner", "var/lib/unpack/txn", OTHER_OWNER, |root, _| {
         let txn = root.join("var/lib/unpack/txn");
         std::fs::write(&txn, b"unpack-journal 1\n").unwrap();
         std::os::unix::fs::chown(txn, Some(1000), Some(1000)).unwrap();
     }),
-    ("state-0777", "var/lib/unpack", "is writable by its group or by others (mode 0777)", |root, _| {
-        chmod(&root.join("var/lib/unpack"), 0o777)
-    }),
+    (
+        "state-0777",
+        "var/lib/unpack",
+        "is writable by its group or by others (mode 0777)",
+        |root, _| chmod(&root.join("var/lib/unpack"), 0o777),
+    ),
     ("state-other-owner", "var/lib/unpack", OTHER_OWNER, |root, _| {
         std::os::unix::fs::chown(root.join("var/lib/unpack"), Some(1000), Some(1000)).unwrap()
     }),
-    ("var-lib-other-owner", "var/lib", "is owned by uid 1000, neither root nor the user running unpack (uid 0)", |root, _| {
-        std::os::unix::fs::chown(root.join("var/lib"), Some(1000), Some(1000)).unwrap()
+    (
+        "var-lib-other-owner",
+        "var/lib",
+        "is owned by uid 1000, neither root nor the user running unpack (uid 0)",
+        |root, _| std::os::unix::fs::chown(root.join("var/lib"), Some(1000), Some(1000)).unwrap(),
+    ),
+    (
+        "var-0777",
+        "var",
+        "is writable by its group or by others without the sticky bit (mode 0777)",
+        |root, _| chmod(&root.join("var"), 0o777),
+    ),
+    ("var-lib-symlink", "var/lib", "is a symbolic link", |root, _| {
+        move_behind_symlink(root, "var/lib", "../elsewhere")
     }),
-    ("var-0777", "var", "is writable by its group or by others without the sticky bit (mode 0777)", |root, _| {
-        chmod(&root.join("var"), 0o777)
+    ("state-symlink", "var/lib/unpack", "is a symbolic link", |root, _| {
+        move_behind_symlink(root, "var/lib/unpack", "/elsewhere")
     }),
-    ("var-lib-symlink", "var/lib", "is a symbolic link", |root, _| move_behind_symlink(root, "var/lib", "../elsewhere")),
-    ("state-symlink", "var/lib/unpack", "is a symbolic link", |root, _| move_behind_symlink(root, "var/lib/unpack", "/elsewhere")),
 ];
 
 #[test]
@@ -201,8 +259,13 @@ fn a_hostile_state_directory_is_refused_with_exit_4_and_left_as_it_is() {
         for args in [vec!["-s", "fsync", deb.to_str().unwrap()], vec!["--recover"]] {
             let r = unpack(args.iter().copied().chain([root.to_str().unwrap()]));
             assert_eq!(r.code, 4, "{name} {args:?}: {}", r.stderr);
-            let named = format!("{}: refusing the engine's state: {says}", root.join(path).display());
-            assert!(r.stderr.contains(&named), "{name} {args:?}: expected '{named}' in: {}", r.stderr);
+            let named =
+                format!("{}: refusing the engine's state: {says}", root.join(path).display());
+            assert!(
+                r.stderr.contains(&named),
+                "{name} {args:?}: expected '{named}' in: {}",
+                r.stderr
+            );
             // Not repaired, not followed, nothing truncated: not a byte changed anywhere.
             assert_same_tree(&snapshot(fs.path()), &before, name);
         }
@@ -210,7 +273,12 @@ fn a_hostile_state_directory_is_refused_with_exit_4_and_left_as_it_is() {
     // Root's var/ writable by all, but sticky as /tmp: nobody else can move the state away.
     let root = installed_root(&fs, "var-1777");
     chmod(&root.join("var"), 0o1777);
-    let r = unpack(["-s", "none", fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    let r = unpack([
+        "-s",
+        "none",
+        fixture("many_1.0_all.deb").to_str().unwrap(),
+        root.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
 
@@ -220,7 +288,9 @@ fn waits_for(pid: u32, ino: u64) -> bool {
     let locks = std::fs::read_to_string("/proc/locks").unwrap();
     locks.lines().any(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
-        f.get(1) == Some(&"->") && f.get(5) == Some(&pid.to_string().as_str()) && f.get(6).is_some_and(|d| d.ends_with(&format!(":{ino}")))
+        f.get(1) == Some(&"->")
+            && f.get(5) == Some(&pid.to_string().as_str())
+            && f.get(6).is_some_and(|d| d.ends_with(&format!(":{ino}")))
     })
 }
 
@@ -237,7 +307,14 @@ fn until(what: &str, mut done: impl FnMut() -> bool) {
 
 /// Opens `path` (making it, 0644) and holds an exclusive flock on it, as an unpack would.
 fn hold(path: &Path) -> (File, u64) {
-    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o644).open(path).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(path)
+        .unwrap();
     rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).unwrap();
     let ino = file.metadata().unwrap().ino();
     (file, ino)
@@ -257,13 +334,19 @@ fn an_unpack_waiting_for_a_replaced_lock_file_waits_for_the_new_one() {
     let root = installed_root(&fs, "root");
     let lock = root.join("var/lib/unpack/lock");
     let (old, old_ino) = hold(&lock);
-    let mut b = spawn_waiting(&["-s", "none", fixture("many_1.0_all.deb").to_str().unwrap()], &root);
+    let mut b =
+        spawn_waiting(&["-s", "none", fixture("many_1.0_all.deb").to_str().unwrap()], &root);
     until("the unpack waits for the lock", || waits_for(b.id(), old_ino));
     let (new, new_ino) = hold(&root.join("var/lib/unpack/lock.new"));
     std::fs::rename(root.join("var/lib/unpack/lock.new"), &lock).unwrap();
     drop(old);
-    until("the unpack waits for the new lock file or has finished", || waits_for(b.id(), new_ino) || b.try_wait().unwrap().is_some());
-    assert!(b.try_wait().unwrap().is_none(), "the unpack ran while the lock file's current inode was locked");
+    until("the unpack waits for the new lock file or has finished", || {
+        waits_for(b.id(), new_ino) || b.try_wait().unwrap().is_some()
+    });
+    assert!(
+        b.try_wait().unwrap().is_none(),
+        "the unpack ran while the lock file's current inode was locked"
+    );
     assert!(!root.join("usr/share/many").exists());
     drop(new);
     assert!(b.wait().unwrap().success());
@@ -271,7 +354,8 @@ fn an_unpack_waiting_for_a_replaced_lock_file_waits_for_the_new_one() {
 
     // Removed while an unpack waits: it makes a new lock file and locks that.
     let (held, held_ino) = hold(&lock);
-    let mut c = spawn_waiting(&["-s", "none", fixture("other_1.0_all.deb").to_str().unwrap()], &root);
+    let mut c =
+        spawn_waiting(&["-s", "none", fixture("other_1.0_all.deb").to_str().unwrap()], &root);
     until("the unpack waits for the lock", || waits_for(c.id(), held_ino));
     std::fs::remove_file(&lock).unwrap();
     drop(held);
@@ -287,10 +371,19 @@ fn recover_raises_the_open_file_limit() {
     let root = installed_root(&fs, "root");
     let (held, ino) = hold(&root.join("var/lib/unpack/lock"));
     // prlimit execs unpack: the same pid.
-    let mut recover = Command::new("prlimit").args(["--nofile=64:4096", "--", unpack_bin(), "--recover", "--wait", "-q"]).arg(&root).spawn().unwrap();
+    let mut recover = Command::new("prlimit")
+        .args(["--nofile=64:4096", "--", unpack_bin(), "--recover", "--wait", "-q"])
+        .arg(&root)
+        .spawn()
+        .unwrap();
     until("--recover waits for the lock", || waits_for(recover.id(), ino));
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", recover.id())).unwrap();
-    let open_files: Vec<&str> = limits.lines().find(|l| l.starts_with("Max open files")).unwrap().split_whitespace().collect();
+    let open_files: Vec<&str> = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
     assert_eq!(&open_files[3..5], ["4096", "4096"], "{limits}");
     drop(held);
     assert!(recover.wait().unwrap().success());
@@ -304,7 +397,12 @@ fn the_directories_made_for_the_state_directory_are_0755_whatever_the_umask() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir(&root).unwrap();
-    let script = format!("umask 077; exec '{}' -q -s none '{}' '{}'", unpack_bin(), fixture("other_1.0_all.deb").display(), root.display());
+    let script = format!(
+        "umask 077; exec '{}' -q -s none '{}' '{}'",
+        unpack_bin(),
+        fixture("other_1.0_all.deb").display(),
+        root.display()
+    );
     let r = run(Command::new("sh").args(["-c", &script]));
     assert_eq!(r.code, 0, "{}", r.stderr);
     for made in ["var", "var/lib", "var/lib/unpack"] {

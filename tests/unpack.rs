@@ -24,7 +24,10 @@ fn unpack_ok(strategy: &str, packages: &[&Path], root: &Path) -> serde_json::Val
 /// `tree` with the mtime of each directory `existed` says the root already had set aside: such
 /// a directory keeps its own owner and mode, and its mtime is what the renames into it leave, as
 /// with dpkg (the archive's applies only to directories the unpack makes).
-fn dir_mtimes_aside(tree: &std::collections::BTreeMap<std::path::PathBuf, Node>, existed: impl Fn(&Path) -> bool) -> std::collections::BTreeMap<std::path::PathBuf, Node> {
+fn dir_mtimes_aside(
+    tree: &std::collections::BTreeMap<std::path::PathBuf, Node>,
+    existed: impl Fn(&Path) -> bool,
+) -> std::collections::BTreeMap<std::path::PathBuf, Node> {
     let mut tree = tree.clone();
     for (_, node) in tree.iter_mut().filter(|(p, n)| n.kind == 'd' && existed(p)) {
         node.mtime = (0, 0);
@@ -34,7 +37,10 @@ fn dir_mtimes_aside(tree: &std::collections::BTreeMap<std::path::PathBuf, Node>,
 
 /// A new root `name` on `fs` with pkg-v1 installed, an installed system, and its snapshot, for
 /// the tests that check an error leaves it as it was.
-fn installed_root(fs: &Scratch, name: &str) -> (std::path::PathBuf, std::collections::BTreeMap<std::path::PathBuf, Node>) {
+fn installed_root(
+    fs: &Scratch,
+    name: &str,
+) -> (std::path::PathBuf, std::collections::BTreeMap<std::path::PathBuf, Node>) {
     let root = fs.subdir(name);
     unpack_ok("fsync", &[&fixture("pkg-v1_1.0_all.deb")], &root);
     let before = snapshot(&root);
@@ -47,7 +53,8 @@ fn every_compression_and_strategy_gives_the_tree_dpkg_deb_gives() {
     for comp in ["gz", "xz", "zst", "bz2", "none", "lzma", "bz2ctl"] {
         let deb = fixture(&format!("comp-{comp}_1.0_all.deb"));
         // dpkg-deb refuses control.tar.bz2; its data.tar is the one of comp-bz2.
-        let reference_deb = if comp == "bz2ctl" { fixture("comp-bz2_1.0_all.deb") } else { deb.clone() };
+        let reference_deb =
+            if comp == "bz2ctl" { fixture("comp-bz2_1.0_all.deb") } else { deb.clone() };
         let expected = reference_tree(&reference_deb, &fs.path().join(format!("dpkg-{comp}")));
         assert!(expected.len() >= 5, "the fixture has content");
         for strategy in STRATEGIES {
@@ -62,7 +69,9 @@ fn every_compression_and_strategy_gives_the_tree_dpkg_deb_gives() {
 fn every_entry_type_owner_mode_and_mtime_is_reproduced() {
     assert!(is_root(), "the integration tests run as root (devices, owners, loop devices)");
     let fs = scratch("ext4", "defaults");
-    for name in ["types_1.0_all.deb", "pax_1.0_all.deb", "gnulong_1.0_all.deb", "underscore_1.0_all.deb"] {
+    for name in
+        ["types_1.0_all.deb", "pax_1.0_all.deb", "gnulong_1.0_all.deb", "underscore_1.0_all.deb"]
+    {
         let deb = fixture(name);
         let expected = reference_tree(&deb, &fs.path().join(format!("dpkg-{name}")));
         // The engine makes its state directory var/lib/unpack before the transaction: var and
@@ -72,7 +81,11 @@ fn every_entry_type_owner_mode_and_mtime_is_reproduced() {
         for strategy in STRATEGIES {
             let root = fs.subdir(&format!("{name}-{strategy}"));
             unpack_ok(strategy, &[&deb], &root);
-            assert_same_tree(&dir_mtimes_aside(&snapshot(&root), state_parent), &expected, &format!("{name} with {strategy}"));
+            assert_same_tree(
+                &dir_mtimes_aside(&snapshot(&root), state_parent),
+                &expected,
+                &format!("{name} with {strategy}"),
+            );
         }
     }
     // Spot checks that the comparison really covers what matters.
@@ -83,7 +96,10 @@ fn every_entry_type_owner_mode_and_mtime_is_reproduced() {
     assert!(tree.values().any(|n| n.mode & 0o4000 != 0), "a setuid file");
     assert!(tree.values().any(|n| n.uid == 1234 && n.gid == 5678), "a file owned by 1234:5678");
     let pax = snapshot(&fs.path().join("pax_1.0_all.deb-none"));
-    assert!(pax.values().any(|n| n.mtime == (1_600_000_000, 500_000_000)), "PAX mtime with its fraction");
+    assert!(
+        pax.values().any(|n| n.mtime == (1_600_000_000, 500_000_000)),
+        "PAX mtime with its fraction"
+    );
     assert!(pax.values().any(|n| n.uid == 3_000_000), "PAX uid");
 }
 
@@ -91,7 +107,11 @@ fn every_entry_type_owner_mode_and_mtime_is_reproduced() {
 fn the_json_report_names_packages_phases_calls_and_the_mount_options() {
     let fs = scratch("ext4", "nodelalloc");
     let root = fs.subdir("root");
-    let j = unpack_ok("syncfs", &[&fixture("pkg-v1_1.0_all.deb"), &fixture("other_1.0_all.deb")], &root);
+    let j = unpack_ok(
+        "syncfs",
+        &[&fixture("pkg-v1_1.0_all.deb"), &fixture("other_1.0_all.deb")],
+        &root,
+    );
     let packages = j["packages"].as_array().unwrap();
     assert_eq!(packages.len(), 2);
     assert_eq!(packages[0]["name"], "pkg");
@@ -102,7 +122,11 @@ fn the_json_report_names_packages_phases_calls_and_the_mount_options() {
     assert_eq!(j["strategy"], "syncfs");
     assert_eq!(j["filesystem"]["type"], "ext4");
     assert_eq!(j["filesystem"]["source"], fs.fs.device().to_str().unwrap());
-    assert!(j["filesystem"]["options"].as_str().unwrap().split(',').any(|o| o == "nodelalloc"), "{}", j["filesystem"]);
+    assert!(
+        j["filesystem"]["options"].as_str().unwrap().split(',').any(|o| o == "nodelalloc"),
+        "{}",
+        j["filesystem"]
+    );
     for phase in ["extract_s", "barrier_s", "rename_s", "dirsync_s", "total_s"] {
         assert!(j["phases"][phase].as_f64().unwrap() >= 0.0, "{phase}");
     }
@@ -110,10 +134,19 @@ fn the_json_report_names_packages_phases_calls_and_the_mount_options() {
     assert_eq!(j["syscalls"]["syncfs"], 2);
     assert!(j["peak_rss_bytes"].as_u64().unwrap() > 0);
 
-    let human = unpack(["-s", "none", fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    let human = unpack([
+        "-s",
+        "none",
+        fixture("many_1.0_all.deb").to_str().unwrap(),
+        root.to_str().unwrap(),
+    ]);
     assert_eq!(human.code, 0, "{}", human.stderr);
     assert!(human.stdout.contains("many 1.0 (all): "), "{}", human.stdout);
-    assert!(human.stdout.contains("strategy none") && human.stdout.contains("nodelalloc"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("strategy none") && human.stdout.contains("nodelalloc"),
+        "{}",
+        human.stdout
+    );
 }
 
 /// The flushes each strategy promises, and no others, counted by the engine.
@@ -127,7 +160,10 @@ fn each_strategy_makes_the_flush_calls_it_promises_and_no_others() {
     let files = tree.values().filter(|n| n.kind == 'f').count() as u64;
     // Into an empty root every top-level directory starts a new tree, renamed once.
     let tops = tree.keys().filter(|p| p.components().count() == 1).count() as u64;
-    assert!(tree.iter().filter(|(p, _)| p.components().count() == 1).all(|(_, n)| n.kind == 'd'), "the fixture's top level holds directories only");
+    assert!(
+        tree.iter().filter(|(p, _)| p.components().count() == 1).all(|(_, n)| n.kind == 'd'),
+        "the fixture's top level holds directories only"
+    );
     // Per-file strategies fsync every directory in the barrier (the new trees' entries must be
     // durable before the journal: the root for the tops' names) and the root again after the
     // renames.
@@ -153,7 +189,11 @@ fn each_strategy_makes_the_flush_calls_it_promises_and_no_others() {
             "writeback" => (files + dirs_flushed + journal, 0, 0, 2 * files),
             _ => unreachable!(),
         };
-        assert_eq!((n("fsync"), n("sync"), n("syncfs"), n("sync_file_range")), (fsync, sync, syncfs, sfr), "{strategy}: {c}");
+        assert_eq!(
+            (n("fsync"), n("sync"), n("syncfs"), n("sync_file_range")),
+            (fsync, sync, syncfs, sfr),
+            "{strategy}: {c}"
+        );
     }
 }
 
@@ -175,13 +215,20 @@ fn every_flush_call_of_every_strategy_is_in_the_latency_record() {
             };
             let l = &latency[kind];
             assert_eq!(l["count"].as_u64(), Some(expected), "{strategy} {kind}: {latency}");
-            let quantiles: Vec<Option<f64>> = ["p50_s", "p99_s", "max_s"].iter().map(|q| l[q].as_f64()).collect();
+            let quantiles: Vec<Option<f64>> =
+                ["p50_s", "p99_s", "max_s"].iter().map(|q| l[q].as_f64()).collect();
             if expected == 0 {
                 assert_eq!(quantiles, [None, None, None], "{strategy} {kind}: {l}");
                 assert_eq!(l["total_s"].as_f64(), Some(0.0), "{strategy} {kind}: {l}");
             } else {
-                let q: Vec<f64> = quantiles.into_iter().map(|q| q.unwrap_or_else(|| panic!("{strategy} {kind}: {l}"))).collect();
-                assert!(q[0] <= q[1] && q[1] <= q[2] && q[2] <= l["total_s"].as_f64().unwrap(), "{strategy} {kind}: {l}");
+                let q: Vec<f64> = quantiles
+                    .into_iter()
+                    .map(|q| q.unwrap_or_else(|| panic!("{strategy} {kind}: {l}")))
+                    .collect();
+                assert!(
+                    q[0] <= q[1] && q[1] <= q[2] && q[2] <= l["total_s"].as_f64().unwrap(),
+                    "{strategy} {kind}: {l}"
+                );
             }
         }
     }
@@ -198,7 +245,10 @@ fn the_engine_counters_agree_with_strace() {
         let r = run(Command::new("strace")
             .args(["-f", "-c", "-U", "name,calls", "-o"])
             .arg(&summary)
-            .args(["-e", "trace=fsync,fdatasync,sync,syncfs,sync_file_range,rename,renameat,renameat2"])
+            .args([
+                "-e",
+                "trace=fsync,fdatasync,sync,syncfs,sync_file_range,rename,renameat,renameat2",
+            ])
             .arg(unpack_bin())
             .args(["--json", "-s", strategy])
             .arg(&deb)
@@ -216,15 +266,24 @@ fn the_engine_counters_agree_with_strace() {
                 .sum()
         };
         for call in ["fsync", "sync", "sync_file_range"] {
-            assert_eq!(traced(call), j["syscalls"][call].as_u64().unwrap(), "{strategy}: {call} by strace\n{text}");
+            assert_eq!(
+                traced(call),
+                j["syscalls"][call].as_u64().unwrap(),
+                "{strategy}: {call} by strace\n{text}"
+            );
         }
         // The background syncs of the write phase are counted apart; strace sees them all.
-        let syncfs = j["syscalls"]["syncfs"].as_u64().unwrap() + j["syscalls"]["syncfs_early"].as_u64().unwrap();
+        let syncfs = j["syscalls"]["syncfs"].as_u64().unwrap()
+            + j["syscalls"]["syncfs_early"].as_u64().unwrap();
         assert_eq!(traced("syncfs"), syncfs, "{strategy}: syncfs by strace\n{text}");
         if strategy != "syncfs" {
             assert_eq!(j["syscalls"]["syncfs_early"], 0, "{strategy} syncs in the background");
         }
-        assert_eq!(traced("renameat") + traced("renameat2") + traced("rename"), j["syscalls"]["rename"].as_u64().unwrap(), "{strategy}: renames\n{text}");
+        assert_eq!(
+            traced("renameat") + traced("renameat2") + traced("rename"),
+            j["syscalls"]["rename"].as_u64().unwrap(),
+            "{strategy}: renames\n{text}"
+        );
     }
 }
 
@@ -244,7 +303,8 @@ fn writeback_opens_each_written_file_once_at_its_barrier() {
         .filter(|l| l.starts_with('-'))
         .filter_map(|l| l.rsplit('/').next().map(String::from))
         .collect();
-    for (strategy, opens_per_file) in [("writeback", 1), ("parallel", 1), ("fsync", 0), ("none", 0)] {
+    for (strategy, opens_per_file) in [("writeback", 1), ("parallel", 1), ("fsync", 0), ("none", 0)]
+    {
         let log = fs.path().join(format!("{strategy}.openat"));
         let r = run(Command::new("strace")
             .args(["-f", "-qq", "-e", "trace=open,openat", "-o"])
@@ -259,11 +319,19 @@ fn writeback_opens_each_written_file_once_at_its_barrier() {
         let text = std::fs::read_to_string(&log).unwrap();
         let reopens = text
             .lines()
-            .filter(|l| l.contains("O_RDONLY|O_NOCTTY|O_NONBLOCK") && l.contains("O_NOFOLLOW") && !l.contains("O_CREAT"))
+            .filter(|l| {
+                l.contains("O_RDONLY|O_NOCTTY|O_NONBLOCK")
+                    && l.contains("O_NOFOLLOW")
+                    && !l.contains("O_CREAT")
+            })
             .filter_map(|l| l.split('"').nth(1))
             .filter(|name| names.contains(name.trim_end_matches(".unpack-new")))
             .count() as u64;
-        assert_eq!(reopens, opens_per_file * files, "{strategy}: opens of written files for their flush");
+        assert_eq!(
+            reopens,
+            opens_per_file * files,
+            "{strategy}: opens of written files for their flush"
+        );
     }
 }
 
@@ -278,7 +346,11 @@ fn an_upgrade_replaces_every_file_and_matches_the_new_version() {
         let root = fs.subdir(strategy);
         unpack_ok("none", &[&v1], &root);
         unpack_ok(strategy, &[&v2], &root);
-        assert_same_tree(&dir_mtimes_aside(&snapshot(&root), |_| true), &expected, &format!("upgrade with {strategy}"));
+        assert_same_tree(
+            &dir_mtimes_aside(&snapshot(&root), |_| true),
+            &expected,
+            &format!("upgrade with {strategy}"),
+        );
         assert!(leftover_temps(&root).is_empty());
     }
 }
@@ -308,8 +380,15 @@ fn hostile_packages_never_write_or_link_outside_the_root() {
     for d in host {
         std::fs::create_dir_all(d).unwrap();
     }
-    let passwd_links = std::fs::metadata("/etc/passwd").map(|m| std::os::unix::fs::MetadataExt::nlink(&m)).unwrap();
-    let refused = ["evil-dotdot.deb", "evil-dotdot-inner.deb", "evil-hardlink-out.deb", "evil-hardlink-abs.deb"];
+    let passwd_links = std::fs::metadata("/etc/passwd")
+        .map(|m| std::os::unix::fs::MetadataExt::nlink(&m))
+        .unwrap();
+    let refused = [
+        "evil-dotdot.deb",
+        "evil-dotdot-inner.deb",
+        "evil-hardlink-out.deb",
+        "evil-hardlink-abs.deb",
+    ];
     for name in refused {
         let root = fs.subdir(name);
         unpack_ok("none", &[&fixture("other_1.0_all.deb")], &root);
@@ -331,7 +410,10 @@ fn hostile_packages_never_write_or_link_outside_the_root() {
     }
     let root = fs.subdir("hardlink-symlink");
     unpack_ok("fsync", &[&fixture("evil-hardlink-symlink.deb")], &root);
-    let (s, h) = (std::fs::symlink_metadata(root.join("s")).unwrap(), std::fs::symlink_metadata(root.join("h")).unwrap());
+    let (s, h) = (
+        std::fs::symlink_metadata(root.join("s")).unwrap(),
+        std::fs::symlink_metadata(root.join("h")).unwrap(),
+    );
     assert!(h.file_type().is_symlink(), "h is the symlink's inode, not /etc/passwd");
     assert_eq!(std::os::unix::fs::MetadataExt::ino(&s), std::os::unix::fs::MetadataExt::ino(&h));
 
@@ -343,7 +425,9 @@ fn hostile_packages_never_write_or_link_outside_the_root() {
     for p in ["/tmp/unpack-evil-abs", "/escape", "/escape2", "/tmp/escape"] {
         assert!(!Path::new(p).exists(), "{p} exists");
     }
-    let now = std::fs::metadata("/etc/passwd").map(|m| std::os::unix::fs::MetadataExt::nlink(&m)).unwrap();
+    let now = std::fs::metadata("/etc/passwd")
+        .map(|m| std::os::unix::fs::MetadataExt::nlink(&m))
+        .unwrap();
     assert_eq!(now, passwd_links, "/etc/passwd gained a hard link");
 }
 
@@ -367,9 +451,14 @@ fn broken_packages_exit_3_and_leave_the_root_unchanged() {
         "no-such-package.deb",
     ] {
         for strategy in ["none", "writeback"] {
-            let r = unpack(["-s", strategy, fixture(name).to_str().unwrap(), root.to_str().unwrap()]);
+            let r =
+                unpack(["-s", strategy, fixture(name).to_str().unwrap(), root.to_str().unwrap()]);
             assert_eq!(r.code, 3, "{name}: {}", r.stderr);
-            assert!(r.stderr.contains(name) && r.stderr.starts_with("unpack: error: "), "{name}: {}", r.stderr);
+            assert!(
+                r.stderr.contains(name) && r.stderr.starts_with("unpack: error: "),
+                "{name}: {}",
+                r.stderr
+            );
             assert_same_tree(&snapshot(&root), &before, name);
         }
     }
@@ -381,7 +470,11 @@ fn broken_packages_exit_3_and_leave_the_root_unchanged() {
     let fifo = fs.path().join("package.fifo");
     run(Command::new("mkfifo").arg(&fifo));
     // (Refused before the first read, so what the pipe would carry does not matter.)
-    let piped = Command::new(unpack_bin()).args(["/dev/stdin", root.to_str().unwrap()]).stdin(std::process::Stdio::piped()).output().unwrap();
+    let piped = Command::new(unpack_bin())
+        .args(["/dev/stdin", root.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .output()
+        .unwrap();
     let directory = unpack([fs.path().to_str().unwrap(), root.to_str().unwrap()]);
     let named = unpack([fifo.to_str().unwrap(), root.to_str().unwrap()]);
     for (what, code, stderr) in [
@@ -410,7 +503,13 @@ fn an_error_in_the_second_package_leaves_the_root_byte_for_byte_unchanged() {
     for strategy in STRATEGIES {
         let (root, before) = installed_root(&fs, strategy);
         for second in ["corrupt-data.deb", "truncated.deb", "evil-dotdot.deb"] {
-            let r = unpack(["-s", strategy, fixture("pkg-v2_2.0_all.deb").to_str().unwrap(), fixture(second).to_str().unwrap(), root.to_str().unwrap()]);
+            let r = unpack([
+                "-s",
+                strategy,
+                fixture("pkg-v2_2.0_all.deb").to_str().unwrap(),
+                fixture(second).to_str().unwrap(),
+                root.to_str().unwrap(),
+            ]);
             assert_eq!(r.code, 3, "{strategy} {second}: {}", r.stderr);
             assert_same_tree(&snapshot(&root), &before, &format!("{strategy}: v2 then {second}"));
         }
@@ -421,7 +520,11 @@ fn an_error_in_the_second_package_leaves_the_root_byte_for_byte_unchanged() {
 fn the_same_path_in_two_packages_of_one_call_is_refused() {
     let fs = scratch("ext4", "defaults");
     let root = fs.subdir("root");
-    let r = unpack([fixture("pkg-v1_1.0_all.deb").to_str().unwrap(), fixture("pkg-v2_2.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
+    let r = unpack([
+        fixture("pkg-v1_1.0_all.deb").to_str().unwrap(),
+        fixture("pkg-v2_2.0_all.deb").to_str().unwrap(),
+        root.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("already in package #1"), "{}", r.stderr);
     assert!(snapshot(&root).is_empty());
@@ -446,7 +549,11 @@ fn a_package_that_conflicts_with_the_root_fails_before_any_rename() {
     let before = snapshot(&root);
     let r = unpack([fixture("other_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
     assert_eq!(r.code, 1, "{}", r.stderr);
-    assert!(r.stderr.contains("non-empty directory") && r.stderr.contains("other-tool"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("non-empty directory") && r.stderr.contains("other-tool"),
+        "{}",
+        r.stderr
+    );
     assert_same_tree(&snapshot(&root), &before, "non-empty directory where the package has a file");
 
     // An empty directory is replaced.
@@ -463,15 +570,25 @@ fn a_second_unpack_into_a_locked_root_exits_5_or_waits() {
     let lock = root.join("var/lib/unpack/lock");
     // Hold the lock from another process, as a running unpack would.
     // --no-fork: the process we kill is the one holding the lock.
-    let mut holder = Command::new("flock").arg("--no-fork").arg(&lock).args(["sleep", "60"]).spawn().unwrap();
+    let mut holder =
+        Command::new("flock").arg("--no-fork").arg(&lock).args(["sleep", "60"]).spawn().unwrap();
     while run(Command::new("flock").args(["-n", "-E", "99"]).arg(&lock).arg("true")).code != 99 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let r = unpack([fixture("many_1.0_all.deb").to_str().unwrap(), root.to_str().unwrap()]);
     assert_eq!(r.code, 5);
-    assert!(r.stderr.contains("locked by another unpack") && r.stderr.contains(root.to_str().unwrap()), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("locked by another unpack") && r.stderr.contains(root.to_str().unwrap()),
+        "{}",
+        r.stderr
+    );
     assert!(!root.join("usr/share/many").exists(), "a locked-out unpack writes nothing");
-    let waiter = Command::new(unpack_bin()).args(["--wait", "--quiet"]).arg(fixture("many_1.0_all.deb")).arg(&root).spawn().unwrap();
+    let waiter = Command::new(unpack_bin())
+        .args(["--wait", "--quiet"])
+        .arg(fixture("many_1.0_all.deb"))
+        .arg(&root)
+        .spawn()
+        .unwrap();
     holder.kill().unwrap();
     holder.wait().unwrap();
     let out = waiter.wait_with_output().unwrap();
@@ -489,7 +606,14 @@ fn usage_errors_exit_2_and_a_missing_root_exits_4() {
     // --jobs is bounded: a pool of a million fsync threads would take minutes to start.
     let root = tempfile::tempdir().unwrap();
     for jobs in ["0", "257", "1000000"] {
-        let r = unpack(["-s", "parallel", "--jobs", jobs, fixture("many_1.0_all.deb").to_str().unwrap(), root.path().to_str().unwrap()]);
+        let r = unpack([
+            "-s",
+            "parallel",
+            "--jobs",
+            jobs,
+            fixture("many_1.0_all.deb").to_str().unwrap(),
+            root.path().to_str().unwrap(),
+        ]);
         assert_eq!(r.code, 2, "--jobs {jobs}: {}", r.stderr);
         assert!(r.stderr.contains(&format!("--jobs must be 1 to 256, not {jobs}")), "{}", r.stderr);
     }
@@ -499,7 +623,11 @@ fn usage_errors_exit_2_and_a_missing_root_exits_4() {
     assert!(r.stderr.contains("/nonexistent/root"), "{}", r.stderr);
     let help = unpack(["--help"]);
     assert_eq!(help.code, 0);
-    assert!(help.stdout.contains("Exit codes:") && help.stdout.contains("5  ROOT is locked"), "{}", help.stdout);
+    assert!(
+        help.stdout.contains("Exit codes:") && help.stdout.contains("5  ROOT is locked"),
+        "{}",
+        help.stdout
+    );
 }
 
 /// A pipe whose reader is gone, as `unpack ... | head -c0` leaves one.
@@ -507,7 +635,8 @@ fn widowed_pipe() -> std::process::Stdio {
     let mut fds = [0; 2];
     // SAFETY: pipe(2) fills the two descriptors, which are owned from here on.
     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    let (read_end, write_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     drop(read_end);
     std::process::Stdio::from(write_end)
 }
@@ -527,9 +656,17 @@ fn a_closed_stdout_or_stderr_loses_a_message_not_the_exit_status() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("warning: the report could not be printed: Broken pipe") && !stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("warning: the report could not be printed: Broken pipe")
+            && !stderr.contains("panicked"),
+        "{stderr}"
+    );
     assert!(root.join("usr/share/many").is_dir());
-    let bad = Command::new(unpack_bin()).args([fixture("garbage.deb").to_str().unwrap(), root.to_str().unwrap()]).stderr(widowed_pipe()).status().unwrap();
+    let bad = Command::new(unpack_bin())
+        .args([fixture("garbage.deb").to_str().unwrap(), root.to_str().unwrap()])
+        .stderr(widowed_pipe())
+        .status()
+        .unwrap();
     assert_eq!(bad.code(), Some(3));
 }
 
@@ -541,14 +678,24 @@ fn too_few_file_descriptors_exit_4_saying_why_and_the_root_unchanged() {
     let fs = scratch("ext4", "defaults");
     let (root, before) = installed_root(&fs, "root");
     // 60 directories of 50 one-byte files.
-    let deb = common::deb_builder::write_deb(fs.path(), "dirs.deb", "data.tar", &common::deb_builder::text_tree(3000, 1));
+    let deb = common::deb_builder::write_deb(
+        fs.path(),
+        "dirs.deb",
+        "data.tar",
+        &common::deb_builder::text_tree(3000, 1),
+    );
     for strategy in ["none", "fsync"] {
         let r = run(Command::new("sh")
             .args(["-c", "ulimit -n 32 && exec \"$0\" \"$@\"", unpack_bin(), "-q", "-s", strategy])
             .arg(&deb)
             .arg(&root));
         assert_eq!(r.code, 4, "{strategy}: {}", r.stderr);
-        assert!(r.stderr.contains("Too many open files") && r.stderr.contains("raise the hard limit (ulimit -Hn)"), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("Too many open files")
+                && r.stderr.contains("raise the hard limit (ulimit -Hn)"),
+            "{}",
+            r.stderr
+        );
         assert_same_tree(&snapshot(&root), &before, strategy);
     }
 }
@@ -584,17 +731,24 @@ fn a_read_only_root_exits_4_before_writing_anything() {
 fn devices_without_root_exit_3_naming_the_entry() {
     let fs = scratch("ext4", "defaults");
     let user_dir = fs.subdir("user");
-    std::fs::set_permissions(&user_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(&user_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+        .unwrap();
     let nobody = ForNobody::new(&["devices-only.deb", "types-nodev_1.0_all.deb"]);
     let as_nobody = |deb: &str| {
         let root = tempfile::tempdir_in(&user_dir).unwrap().keep();
-        std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-        let r = run(nobody.command("unpack").args(["-s", "fsync"]).arg(nobody.path(deb)).arg(&root));
+        std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        let r =
+            run(nobody.command("unpack").args(["-s", "fsync"]).arg(nobody.path(deb)).arg(&root));
         (r, root)
     };
     let (r, root) = as_nobody("devices-only.deb");
     assert_eq!(r.code, 3, "{}", r.stderr);
-    assert!(r.stderr.contains("usr/share/devices-only/null") && r.stderr.contains("need root"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("usr/share/devices-only/null") && r.stderr.contains("need root"),
+        "{}",
+        r.stderr
+    );
     assert!(snapshot(&root).is_empty(), "{:?}", snapshot(&root));
     let (r, root) = as_nobody("types-nodev_1.0_all.deb");
     assert_eq!(r.code, 0, "{}", r.stderr);

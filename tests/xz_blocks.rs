@@ -38,7 +38,9 @@ fn xz_flushed(data: &[u8], block: usize) -> Vec<u8> {
             let action = if last { Action::Finish } else { Action::FullFlush };
             let status = stream.process_vec(input, &mut out, action).unwrap();
             input = &input[(stream.total_in() - before) as usize..];
-            if status == Status::StreamEnd || (input.is_empty() && !last && status == Status::Ok && out.capacity() > out.len()) {
+            if status == Status::StreamEnd
+                || (input.is_empty() && !last && status == Status::Ok && out.capacity() > out.len())
+            {
                 break;
             }
         }
@@ -48,9 +50,13 @@ fn xz_flushed(data: &[u8], block: usize) -> Vec<u8> {
 
 /// What the one-thread decoder (the engine's own, deb.rs) makes of `xz`.
 fn one_thread(xz: &[u8]) -> Result<Vec<u8>, String> {
-    let stream = Stream::new_stream_decoder(unpack::deb::DECODER_MEMORY_LIMIT, CONCATENATED).unwrap();
+    let stream =
+        Stream::new_stream_decoder(unpack::deb::DECODER_MEMORY_LIMIT, CONCATENATED).unwrap();
     let mut out = Vec::new();
-    liblzma::bufread::XzDecoder::new_stream(xz, stream).read_to_end(&mut out).map(|_| out).map_err(|e| e.to_string())
+    liblzma::bufread::XzDecoder::new_stream(xz, stream)
+        .read_to_end(&mut out)
+        .map(|_| out)
+        .map_err(|e| e.to_string())
 }
 
 /// `xz` written into a file between some bytes of other members, as in a .deb.
@@ -69,10 +75,22 @@ fn parallel(xz: &[u8], threads: usize, piece: usize) -> Option<Result<Vec<u8>, S
 }
 
 /// [`parallel`] with `engaged` of the workers decoding from the start.
-fn parallel_engaged(xz: &[u8], threads: usize, engaged: usize, piece: usize) -> Option<Result<Vec<u8>, String>> {
+fn parallel_engaged(
+    xz: &[u8],
+    threads: usize,
+    engaged: usize,
+    piece: usize,
+) -> Option<Result<Vec<u8>, String>> {
     let (file, start) = in_file(xz);
     let consumed = Arc::new(AtomicU64::new(0));
-    let mut reader = xz_blocks::open_threads(file.as_file(), start, xz.len() as u64, consumed.clone(), threads, engaged)?;
+    let mut reader = xz_blocks::open_threads(
+        file.as_file(),
+        start,
+        xz.len() as u64,
+        consumed.clone(),
+        threads,
+        engaged,
+    )?;
     let mut out = Vec::new();
     let mut buf = vec![0u8; piece];
     loop {
@@ -95,7 +113,8 @@ fn threaded_encoder_streams_decode_in_order() {
     let xz = xz_threaded(&data, 3, 200_000);
     for threads in [2, 3, 4] {
         for piece in [1, 4096, 1 << 20] {
-            let out = parallel(&xz, threads, piece).expect("a 16-block stream is decoded in parallel");
+            let out =
+                parallel(&xz, threads, piece).expect("a 16-block stream is decoded in parallel");
             assert!(out == Ok(data.clone()), "{threads} threads, reads of {piece}: differs");
         }
     }
@@ -150,7 +169,15 @@ fn dropping_the_reader_midway_stops_its_threads() {
     let data = sample(2 * xz_blocks::AHEAD_BUDGET, 5);
     let xz = xz_threaded(&data, 3, 1 << 20);
     let (file, start) = in_file(&xz);
-    let mut reader = xz_blocks::open_threads(file.as_file(), start, xz.len() as u64, Arc::new(AtomicU64::new(0)), 3, 3).unwrap();
+    let mut reader = xz_blocks::open_threads(
+        file.as_file(),
+        start,
+        xz.len() as u64,
+        Arc::new(AtomicU64::new(0)),
+        3,
+        3,
+    )
+    .unwrap();
     let mut some = [0u8; 1000];
     reader.read_exact(&mut some).unwrap();
     assert_eq!(&some[..], &data[..1000]);
@@ -173,7 +200,15 @@ fn dropping_the_reader_midway_stops_its_threads() {
 /// end.
 fn read_engaging(xz: &[u8], mut consume: impl FnMut(&[u8])) -> (Vec<u8>, usize) {
     let (file, start) = in_file(xz);
-    let mut reader = xz_blocks::open_threads(file.as_file(), start, xz.len() as u64, Arc::new(AtomicU64::new(0)), 2, 1).unwrap();
+    let mut reader = xz_blocks::open_threads(
+        file.as_file(),
+        start,
+        xz.len() as u64,
+        Arc::new(AtomicU64::new(0)),
+        2,
+        1,
+    )
+    .unwrap();
     assert_eq!(reader.engaged(), 1, "one worker to start with");
     let mut out = Vec::with_capacity(xz.len() * 8);
     let mut buf = vec![0u8; 64 * 1024];
@@ -206,7 +241,14 @@ fn cores_we_get() -> f64 {
         }
         (cpu() - begin) / start.elapsed().as_secs_f64()
     };
-    std::thread::scope(|s| (0..cpus).map(|_| s.spawn(spin)).collect::<Vec<_>>().into_iter().map(|t| t.join().unwrap()).sum())
+    std::thread::scope(|s| {
+        (0..cpus)
+            .map(|_| s.spawn(spin))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .sum()
+    })
 }
 
 /// Why the load rule cannot be judged now, if it cannot: it weighs this process's CPU time
@@ -215,7 +257,8 @@ fn cores_we_get() -> f64 {
 fn machine_busy() -> Option<String> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let got = cores_we_get();
-    (got < cpus as f64 - 0.4).then(|| format!("other programs take the cores: this process gets {got:.2} of {cpus}"))
+    (got < cpus as f64 - 0.4)
+        .then(|| format!("other programs take the cores: this process gets {got:.2} of {cpus}"))
 }
 
 #[test]
@@ -275,9 +318,18 @@ fn the_load_rule_engages_only_beside_an_idle_core() {
     // The first 40 ms as measured on emacs-common and linux-headers (one worker, two cores).
     assert!(load(38, 6).calls_for_another_worker(1, 2), "emacs-common: the writer idles");
     assert!(!load(40, 38).calls_for_another_worker(1, 2), "linux-headers: the writer is as busy");
-    assert!(!load(31, 28).calls_for_another_worker(1, 2), "what the writer leaves idle goes to kernel writeback");
-    assert!(!load(10, 2).calls_for_another_worker(1, 2), "the decoder idles too: the unpack waits for something else");
-    assert!(load(40, 40).calls_for_another_worker(1, 4), "four cores: one is idle beside the writer");
+    assert!(
+        !load(31, 28).calls_for_another_worker(1, 2),
+        "what the writer leaves idle goes to kernel writeback"
+    );
+    assert!(
+        !load(10, 2).calls_for_another_worker(1, 2),
+        "the decoder idles too: the unpack waits for something else"
+    );
+    assert!(
+        load(40, 40).calls_for_another_worker(1, 4),
+        "four cores: one is idle beside the writer"
+    );
     assert!(!load(80, 40).calls_for_another_worker(2, 3), "three cores, all busy");
 }
 

@@ -41,20 +41,24 @@ fn control_and_status(data: &[u8]) {
         s.write_to(&mut written);
         written.push(b'\n');
     }
-    let again = deb822::parse(&written).unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&written)));
+    let again = deb822::parse(&written)
+        .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&written)));
     assert_eq!(fields(&again), fields(&stanzas));
     if let Ok(packages) = status::packages(stanzas.clone()) {
         for p in &packages {
             assert!(!p.info_name().contains('/') && p.info_name() != ".." && p.info_name() != ".");
-            for c in status::parse_conffiles_field(p.stanza.get("Conffiles").unwrap_or("")).unwrap() {
+            for c in status::parse_conffiles_field(p.stanza.get("Conffiles").unwrap_or("")).unwrap()
+            {
                 plain(&c.path);
             }
         }
     }
     let unpacked = status::StatusField::parse("install ok unpacked").unwrap();
-    let built: Vec<deb822::Stanza> = stanzas.iter().map(|s| status::status_stanza(s, &unpacked, &[], Some("1.0"))).collect();
+    let built: Vec<deb822::Stanza> =
+        stanzas.iter().map(|s| status::status_stanza(s, &unpacked, &[], Some("1.0"))).collect();
     let file = status::write_status(&built.iter().collect::<Vec<_>>());
-    let read = deb822::parse(&file).unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&file)));
+    let read = deb822::parse(&file)
+        .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&file)));
     assert_eq!(read.len(), built.len());
     for s in &read {
         assert_eq!(s.get("Status"), Some("install ok unpacked"));
@@ -95,7 +99,10 @@ fn admin_files(data: &[u8]) {
 fn conffiles_field(text: &str) {
     if let Ok(conffiles) = status::parse_conffiles_field(text) {
         conffiles.iter().for_each(|c| plain(&c.path));
-        assert_eq!(status::parse_conffiles_field(&status::conffiles_field(&conffiles)), Ok(conffiles));
+        assert_eq!(
+            status::parse_conffiles_field(&status::conffiles_field(&conffiles)),
+            Ok(conffiles)
+        );
     }
 }
 
@@ -128,15 +135,25 @@ fn trigger_files(data: &[u8]) {
             if d.is_file() {
                 plain(Path::new(&d.name));
             } else {
-                assert!(!d.name.contains('/') && d.name != "." && d.name != ".." && !d.name.is_empty(), "{:?}", d.name);
+                assert!(
+                    !d.name.contains('/') && d.name != "." && d.name != ".." && !d.name.is_empty(),
+                    "{:?}",
+                    d.name
+                );
             }
         }
     }
     if let Ok(interests) = triggers::parse_file_interests(data) {
         interests.iter().for_each(|i| plain(&i.path));
-        assert_eq!(triggers::parse_file_interests(&triggers::write_interests(&interests, true)), Ok(interests));
+        assert_eq!(
+            triggers::parse_file_interests(&triggers::write_interests(&interests, true)),
+            Ok(interests)
+        );
     }
     if let Ok(interests) = triggers::parse_explicit(data) {
-        assert_eq!(triggers::parse_explicit(&triggers::write_interests(&interests, false)), Ok(interests));
+        assert_eq!(
+            triggers::parse_explicit(&triggers::write_interests(&interests, false)),
+            Ok(interests)
+        );
     }
 }

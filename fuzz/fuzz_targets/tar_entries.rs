@@ -3,4 +3,6 @@
 //! spending the fuzzer's effort on getting past the container and a decompressor.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| unpack_fuzz::unpack_in_sandbox(&unpack_fuzz::deb_with_data(data)));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| unpack_fuzz::unpack_in_sandbox(
+    &unpack_fuzz::deb_with_data(data)
+));

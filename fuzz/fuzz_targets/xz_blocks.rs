@@ -15,19 +15,33 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     assert!(fd >= 0);
     let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
     file.write_all(data).unwrap();
-    let Some(mut reader) = unpack::xz_blocks::open_threads(&file, 0, data.len() as u64, Arc::new(AtomicU64::new(0)), 2, 2) else {
+    let Some(mut reader) = unpack::xz_blocks::open_threads(
+        &file,
+        0,
+        data.len() as u64,
+        Arc::new(AtomicU64::new(0)),
+        2,
+        2,
+    ) else {
         return;
     };
     let mut ours = Vec::new();
     let ours = reader.read_to_end(&mut ours).map(|_| ours);
     drop(reader);
-    let stream = Stream::new_stream_decoder(unpack::deb::DECODER_MEMORY_LIMIT, CONCATENATED).unwrap();
+    let stream =
+        Stream::new_stream_decoder(unpack::deb::DECODER_MEMORY_LIMIT, CONCATENATED).unwrap();
     let mut theirs = Vec::new();
-    let theirs = liblzma::bufread::XzDecoder::new_stream(data, stream).read_to_end(&mut theirs).map(|_| theirs);
+    let theirs = liblzma::bufread::XzDecoder::new_stream(data, stream)
+        .read_to_end(&mut theirs)
+        .map(|_| theirs);
     match (ours, theirs) {
         (Ok(a), Ok(b)) => assert!(a == b, "the parallel reader gave other bytes"),
         (Err(_), Err(_)) => {}
-        (Ok(_), Err(e)) => panic!("the parallel reader accepted a stream the one-thread decoder rejects: {e}"),
-        (Err(e), Ok(_)) => panic!("the parallel reader rejected a stream the one-thread decoder accepts: {e}"),
+        (Ok(_), Err(e)) => {
+            panic!("the parallel reader accepted a stream the one-thread decoder rejects: {e}")
+        }
+        (Err(e), Ok(_)) => {
+            panic!("the parallel reader rejected a stream the one-thread decoder accepts: {e}")
+        }
     }
 });

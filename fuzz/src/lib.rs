@@ -24,7 +24,8 @@ const CONTROL: &[u8] = b"Package: fuzz\nVersion: 1.0\nArchitecture: all\n";
 fn work() -> &'static Path {
     static WORK: OnceLock<PathBuf> = OnceLock::new();
     WORK.get_or_init(|| {
-        let base = std::env::var_os("UNPACK_FUZZ_DIR").map_or_else(|| PathBuf::from("/dev/shm"), PathBuf::from);
+        let base = std::env::var_os("UNPACK_FUZZ_DIR")
+            .map_or_else(|| PathBuf::from("/dev/shm"), PathBuf::from);
         let work = base.join(format!("unpack-fuzz-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&work);
         std::fs::create_dir_all(&work).unwrap_or_else(|e| panic!("{}: {e}", work.display()));
@@ -45,11 +46,17 @@ pub fn unpack_in_sandbox(deb: &[u8]) {
     lay_traps(&sandbox);
     let root = sandbox.join("root");
     let before = snapshot(&sandbox, true);
-    let options = unpack::Options::new(unpack::durability::by_name("none", 1).expect("the none strategy exists"));
+    let options = unpack::Options::new(
+        unpack::durability::by_name("none", 1).expect("the none strategy exists"),
+    );
     match unpack::unpack(&[package], &root, &options) {
         Ok(_) => {
             // The root is the package's now; everything beside it must be as it was.
-            assert_same(&snapshot(&sandbox, false), &before.into_iter().filter(|(p, _)| !p.starts_with("root")).collect(), "a successful unpack");
+            assert_same(
+                &snapshot(&sandbox, false),
+                &before.into_iter().filter(|(p, _)| !p.starts_with("root")).collect(),
+                "a successful unpack",
+            );
         }
         Err(e) => {
             assert_blames_the_package(&e);
@@ -72,8 +79,11 @@ pub fn deb_with_data(data: &[u8]) -> Vec<u8> {
         builder.into_inner().expect("an in-memory tar")
     });
     let mut deb = b"!<arch>\n".to_vec();
-    for (name, member) in [("debian-binary", &b"2.0\n"[..]), ("control.tar", control), ("data.tar", data)] {
-        writeln!(deb, "{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`", 0, 0, 0, 100644, member.len()).expect("writing to a Vec");
+    for (name, member) in
+        [("debian-binary", &b"2.0\n"[..]), ("control.tar", control), ("data.tar", data)]
+    {
+        writeln!(deb, "{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`", 0, 0, 0, 100644, member.len())
+            .expect("writing to a Vec");
         deb.extend_from_slice(member);
         if member.len() % 2 == 1 {
             deb.push(b'\n');
@@ -99,10 +109,16 @@ fn assert_blames_the_package(e: &Error) {
 fn lay_traps(sandbox: &Path) {
     let root = sandbox.join("root");
     let host = sandbox.join("host");
-    for dir in [root.join("var/lib/unpack"), root.join("usr/bin"), root.join("empty"), host.join("sub")] {
+    for dir in
+        [root.join("var/lib/unpack"), root.join("usr/bin"), root.join("empty"), host.join("sub")]
+    {
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     }
-    let files = [(root.join("var/lib/unpack/lock"), ""), (root.join("file"), "a file"), (host.join("secret"), "host data")];
+    let files = [
+        (root.join("var/lib/unpack/lock"), ""),
+        (root.join("file"), "a file"),
+        (host.join("secret"), "host data"),
+    ];
     let links = [
         ("usr/bin", "bin"),
         ("/etc", "etc"),
@@ -125,7 +141,15 @@ fn lay_traps(sandbox: &Path) {
 #[derive(Debug, PartialEq, Eq)]
 enum Node {
     Lock,
-    Other { kind: u32, mode: u32, uid: u32, gid: u32, mtime: (i64, i64), content: Vec<u8>, rdev: u64 },
+    Other {
+        kind: u32,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        mtime: (i64, i64),
+        content: Vec<u8>,
+        rdev: u64,
+    },
 }
 
 /// Every path under `sandbox` (the sandbox itself excluded), or only those outside the root
@@ -135,7 +159,8 @@ fn snapshot(sandbox: &Path, with_root: bool) -> BTreeMap<PathBuf, Node> {
     let mut todo = vec![PathBuf::new()];
     while let Some(rel) = todo.pop() {
         let full = sandbox.join(&rel);
-        let entries = std::fs::read_dir(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()));
+        let entries =
+            std::fs::read_dir(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()));
         for entry in entries {
             let entry = entry.unwrap_or_else(|e| panic!("{}: {e}", full.display()));
             let rel = rel.join(entry.file_name());
@@ -143,7 +168,8 @@ fn snapshot(sandbox: &Path, with_root: bool) -> BTreeMap<PathBuf, Node> {
                 continue;
             }
             let path = sandbox.join(&rel);
-            let m = std::fs::symlink_metadata(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let m = std::fs::symlink_metadata(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             let content = if m.is_symlink() {
                 std::fs::read_link(&path).map(|t| t.into_os_string().into_encoded_bytes())
             } else if m.is_file() {
@@ -179,11 +205,15 @@ fn assert_same(now: &BTreeMap<PathBuf, Node>, before: &BTreeMap<PathBuf, Node>, 
     for (path, node) in now {
         match before.get(path) {
             None => diffs.push(format!("new: {} {node:?}", path.display())),
-            Some(old) if old != node => diffs.push(format!("changed: {}\n  was {old:?}\n  now {node:?}", path.display())),
+            Some(old) if old != node => {
+                diffs.push(format!("changed: {}\n  was {old:?}\n  now {node:?}", path.display()))
+            }
             Some(_) => {}
         }
     }
-    diffs.extend(before.keys().filter(|p| !now.contains_key(*p)).map(|p| format!("gone: {}", p.display())));
+    diffs.extend(
+        before.keys().filter(|p| !now.contains_key(*p)).map(|p| format!("gone: {}", p.display())),
+    );
     assert!(diffs.is_empty(), "{after_what} changed what it must not:\n{}", diffs.join("\n"));
 }
 
@@ -201,20 +231,36 @@ pub fn recover_in_sandbox(data: &[u8]) {
     let (root, host) = (sandbox.join("root"), sandbox.join("host"));
     let host_bytes = host.to_str().expect("a UTF-8 sandbox path").as_bytes();
     let records = replace(records, b"@H", host_bytes);
-    let journal = if mode % 2 == 1 { unpack::journal::seal(&records).expect("fuzz inputs are small") } else { records };
+    let journal = if mode % 2 == 1 {
+        unpack::journal::seal(&records).expect("fuzz inputs are small")
+    } else {
+        records
+    };
     let state = root.join("var/lib/unpack");
     // What a journal could aim at: temporary names and an empty directory in the root and in
     // the host, a new tree of the engine's in both.
-    for file in [root.join("usr/bin/tool"), root.join("usr/bin/tool.unpack-new"), host.join("secret.unpack-new"), host.join("sub/x.unpack-new"), host.join("sub/x")] {
+    for file in [
+        root.join("usr/bin/tool"),
+        root.join("usr/bin/tool.unpack-new"),
+        host.join("secret.unpack-new"),
+        host.join("sub/x.unpack-new"),
+        host.join("sub/x"),
+    ] {
         std::fs::write(&file, "x").unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     }
-    for dir in [root.join("new.unpack-new/inner"), host.join("tree.unpack-new/inner"), host.join("sub/empty")] {
+    for dir in [
+        root.join("new.unpack-new/inner"),
+        host.join("tree.unpack-new/inner"),
+        host.join("sub/empty"),
+    ] {
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     }
     std::fs::write(state.join(unpack::JOURNAL), &journal).expect("the state directory");
     std::fs::write(state.join(unpack::INTENT), "").expect("the state directory");
     let before = snapshot(&host, true);
-    let options = unpack::Options::new(unpack::durability::by_name("none", 1).expect("the none strategy exists"));
+    let options = unpack::Options::new(
+        unpack::durability::by_name("none", 1).expect("the none strategy exists"),
+    );
     // Refusing (an error) is as fine as recovering: only a change outside the root is not.
     let outcome = unpack::recover_root(&root, &options);
     assert_same(&snapshot(&host, true), &before, &format!("recovery ({outcome:?})"));

@@ -18,5 +18,9 @@ pub fn is_mount_point(path: &Path) -> io::Result<bool> {
 /// Every mount point at or below `dir` (as the kernel spells it: absolute, canonical), so that a
 /// caller about to remove a directory tree can make sure it never reaches into a mount.
 pub fn under(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    Ok(mountinfo::all()?.into_iter().map(|m| m.mount_point).filter(|m| m.starts_with(dir)).collect())
+    Ok(mountinfo::all()?
+        .into_iter()
+        .map(|m| m.mount_point)
+        .filter(|m| m.starts_with(dir))
+        .collect())
 }

@@ -34,7 +34,10 @@ impl LoopDevice {
         let out = run(Command::new("losetup").arg("--find").arg("--show").arg(backing))?;
         let path = PathBuf::from(out.trim());
         if !path.starts_with("/dev") {
-            return Err(io::Error::other(format!("losetup printed no device for {}", backing.display())));
+            return Err(io::Error::other(format!(
+                "losetup printed no device for {}",
+                backing.display()
+            )));
         }
         let backing = backing_file(&path).unwrap_or_else(|| backing.to_path_buf());
         Ok(LoopDevice { path, backing })
@@ -88,7 +91,13 @@ impl Mounted {
         std::fs::create_dir_all(target)?;
         // Canonical, as /proc/self/mountinfo spells it, so `Drop` can tell whether it is mounted.
         let target = &target.canonicalize()?;
-        run(Command::new("mount").arg("-t").arg(fstype).arg("-o").arg(options).arg(device).arg(target))?;
+        run(Command::new("mount")
+            .arg("-t")
+            .arg(fstype)
+            .arg("-o")
+            .arg(options)
+            .arg(device)
+            .arg(target))?;
         Ok(Mounted { target: target.to_path_buf(), mounted: true })
     }
 
@@ -181,19 +190,40 @@ pub struct ScratchFs {
 
 impl ScratchFs {
     /// Makes `fstype` on a new sparse file `backing` and mounts it on `target` with `options`.
-    pub fn create(fstype: &str, backing: &Path, size: u64, target: &Path, options: &str) -> io::Result<ScratchFs> {
+    pub fn create(
+        fstype: &str,
+        backing: &Path,
+        size: u64,
+        target: &Path,
+        options: &str,
+    ) -> io::Result<ScratchFs> {
         let file = std::fs::File::create(backing)?;
         file.set_len(size)?;
         drop(file);
-        let mut fs = ScratchFs { mounted: None, device: None, backing: backing.to_path_buf(), remove_backing: true };
+        let mut fs = ScratchFs {
+            mounted: None,
+            device: None,
+            backing: backing.to_path_buf(),
+            remove_backing: true,
+        };
         fs.format_and_mount(fstype, target, options)?;
         Ok(fs)
     }
 
     /// Makes `fstype` on an existing backing file (for instance a virtual disk's `disk.img`) that
     /// this guard must not remove, and mounts it.
-    pub fn on_existing(fstype: &str, backing: &Path, target: &Path, options: &str) -> io::Result<ScratchFs> {
-        let mut fs = ScratchFs { mounted: None, device: None, backing: backing.to_path_buf(), remove_backing: false };
+    pub fn on_existing(
+        fstype: &str,
+        backing: &Path,
+        target: &Path,
+        options: &str,
+    ) -> io::Result<ScratchFs> {
+        let mut fs = ScratchFs {
+            mounted: None,
+            device: None,
+            backing: backing.to_path_buf(),
+            remove_backing: false,
+        };
         fs.format_and_mount(fstype, target, options)?;
         Ok(fs)
     }
@@ -248,7 +278,9 @@ pub fn backing_file(device: &Path) -> Option<PathBuf> {
 
 /// Runs a command, returning its stdout, or an error carrying its stderr.
 pub(crate) fn run(cmd: &mut Command) -> io::Result<String> {
-    let out = cmd.output().map_err(|e| io::Error::new(e.kind(), format!("{:?}: {e}", cmd.get_program())))?;
+    let out = cmd
+        .output()
+        .map_err(|e| io::Error::new(e.kind(), format!("{:?}: {e}", cmd.get_program())))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {

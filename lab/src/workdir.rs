@@ -30,7 +30,10 @@ impl Workdir {
                 Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
             }
         }
-        Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{}: no free name for {prefix}.{pid}.N", parent.display())))
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{}: no free name for {prefix}.{pid}.N", parent.display()),
+        ))
     }
 
     /// The directory.
@@ -44,7 +47,10 @@ impl Drop for Workdir {
         // Never across a mount: if something is still mounted below, keep everything.
         let mounted = crate::mounts::under(&self.path).map_or(true, |m| !m.is_empty());
         if mounted {
-            unpack::stderr!("warning: {} still has a mount inside; left in place", self.path.display());
+            unpack::stderr!(
+                "warning: {} still has a mount inside; left in place",
+                self.path.display()
+            );
             return;
         }
         if let Err(e) = std::fs::remove_dir_all(&self.path) {

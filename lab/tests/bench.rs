@@ -14,8 +14,8 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use unpack_lab::scratchfs::{self, LoopDevice, Mounted};
 use std::process::Command;
+use unpack_lab::scratchfs::{self, LoopDevice, Mounted};
 
 /// One bench at a time: a bench calls sync(2), which flushes every filesystem of the machine,
 /// so a bench running beside another would count the other's flushes on its devices.
@@ -67,8 +67,12 @@ impl Drop for BenchTmp {
 /// Mount points under `dir`, deepest first.
 fn mounts_under(dir: &Path) -> Vec<PathBuf> {
     let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mut found: Vec<PathBuf> =
-        table.lines().filter_map(|l| l.split(' ').nth(4)).map(PathBuf::from).filter(|m| m.starts_with(dir)).collect();
+    let mut found: Vec<PathBuf> = table
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(PathBuf::from)
+        .filter(|m| m.starts_with(dir))
+        .collect();
     found.sort_by_key(|m| std::cmp::Reverse(m.components().count()));
     found
 }
@@ -87,9 +91,14 @@ fn loops_under(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
 
 /// Mounts and loop devices under `tmp`, and anything left in it.
 fn leftovers(tmp: &Path) -> Vec<String> {
-    let mut found: Vec<String> = mounts_under(tmp).iter().map(|m| format!("mount: {}", m.display())).collect();
-    found.extend(loops_under(tmp).iter().map(|(d, b)| format!("loop: {} on {}", d.display(), b.display())));
-    found.extend(std::fs::read_dir(tmp).unwrap().map(|e| format!("file: {}", e.unwrap().path().display())));
+    let mut found: Vec<String> =
+        mounts_under(tmp).iter().map(|m| format!("mount: {}", m.display())).collect();
+    found.extend(
+        loops_under(tmp).iter().map(|(d, b)| format!("loop: {} on {}", d.display(), b.display())),
+    );
+    found.extend(
+        std::fs::read_dir(tmp).unwrap().map(|e| format!("file: {}", e.unwrap().path().display())),
+    );
     found
 }
 
@@ -97,7 +106,8 @@ fn leftovers(tmp: &Path) -> Vec<String> {
 fn parse_csv(text: &str) -> Vec<Vec<String>> {
     text.lines()
         .map(|line| {
-            let (mut fields, mut field, mut quoted, mut chars) = (Vec::new(), String::new(), false, line.chars().peekable());
+            let (mut fields, mut field, mut quoted, mut chars) =
+                (Vec::new(), String::new(), false, line.chars().peekable());
             while let Some(c) = chars.next() {
                 match (c, quoted) {
                     ('"', true) if chars.peek() == Some(&'"') => {
@@ -151,7 +161,22 @@ fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_t
     let out_dir = out.path().to_str().unwrap();
     let r = bench(
         tmp.path(),
-        &["--synthetic", "50:4k", "-o", "defaults", "-o", "nodelalloc", "-s", "none,fsync", "--peers", "dpkg,tar", "--runs", "1", "--out", out_dir],
+        &[
+            "--synthetic",
+            "50:4k",
+            "-o",
+            "defaults",
+            "-o",
+            "nodelalloc",
+            "-s",
+            "none,fsync",
+            "--peers",
+            "dpkg,tar",
+            "--runs",
+            "1",
+            "--out",
+            out_dir,
+        ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new(), "the bench cleans up after itself");
@@ -161,12 +186,24 @@ fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_t
     // then our strategies' flush latency.
     let md = std::fs::read_to_string(out.path().join("matrix.md")).unwrap();
     assert_eq!(md.matches("## synthetic 50:4k on ext4, install").count(), 1, "{md}");
-    assert_eq!(md.matches("| mount options | cache | none | fsync | dpkg | tar |").count(), 4, "{md}");
+    assert_eq!(
+        md.matches("| mount options | cache | none | fsync | dpkg | tar |").count(),
+        4,
+        "{md}"
+    );
     for options in ["defaults", "nodelalloc"] {
         let lines = table_lines(&md, options, "warm");
-        assert_eq!(lines.len(), 4, "exit, stable, spread and flush latency lines for {options}: {md}");
+        assert_eq!(
+            lines.len(),
+            4,
+            "exit, stable, spread and flush latency lines for {options}: {md}"
+        );
         assert!(seconds(lines[3][1]) > 0.0, "fsync's p99 flush latency: {:?}", lines[3]);
-        assert_eq!([lines[3][0], lines[3][2], lines[3][3]], ["–"; 3], "none flushes nothing, the peers are not seen");
+        assert_eq!(
+            [lines[3][0], lines[3][2], lines[3][3]],
+            ["–"; 3],
+            "none flushes nothing, the peers are not seen"
+        );
         for line in &lines[..2] {
             assert_eq!(line.len(), tools.len());
             assert!(line[0].ends_with("(1.00×)"), "none is the baseline: {line:?}");
@@ -195,21 +232,32 @@ fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_t
         assert_eq!(r["exit_code"], "0");
         assert_eq!(r["filesystem"], "ext4");
         assert_eq!(r["scenario"], "install");
-        let (exit, stable): (f64, f64) = (r["exit_s"].parse().unwrap(), r["stable_s"].parse().unwrap());
+        let (exit, stable): (f64, f64) =
+            (r["exit_s"].parse().unwrap(), r["stable_s"].parse().unwrap());
         assert!(exit > 0.0 && stable >= exit, "{r:?}");
         let nodelalloc = r["applied_options"].split(',').any(|o| o == "nodelalloc");
-        assert_eq!(nodelalloc, r["mount_options"] == "nodelalloc", "applied options read back: {r:?}");
+        assert_eq!(
+            nodelalloc,
+            r["mount_options"] == "nodelalloc",
+            "applied options read back: {r:?}"
+        );
         assert!(r["kernel"].starts_with("Linux") && r["cpus"].parse::<u32>().unwrap() >= 1);
         assert!(r["packages"].starts_with("synthetic-50-4k 1.0"), "{r:?}");
         let ours = r["kind"] == "strategy";
         assert_eq!(ours, ["none", "fsync"].contains(&r["tool"].as_str()));
-        for counter in ["fsync", "fdatasync", "sync", "syncfs", "sync_file_range", "rename", "peak_rss_bytes"] {
+        for counter in
+            ["fsync", "fdatasync", "sync", "syncfs", "sync_file_range", "rename", "peak_rss_bytes"]
+        {
             assert_eq!(r[counter].is_empty(), !ours, "{counter} only for our engine: {r:?}");
         }
         let count = |c: &str| r[c].parse::<u64>().unwrap_or(0);
         match r["tool"].as_str() {
             "none" => assert_eq!(
-                count("fsync") + count("fdatasync") + count("sync") + count("syncfs") + count("sync_file_range"),
+                count("fsync")
+                    + count("fdatasync")
+                    + count("sync")
+                    + count("syncfs")
+                    + count("sync_file_range"),
                 0,
                 "none flushes nothing"
             ),
@@ -221,26 +269,38 @@ fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_t
             // not once per file.
             assert!((1..50).contains(&count("rename")) && count("peak_rss_bytes") > 0, "{r:?}");
         }
-        assert!(r["device_flushes"].is_empty() && r["device_bytes"].is_empty(), "the native device counts nothing");
+        assert!(
+            r["device_flushes"].is_empty() && r["device_bytes"].is_empty(),
+            "the native device counts nothing"
+        );
     }
 
     // matrix.json: the same runs nested under rows, and the environment.
-    let json: Value = serde_json::from_str(&std::fs::read_to_string(out.path().join("matrix.json")).unwrap()).unwrap();
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("matrix.json")).unwrap())
+            .unwrap();
     let env = &json["environment"];
     assert!(env["kernel"].as_str().unwrap().starts_with("Linux"));
     assert!(env["cpus"].as_u64().unwrap() >= 1);
     let package = &env["workloads"][0]["packages"][0];
-    assert_eq!((package["name"].as_str(), package["version"].as_str()), (Some("synthetic-50-4k"), Some("1.0")));
+    assert_eq!(
+        (package["name"].as_str(), package["version"].as_str()),
+        (Some("synthetic-50-4k"), Some("1.0"))
+    );
     assert!(package["bytes"].as_u64().unwrap() > 50 * 4096 / 2);
     let rows = json["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     for row in rows {
-        let names: Vec<&str> = row["cells"].as_array().unwrap().iter().map(|c| c["tool"].as_str().unwrap()).collect();
+        let names: Vec<&str> =
+            row["cells"].as_array().unwrap().iter().map(|c| c["tool"].as_str().unwrap()).collect();
         assert_eq!(names, tools);
         for cell in row["cells"].as_array().unwrap() {
             assert_eq!(cell["runs"].as_array().unwrap().len(), 1);
             assert_eq!(cell["failed"], 0);
-            assert!(cell["stable"]["median"].as_f64().unwrap() >= cell["exit"]["median"].as_f64().unwrap());
+            assert!(
+                cell["stable"]["median"].as_f64().unwrap()
+                    >= cell["exit"]["median"].as_f64().unwrap()
+            );
         }
         let options = row["mount_options"].as_str().unwrap();
         let applied = row["applied_options"].as_str().unwrap();
@@ -263,18 +323,33 @@ fn failed_runs_show_as_failed_never_as_times() {
     assert!(is_root(), "the integration tests run as root (loop devices)");
     let tmp = BenchTmp::new();
     let deb = common::fixture("corrupt-data.deb");
-    let r = bench(tmp.path(), &[deb.to_str().unwrap(), "-o", "defaults", "-s", "none", "--peers", "tar", "--runs", "1"]);
-    assert_eq!(r.code, 3, "a matrix with failed runs is a matrix, but an incomplete one: {}", r.stderr);
+    let r = bench(
+        tmp.path(),
+        &[deb.to_str().unwrap(), "-o", "defaults", "-s", "none", "--peers", "tar", "--runs", "1"],
+    );
+    assert_eq!(
+        r.code, 3,
+        "a matrix with failed runs is a matrix, but an incomplete one: {}",
+        r.stderr
+    );
     assert!(r.stderr.contains("2 counted run(s) failed, the matrix is incomplete"), "{}", r.stderr);
     for tool in ["none", "tar"] {
-        assert!(r.stderr.contains(&format!("on ext4, install, -o defaults warm: {tool}")), "names {tool}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("on ext4, install, -o defaults warm: {tool}")),
+            "names {tool}: {}",
+            r.stderr
+        );
     }
     let lines = table_lines(&r.stdout, "defaults", "warm");
     assert_eq!(lines.len(), 3, "{}", r.stdout);
     for line in &lines {
         assert_eq!(line, &["failed 1/1", "failed 1/1"], "{}", r.stdout);
     }
-    assert!(r.stdout.contains("- `defaults` warm, none: exit status 3"), "the engine's reason: {}", r.stdout);
+    assert!(
+        r.stdout.contains("- `defaults` warm, none: exit status 3"),
+        "the engine's reason: {}",
+        r.stdout
+    );
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
 
@@ -287,12 +362,27 @@ fn a_row_that_cannot_mount_prints_its_cells_as_failed_and_exits_3() {
     let tmp = BenchTmp::new();
     let r = bench(
         tmp.path(),
-        &["--synthetic", "10:1k", "-o", "defaults", "-o", "no_such_option", "-s", "none", "--peers", "", "--runs", "1"],
+        &[
+            "--synthetic",
+            "10:1k",
+            "-o",
+            "defaults",
+            "-o",
+            "no_such_option",
+            "-s",
+            "none",
+            "--peers",
+            "",
+            "--runs",
+            "1",
+        ],
     );
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(
         r.stderr.contains("1 counted run(s) failed, the matrix is incomplete")
-            && r.stderr.ends_with("reasons: synthetic 10:1k on ext4, install, -o no_such_option warm: none\n"),
+            && r.stderr.ends_with(
+                "reasons: synthetic 10:1k on ext4, install, -o no_such_option warm: none\n"
+            ),
         "only the cell that could not mount: {}",
         r.stderr
     );
@@ -310,13 +400,34 @@ fn the_upgrade_scenario_with_a_cold_cache_runs_over_an_installed_copy() {
     let out = tempfile::tempdir().unwrap();
     let r = bench(
         tmp.path(),
-        &["--synthetic", "30:1k", "-o", "defaults", "-s", "fsync", "--peers", "dpkg", "--scenario", "upgrade", "--cache", "cold", "--runs", "1", "--out", out.path().to_str().unwrap()],
+        &[
+            "--synthetic",
+            "30:1k",
+            "-o",
+            "defaults",
+            "-s",
+            "fsync",
+            "--peers",
+            "dpkg",
+            "--scenario",
+            "upgrade",
+            "--cache",
+            "cold",
+            "--runs",
+            "1",
+            "--out",
+            out.path().to_str().unwrap(),
+        ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let records = csv_records(&std::fs::read_to_string(out.path().join("matrix.csv")).unwrap());
     assert_eq!(records.len(), 2);
     for r in &records {
-        assert_eq!((r["scenario"].as_str(), r["cache"].as_str(), r["ok"].as_str()), ("upgrade", "cold", "true"), "{r:?}");
+        assert_eq!(
+            (r["scenario"].as_str(), r["cache"].as_str(), r["ok"].as_str()),
+            ("upgrade", "cold", "true"),
+            "{r:?}"
+        );
     }
     let md = std::fs::read_to_string(out.path().join("matrix.md")).unwrap();
     assert!(md.contains("## synthetic 30:1k on ext4, upgrade"), "{md}");
@@ -332,7 +443,10 @@ fn without_root_it_exits_2_and_points_at_dir() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("needs root") && r.stderr.contains("--dir"), "{}", r.stderr);
     assert!(r.stdout.is_empty());
-    let r = bench_as_nobody(tmp.path(), &["--dir", tmp.path().to_str().unwrap(), "--cache", "cold", "--synthetic", "10:1k"]);
+    let r = bench_as_nobody(
+        tmp.path(),
+        &["--dir", tmp.path().to_str().unwrap(), "--cache", "cold", "--synthetic", "10:1k"],
+    );
     assert_eq!(r.code, 2, "a cold cache needs root even with --dir: {r:?}");
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
@@ -343,7 +457,10 @@ fn with_dir_it_benches_that_filesystem_as_mounted_without_root() {
     let tmp = BenchTmp::new();
     std::os::unix::fs::chown(tmp.path(), Some(65534), Some(65534)).unwrap();
     let dir = tmp.path().to_str().unwrap();
-    let r = bench_as_nobody(tmp.path(), &["--dir", dir, "--synthetic", "20:1k", "-s", "", "--peers", "tar", "--runs", "1"]);
+    let r = bench_as_nobody(
+        tmp.path(),
+        &["--dir", dir, "--synthetic", "20:1k", "-s", "", "--peers", "tar", "--runs", "1"],
+    );
     assert_eq!(r.code, 0, "{r:?}");
     let fstype = unpack::mountinfo::for_path(tmp.path()).unwrap().fstype;
     assert!(r.stdout.contains(&format!("## synthetic 20:1k on {fstype}, install")), "{}", r.stdout);
@@ -359,7 +476,11 @@ fn with_dir_it_benches_that_filesystem_as_mounted_without_root() {
 fn every_default_option_set_mounts_on_its_filesystem() {
     assert!(is_root(), "the integration tests run as root (loop devices)");
     for fs in scratchfs::FILESYSTEMS {
-        let sets = [unpack_lab::bench::plan::default_option_sets(fs), unpack_lab::crash::default_option_sets(fs)].concat();
+        let sets = [
+            unpack_lab::bench::plan::default_option_sets(fs),
+            unpack_lab::crash::default_option_sets(fs),
+        ]
+        .concat();
         for options in sets.iter().collect::<BTreeSet<_>>() {
             // Panics naming the filesystem and the options if mkfs or the mount fails; 512 MiB
             // is more than XFS's smallest.
@@ -367,7 +488,11 @@ fn every_default_option_set_mounts_on_its_filesystem() {
             let mount = unpack::mountinfo::for_path(scratch.path()).unwrap();
             assert_eq!(mount.fstype, *fs);
             for option in options.split(',').filter(|&o| o != "defaults") {
-                assert!(mount.has_option(option), "{fs} -o {options}: {option} not in {}", mount.options);
+                assert!(
+                    mount.has_option(option),
+                    "{fs} -o {options}: {option} not in {}",
+                    mount.options
+                );
             }
         }
     }
@@ -386,7 +511,10 @@ fn what_cannot_be_benched_is_a_usage_error_before_any_run() {
         (&["--synthetic", "100000000000:1g", "-o", "defaults"][..], "which has"),
         (&["--dir", "/", "-o", "nodelalloc", "--synthetic", "1:1"][..], "cannot be used with"),
         // The crash test's scenario: said whose it is.
-        (&["--synthetic", "10:1k", "--scenario", "bootstrap"][..], "a scenario of unpack-crashtest"),
+        (
+            &["--synthetic", "10:1k", "--scenario", "bootstrap"][..],
+            "a scenario of unpack-crashtest",
+        ),
         (&[][..], "required"),
     ] {
         let r = bench(tmp.path(), args);
@@ -396,7 +524,10 @@ fn what_cannot_be_benched_is_a_usage_error_before_any_run() {
     // A package that is not there exits 1, its cause said once (not once per link of the chain).
     let r = bench(tmp.path(), &["/nonexistent/pkg.deb", "-o", "defaults"]);
     assert_eq!(r.code, 1, "{r:?}");
-    assert_eq!(r.stderr.trim(), "unpack-bench: /nonexistent/pkg.deb: No such file or directory (os error 2)");
+    assert_eq!(
+        r.stderr.trim(),
+        "unpack-bench: /nonexistent/pkg.deb: No such file or directory (os error 2)"
+    );
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
 
@@ -407,7 +538,18 @@ fn a_signal_stops_the_matrix_between_runs_and_takes_its_filesystem_down() {
     let tmp = BenchTmp::new();
     let mut child = Command::new(bench_bin())
         .env("TMPDIR", tmp.path())
-        .args(["--synthetic", "100:4k", "-o", "defaults", "-s", "none", "--peers", "tar", "--runs", "1000"])
+        .args([
+            "--synthetic",
+            "100:4k",
+            "-o",
+            "defaults",
+            "-s",
+            "none",
+            "--peers",
+            "tar",
+            "--runs",
+            "1000",
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -434,10 +576,15 @@ fn a_signal_stops_the_matrix_between_runs_and_takes_its_filesystem_down() {
 
 /// `unpack-bench --device flush=1ms,bw=unlimited --synthetic 40:1k ARGS --out DIR`, which must
 /// exit 0: the CSV's records and the markdown.
-fn bench_on_vdisk(tmp: &Path, args: &[&str]) -> (Vec<std::collections::BTreeMap<String, String>>, String) {
+fn bench_on_vdisk(
+    tmp: &Path,
+    args: &[&str],
+) -> (Vec<std::collections::BTreeMap<String, String>>, String) {
     let outdir = tempfile::tempdir().unwrap();
     let out = outdir.path().to_str().unwrap();
-    let all = [&["--device", "flush=1ms,bw=unlimited", "--synthetic", "40:1k", "--out", out][..], args].concat();
+    let all =
+        [&["--device", "flush=1ms,bw=unlimited", "--synthetic", "40:1k", "--out", out][..], args]
+            .concat();
     let r = bench(tmp, &all);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let read = |name: &str| std::fs::read_to_string(outdir.path().join(name)).unwrap();
@@ -454,12 +601,20 @@ fn a_virtual_device_counts_the_flushes_each_strategy_pays() {
     let tmp = BenchTmp::new();
     // commit=300: ext4's periodic journal commit (every 5 s) flushes too, and a loaded machine
     // can stretch a run across one; the test is about what each strategy asks for.
-    let (runs, md) = bench_on_vdisk(tmp.path(), &["-o", "commit=300", "-s", "none,fsync,syncfs", "--peers", "", "--runs", "1"]);
+    let (runs, md) = bench_on_vdisk(
+        tmp.path(),
+        &["-o", "commit=300", "-s", "none,fsync,syncfs", "--peers", "", "--runs", "1"],
+    );
     let flushes = |tool: &str, column: &str| -> u64 {
-        let run = runs.iter().find(|r| r["tool"] == tool).unwrap_or_else(|| panic!("no {tool} run"));
+        let run =
+            runs.iter().find(|r| r["tool"] == tool).unwrap_or_else(|| panic!("no {tool} run"));
         run[column].parse().unwrap_or_else(|_| panic!("{tool} {column}: '{}'", run[column]))
     };
-    assert_eq!(flushes("none", "device_flushes_at_exit"), 0, "none flushes nothing before it exits");
+    assert_eq!(
+        flushes("none", "device_flushes_at_exit"),
+        0,
+        "none flushes nothing before it exits"
+    );
     assert!(flushes("none", "device_flushes") > 0, "the syncfs after the run does");
     assert!(flushes("fsync", "device_flushes_at_exit") >= 40, "one per file at least");
     let syncfs = flushes("syncfs", "device_flushes_at_exit");
@@ -479,13 +634,21 @@ fn the_engine_is_found_beside_the_bench_or_else_on_path() {
     std::fs::copy(bench_bin(), &bench).unwrap();
     std::fs::copy(common::unpack_bin(), engines.path().join("unpack")).unwrap();
     let dir = tmp.path().to_str().unwrap();
-    let args = ["--dir", dir, "--synthetic", "20:1k", "-s", "none", "--peers", "tar", "--runs", "1"];
+    let args =
+        ["--dir", dir, "--synthetic", "20:1k", "-s", "none", "--peers", "tar", "--runs", "1"];
     let path = format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", engines.path().display());
     let r = run(Command::new(&bench).env("TMPDIR", tmp.path()).env("PATH", path).args(args));
     assert_eq!(r.code, 0, "{r:?}");
     let unpacked = &table_lines(&r.stdout, "as mounted", "warm")[0][0];
-    assert!(seconds(unpacked) > 0.0, "the none cell is a time, run by the unpack on PATH:\n{}", r.stdout);
-    let r = run(Command::new(&bench).env("TMPDIR", tmp.path()).env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").args(args));
+    assert!(
+        seconds(unpacked) > 0.0,
+        "the none cell is a time, run by the unpack on PATH:\n{}",
+        r.stdout
+    );
+    let r = run(Command::new(&bench)
+        .env("TMPDIR", tmp.path())
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .args(args));
     assert_ne!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("the unpack engine binary is missing"), "{}", r.stderr);
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new(), "the bench's directories are gone");
@@ -507,28 +670,62 @@ fn a_background_writer_elsewhere_is_flushed_by_batch_and_not_by_syncfs() {
     let _serial = serial();
     assert!(is_root(), "the integration tests run as root (loop devices, FUSE)");
     let tmp = BenchTmp::new();
-    let args = ["-o", "defaults", "-s", "batch,syncfs", "--peers", "tar", "--scenario", "busy-elsewhere,busy", "--runs", "3"];
+    let args = [
+        "-o",
+        "defaults",
+        "-s",
+        "batch,syncfs",
+        "--peers",
+        "tar",
+        "--scenario",
+        "busy-elsewhere,busy",
+        "--runs",
+        "3",
+    ];
     let (runs, md) = bench_on_vdisk(tmp.path(), &args);
     let lead = unpack_lab::bench::busy::LEAD;
     let elsewhere = |tool: &str| -> Vec<u64> {
-        let of_tool = runs.iter().filter(|r| r["scenario"] == "busy-elsewhere" && r["tool"] == tool);
-        of_tool.map(|r| r["writer_device_bytes"].parse().unwrap_or_else(|_| panic!("{tool}: {r:?}"))).collect()
+        let of_tool =
+            runs.iter().filter(|r| r["scenario"] == "busy-elsewhere" && r["tool"] == tool);
+        of_tool
+            .map(|r| r["writer_device_bytes"].parse().unwrap_or_else(|_| panic!("{tool}: {r:?}")))
+            .collect()
     };
     let (batch, syncfs) = (elsewhere("batch"), elsewhere("syncfs"));
     assert_eq!((batch.len(), syncfs.len()), (3, 3));
     assert!(batch.iter().all(|&b| b >= lead), "sync(2) writes the writer's dirty data: {batch:?}");
-    assert!(syncfs.iter().min() < Some(&lead), "syncfs(2) leaves the other filesystem alone: {syncfs:?}");
+    assert!(
+        syncfs.iter().min() < Some(&lead),
+        "syncfs(2) leaves the other filesystem alone: {syncfs:?}"
+    );
     for r in &runs {
-        assert!(r["writer_bytes"].parse::<u64>().is_ok() && r["writer_mib_s"].parse::<f64>().is_ok(), "every tool's run has the writer beside it, the peer's too: {r:?}");
+        assert!(
+            r["writer_bytes"].parse::<u64>().is_ok() && r["writer_mib_s"].parse::<f64>().is_ok(),
+            "every tool's run has the writer beside it, the peer's too: {r:?}"
+        );
         let own_device = r["scenario"] == "busy-elsewhere";
         assert_eq!(r["writer_device_flushes"].is_empty(), !own_device, "{r:?}");
         // Our strategies' flushes are timed (batch and syncfs flush); a peer's are not seen.
         assert_eq!(r["flush_p99_s"].parse::<f64>().is_ok(), r["kind"] == "strategy", "{r:?}");
     }
     assert!(md.contains("The 99th percentile of our flush calls' latency in a run"), "{md}");
-    assert!(md.contains("## synthetic 40:1k on ext4, busy-elsewhere") && md.contains("## synthetic 40:1k on ext4, busy\n"), "{md}");
-    assert!(md.contains("The background writer's throughput while the unpacker ran (on a filesystem of its own"), "{md}");
-    assert!(md.contains("The background writer's throughput while the unpacker ran (on the same filesystem"), "{md}");
+    assert!(
+        md.contains("## synthetic 40:1k on ext4, busy-elsewhere")
+            && md.contains("## synthetic 40:1k on ext4, busy\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "The background writer's throughput while the unpacker ran (on a filesystem of its own"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "The background writer's throughput while the unpacker ran (on the same filesystem"
+        ),
+        "{md}"
+    );
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
 
@@ -544,18 +741,30 @@ fn tiny_base(dir: &Path) -> PathBuf {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(from, &to).unwrap();
     };
-    let programs = ["dpkg", "dpkg-deb", "dpkg-split", "dpkg-query", "tar", "busybox"].map(|p| Path::new("/usr/bin").join(p));
+    let programs = ["dpkg", "dpkg-deb", "dpkg-split", "dpkg-query", "tar", "busybox"]
+        .map(|p| Path::new("/usr/bin").join(p));
     for program in &programs {
         install(program, base.join(program.strip_prefix("/").unwrap()));
     }
     // busybox is the static one (busybox-static, as for the dpkg oracles): ldd fails on it.
     let ldd = run(Command::new("ldd").args(&programs[..programs.len() - 1]));
     assert_eq!(ldd.code, 0, "{ldd:?}");
-    for lib in ldd.stdout.lines().filter_map(|l| l.split_whitespace().nth(2)).filter(|l| l.starts_with('/')) {
+    for lib in ldd
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .filter(|l| l.starts_with('/'))
+    {
         let name = Path::new(lib).file_name().unwrap();
-        install(&std::fs::canonicalize(lib).unwrap(), base.join("usr/lib/x86_64-linux-gnu").join(name));
+        install(
+            &std::fs::canonicalize(lib).unwrap(),
+            base.join("usr/lib/x86_64-linux-gnu").join(name),
+        );
     }
-    install(&std::fs::canonicalize("/lib64/ld-linux-x86-64.so.2").unwrap(), base.join("usr/lib64/ld-linux-x86-64.so.2"));
+    install(
+        &std::fs::canonicalize("/lib64/ld-linux-x86-64.so.2").unwrap(),
+        base.join("usr/lib64/ld-linux-x86-64.so.2"),
+    );
     for applet in ["sh", "rm", "diff"] {
         std::os::unix::fs::symlink("busybox", base.join("usr/bin").join(applet)).unwrap();
     }
@@ -569,12 +778,27 @@ fn tiny_base(dir: &Path) -> PathBuf {
     std::fs::write(leaf.join("usr/share/leaf/file"), "a leaf of the tiny base\n").unwrap();
     std::fs::create_dir_all(&set).unwrap();
     for (tree, control, deb) in [
-        (&base, "Package: tinybase\nVersion: 1.0\nArchitecture: amd64\nEssential: yes\n", "tinybase_1.0_amd64.deb"),
-        (&leaf, "Package: leaf\nVersion: 1.0\nArchitecture: all\nDepends: tinybase\n", "leaf_1.0_all.deb"),
+        (
+            &base,
+            "Package: tinybase\nVersion: 1.0\nArchitecture: amd64\nEssential: yes\n",
+            "tinybase_1.0_amd64.deb",
+        ),
+        (
+            &leaf,
+            "Package: leaf\nVersion: 1.0\nArchitecture: all\nDepends: tinybase\n",
+            "leaf_1.0_all.deb",
+        ),
     ] {
         std::fs::create_dir_all(tree.join("DEBIAN")).unwrap();
-        std::fs::write(tree.join("DEBIAN/control"), format!("{control}Maintainer: unpack tests <root@localhost>\nDescription: tiny base\n")).unwrap();
-        let built = run(Command::new("dpkg-deb").args(["--root-owner-group", "-Zgzip", "--build"]).arg(tree).arg(set.join(deb)));
+        std::fs::write(
+            tree.join("DEBIAN/control"),
+            format!("{control}Maintainer: unpack tests <root@localhost>\nDescription: tiny base\n"),
+        )
+        .unwrap();
+        let built = run(Command::new("dpkg-deb")
+            .args(["--root-owner-group", "-Zgzip", "--build"])
+            .arg(tree)
+            .arg(set.join(deb)));
         assert_eq!(built.code, 0, "{built:?}");
     }
     std::fs::write(set.join("first-stage.list"), "tinybase_1.0_amd64.deb\n").unwrap();
@@ -594,20 +818,41 @@ fn the_minbase_scenario_bootstraps_a_tiny_base_with_every_tool_and_configures_it
     let out = work.path().join("out");
     let r = bench(
         tmp.path(),
-        &["--scenario", "minbase", "-o", "defaults", "-s", "none,syncfs", "--runs", "1", "--out", out.to_str().unwrap(), set.to_str().unwrap()],
+        &[
+            "--scenario",
+            "minbase",
+            "-o",
+            "defaults",
+            "-s",
+            "none,syncfs",
+            "--runs",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+            set.to_str().unwrap(),
+        ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let records = csv_records(&std::fs::read_to_string(out.join("matrix.csv")).unwrap());
     let tools: Vec<&str> = records.iter().map(|r| r["tool"].as_str()).collect();
-    assert_eq!(tools, ["none", "syncfs", "dpkg", "dpkg-unsafe"], "the default peers are the dpkg ones");
+    assert_eq!(
+        tools,
+        ["none", "syncfs", "dpkg", "dpkg-unsafe"],
+        "the default peers are the dpkg ones"
+    );
     for r in &records {
         assert_eq!((r["scenario"].as_str(), r["ok"].as_str()), ("minbase", "true"), "{r:?}");
-        let (stable, configured) = (r["stable_s"].parse::<f64>().unwrap(), r["configured_s"].parse::<f64>().unwrap());
+        let (stable, configured) =
+            (r["stable_s"].parse::<f64>().unwrap(), r["configured_s"].parse::<f64>().unwrap());
         assert!(configured > stable, "{r:?}");
         assert_eq!(r["workload"], "tiny-base (2 packages)");
     }
     let md = std::fs::read_to_string(out.join("matrix.md")).unwrap();
-    assert!(md.contains("## tiny-base (2 packages) on ext4, minbase") && md.contains("Until the system was configured and stable"), "{md}");
+    assert!(
+        md.contains("## tiny-base (2 packages) on ext4, minbase")
+            && md.contains("Until the system was configured and stable"),
+        "{md}"
+    );
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
 
@@ -624,10 +869,19 @@ fn the_minbase_scenario_refuses_what_does_not_install_a_system() {
     let deb = common::fixture("other_1.0_all.deb");
     let (deb, no_list) = (deb.to_str().unwrap(), no_list.to_str().unwrap());
     for (args, says) in [
-        (&["--scenario", "minbase", deb][..], "needs one PACKAGE argument: the directory fixtures/fetch-minbase.sh DIR made"),
+        (
+            &["--scenario", "minbase", deb][..],
+            "needs one PACKAGE argument: the directory fixtures/fetch-minbase.sh DIR made",
+        ),
         (&["--scenario", "minbase", "--synthetic", "10:1k"][..], "not a --synthetic package"),
-        (&["--scenario", "minbase", "--peers", "dpkg,tar", no_list][..], "the tar peer does not install a system"),
-        (&["--scenario", "minbase", "-o", "defaults", no_list][..], "no first-stage.list; make the directory with fixtures/fetch-minbase.sh DIR"),
+        (
+            &["--scenario", "minbase", "--peers", "dpkg,tar", no_list][..],
+            "the tar peer does not install a system",
+        ),
+        (
+            &["--scenario", "minbase", "-o", "defaults", no_list][..],
+            "no first-stage.list; make the directory with fixtures/fetch-minbase.sh DIR",
+        ),
         (&[no_list, deb][..], "a directory must be the only PACKAGE argument"),
     ] {
         let r = bench(tmp.path(), args);
@@ -648,19 +902,41 @@ fn counting_runs_tally_every_process_of_every_tool_per_entry() {
     let tmp = BenchTmp::new();
     let outdir = tempfile::tempdir().unwrap();
     let out = outdir.path().to_str().unwrap();
-    let args = ["--synthetic", "60:1k", "-o", "defaults", "-s", "none,writeback", "--peers", "tar,decompress", "--runs", "1", "--counts", "--out", out];
+    let args = [
+        "--synthetic",
+        "60:1k",
+        "-o",
+        "defaults",
+        "-s",
+        "none,writeback",
+        "--peers",
+        "tar,decompress",
+        "--runs",
+        "1",
+        "--counts",
+        "--out",
+        out,
+    ];
     let r = bench(tmp.path(), &args);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("counts.csv"), "{}", r.stderr);
     let read = |name: &str| std::fs::read_to_string(outdir.path().join(name)).unwrap();
-    let (timed, counts, md) = (csv_records(&read("matrix.csv")), csv_records(&read("counts.csv")), read("matrix.md"));
+    let (timed, counts, md) =
+        (csv_records(&read("matrix.csv")), csv_records(&read("counts.csv")), read("matrix.md"));
     let count = |tool: &str, counter: &str, name: &str| -> u64 {
-        let line = counts.iter().find(|c| c["tool"] == tool && c["counter"] == counter && c["name"] == name);
-        line.map_or(0, |c| c["count"].parse().unwrap_or_else(|_| panic!("{tool} {counter} {name}: {c:?}")))
+        let line = counts
+            .iter()
+            .find(|c| c["tool"] == tool && c["counter"] == counter && c["name"] == name);
+        line.map_or(0, |c| {
+            c["count"].parse().unwrap_or_else(|_| panic!("{tool} {counter} {name}: {c:?}"))
+        })
     };
     for c in &counts {
         assert_eq!(c["error"], "", "{c:?}");
-        assert_eq!(c["source"], "valgrind", "these machines have no hardware instructions counter: {c:?}");
+        assert_eq!(
+            c["source"], "valgrind",
+            "these machines have no hardware instructions counter: {c:?}"
+        );
         // 60 files in their directories, and `./`.
         let entries: u64 = c["entries"].parse().unwrap();
         assert!(entries > 60 && entries < 80, "{c:?}");
@@ -668,7 +944,11 @@ fn counting_runs_tally_every_process_of_every_tool_per_entry() {
     for tool in ["none", "writeback"] {
         let engine = timed.iter().find(|r| r["tool"] == tool).unwrap();
         for call in ["fsync", "sync_file_range"] {
-            assert_eq!(count(tool, "syscalls", call), engine[call].parse::<u64>().unwrap(), "{tool}: {call}, traced against the engine's report");
+            assert_eq!(
+                count(tool, "syscalls", call),
+                engine[call].parse::<u64>().unwrap(),
+                "{tool}: {call}, traced against the engine's report"
+            );
         }
         assert_eq!(count(tool, "syscalls", "execve"), 1, "{tool}: the engine is one program");
     }
@@ -678,12 +958,23 @@ fn counting_runs_tally_every_process_of_every_tool_per_entry() {
     assert!(count("tar", "syscalls", "openat") > 60, "tar creates the files");
     for tool in ["none", "writeback", "tar", "decompress"] {
         let all = count(tool, "syscalls", "all");
-        let kinds: u64 = counts.iter().filter(|c| c["tool"] == tool && c["counter"] == "syscalls" && c["name"] != "all").map(|c| c["count"].parse::<u64>().unwrap()).sum();
+        let kinds: u64 = counts
+            .iter()
+            .filter(|c| c["tool"] == tool && c["counter"] == "syscalls" && c["name"] != "all")
+            .map(|c| c["count"].parse::<u64>().unwrap())
+            .sum();
         assert_eq!(all, kinds, "{tool}: the total is the sum of the kinds");
         assert!(count(tool, "instructions", "user") > 0, "{tool}");
     }
-    assert!(count("tar", "instructions", "user") > count("decompress", "instructions", "user"), "tar's count has dpkg-deb's");
-    assert!(md.contains("Instructions per entry: user-space instructions") && md.contains("kernel instructions are not in this figure"), "{md}");
+    assert!(
+        count("tar", "instructions", "user") > count("decompress", "instructions", "user"),
+        "tar's count has dpkg-deb's"
+    );
+    assert!(
+        md.contains("Instructions per entry: user-space instructions")
+            && md.contains("kernel instructions are not in this figure"),
+        "{md}"
+    );
     assert!(md.contains("| sync_file_range |"), "the per-kind table: {md}");
     assert!(md.contains("System calls per entry (strace -f -c, every kind):"), "{md}");
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());

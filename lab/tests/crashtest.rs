@@ -40,9 +40,13 @@ fn small_package(dir: &Path) -> PathBuf {
         std::fs::write(d.join(format!("f{i:02}")), bytes).unwrap();
     }
     std::os::unix::fs::symlink("d0/f00", tree.join("usr/share/crashy/link")).unwrap();
-    std::fs::hard_link(tree.join("usr/share/crashy/d1/f01"), tree.join("usr/share/crashy/hard")).unwrap();
+    std::fs::hard_link(tree.join("usr/share/crashy/d1/f01"), tree.join("usr/share/crashy/hard"))
+        .unwrap();
     let deb = dir.join("crashy_1.0_all.deb");
-    let r = run(Command::new("dpkg-deb").args(["--root-owner-group", "-Zgzip", "--build"]).arg(&tree).arg(&deb));
+    let r = run(Command::new("dpkg-deb")
+        .args(["--root-owner-group", "-Zgzip", "--build"])
+        .arg(&tree)
+        .arg(&deb));
     assert_eq!(r.code, 0, "dpkg-deb: {}", r.stderr);
     deb
 }
@@ -53,7 +57,12 @@ fn crash_json(args: &[&str], package: &Path) -> (Value, tempfile::TempDir) {
     let out = tempfile::tempdir().unwrap();
     // Its own TMPDIR, so that what it leaves behind is told apart from a run of another test.
     let tmp = tempfile::tempdir().unwrap();
-    let r = run(crashtest().env("TMPDIR", tmp.path()).args(args).arg("--out").arg(out.path()).arg(package));
+    let r = run(crashtest()
+        .env("TMPDIR", tmp.path())
+        .args(args)
+        .arg("--out")
+        .arg(out.path())
+        .arg(package));
     assert_eq!(r.code, 0, "unpack-crashtest {args:?}: {}", r.stderr);
     assert_no_leftovers(tmp.path());
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "the work directory is removed");
@@ -88,7 +97,18 @@ fn none_cell(options: &str, scenario: &str, package: &Path) -> (Value, tempfile:
     let mut last = None;
     for _ in 0..5 {
         let (json, out) = crash_json(
-            &["-s", "none", "--fs", "ext4", "-o", options, "--scenario", scenario, "--states", "40"],
+            &[
+                "-s",
+                "none",
+                "--fs",
+                "ext4",
+                "-o",
+                options,
+                "--scenario",
+                scenario,
+                "--states",
+                "40",
+            ],
             package,
         );
         let cell = cells(&json)[0].clone();
@@ -126,21 +146,30 @@ fn none_leaves_zero_length_files_on_ext4_install_defaults_and_upgrade_noauto_da_
         let old = if scenario == "install" { "absent" } else { "file of " };
         assert!(zero["expected_old"].as_str().unwrap().starts_with(old), "{zero}");
         let state = zero["state"].as_u64().unwrap();
-        let detail = cell["states_detail"].as_array().unwrap().iter().find(|s| s["id"] == state).unwrap();
+        let detail =
+            cell["states_detail"].as_array().unwrap().iter().find(|s| s["id"] == state).unwrap();
         assert_eq!(detail["after_returned"], true, "the loss comes after the exit: {detail}");
         let lines = std::fs::read_to_string(out.path().join("violations.txt")).unwrap();
         assert_eq!(lines.lines().count(), violations.len());
         let table = std::fs::read_to_string(out.path().join("crash.md")).unwrap();
-        assert!(table.contains(&format!("| {options} | ")) && table.contains("zero-length"), "{table}");
+        assert!(
+            table.contains(&format!("| {options} | ")) && table.contains("zero-length"),
+            "{table}"
+        );
 
         // --replay rebuilds that state; mounted by hand, the file is empty there.
         let id = cell["id"].as_str().unwrap();
         let path = zero["path"].as_str().unwrap();
-        let r = run(crashtest().arg("--out").arg(out.path()).arg("--replay").arg(format!("{id}:{state}")));
+        let r = run(crashtest()
+            .arg("--out")
+            .arg(out.path())
+            .arg("--replay")
+            .arg(format!("{id}:{state}")));
         assert_eq!(r.code, 0, "{}", r.stderr);
         let image = PathBuf::from(r.stdout.lines().next().unwrap());
         let device = LoopDevice::attach(&image).unwrap();
-        let mounted = Mounted::mount("ext4", device.path(), &dir.path().join("look"), "defaults").unwrap();
+        let mounted =
+            Mounted::mount("ext4", device.path(), &dir.path().join("look"), "defaults").unwrap();
         let len = std::fs::metadata(mounted.path().join("root").join(path)).unwrap().len();
         assert_eq!(len, 0, "{path} in the replayed state {state}");
         mounted.unmount().unwrap();
@@ -156,7 +185,18 @@ fn fsync_syncfs_and_writeback_keep_every_file_old_or_new_and_new_after_exit_over
     }
     let dir = tempfile::tempdir().unwrap();
     let package = small_package(dir.path());
-    let args = ["-s", "fsync,syncfs,writeback", "--fs", "ext4", "-o", "defaults", "--states", "120", "--seed", "5"];
+    let args = [
+        "-s",
+        "fsync,syncfs,writeback",
+        "--fs",
+        "ext4",
+        "-o",
+        "defaults",
+        "--states",
+        "120",
+        "--seed",
+        "5",
+    ];
     let (json, _out) = crash_json(&args, &package);
     assert_eq!(json["seed"], 5);
     let (mut journals, mut intents) = (0, 0);
@@ -169,7 +209,12 @@ fn fsync_syncfs_and_writeback_keep_every_file_old_or_new_and_new_after_exit_over
             assert_eq!(cell["error"], Value::Null, "{cell}");
             let violations = cell["violations"].as_array().unwrap();
             assert!(violations.is_empty(), "{id}: {violations:#?}");
-            assert_eq!(cell["fs_failures"].as_array().unwrap().len(), 0, "{id}: {}", cell["fs_failures"]);
+            assert_eq!(
+                cell["fs_failures"].as_array().unwrap().len(),
+                0,
+                "{id}: {}",
+                cell["fs_failures"]
+            );
             assert!(cell["states_after_returned"].as_u64().unwrap() > 0, "{id}");
             // Invariant 3 ran on every state.
             assert_eq!(cell["states_recovered"], cell["states"], "{id}");
@@ -217,7 +262,10 @@ fn sigterm_while_its_filesystem_is_mounted_takes_everything_down_and_exits_143()
     };
     // The unpack into the ext4 filesystem is over within seconds; the settle time is not.
     while !ext4_mounted() {
-        assert!(child.0.try_wait().unwrap().is_none(), "it ended before its filesystem was mounted");
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "it ended before its filesystem was mounted"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let pid = rustix::process::Pid::from_raw(child.0.id() as i32).unwrap();
@@ -264,7 +312,8 @@ fn cells_that_could_not_be_run_exit_3_and_are_named_and_zero_states_give_no_verd
         return;
     }
     let package = fixture("pkg-v2_2.0_all.deb");
-    let base = ["-s", "none", "--scenario", "install", "--states", "5", "--settle", "0", "--seed", "1"];
+    let base =
+        ["-s", "none", "--scenario", "install", "--states", "5", "--settle", "0", "--seed", "1"];
     let crashtest_in = |tmp: &Path, sets: &[&str]| {
         let mut cmd = crashtest();
         cmd.env("TMPDIR", tmp).args(base);
@@ -279,9 +328,22 @@ fn cells_that_could_not_be_run_exit_3_and_are_named_and_zero_states_give_no_verd
     let tmp = tempfile::tempdir().unwrap();
     let r = crashtest_in(tmp.path(), &["no_such_option"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
-    assert!(r.stderr.contains(&format!("1 of 1 cells could not be run, the matrix is incomplete: {bad}")), "{}", r.stderr);
-    assert!(r.stdout.contains("No crash state was checked: this matrix has no verdict."), "{}", r.stdout);
-    assert!(!r.stdout.contains("fsck found nothing"), "a clean verdict over zero states: {}", r.stdout);
+    assert!(
+        r.stderr
+            .contains(&format!("1 of 1 cells could not be run, the matrix is incomplete: {bad}")),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stdout.contains("No crash state was checked: this matrix has no verdict."),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains("fsck found nothing"),
+        "a clean verdict over zero states: {}",
+        r.stdout
+    );
     assert!(r.stdout.contains("## Cells that could not be run\n\n1 of 1 cells"), "{}", r.stdout);
     assert!(r.stdout.contains(&format!("- {bad}: ")), "{}", r.stdout);
     assert_no_leftovers(tmp.path());
@@ -290,11 +352,24 @@ fn cells_that_could_not_be_run_exit_3_and_are_named_and_zero_states_give_no_verd
     let tmp = tempfile::tempdir().unwrap();
     let r = crashtest_in(tmp.path(), &["defaults", "no_such_option"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
-    assert!(r.stderr.contains(&format!("1 of 2 cells could not be run, the matrix is incomplete: {bad}")), "{}", r.stderr);
-    let verdict = r.stdout.lines().find(|l| l.starts_with("Filesystem: each of the ")).unwrap_or_else(|| panic!("{}", r.stdout));
+    assert!(
+        r.stderr
+            .contains(&format!("1 of 2 cells could not be run, the matrix is incomplete: {bad}")),
+        "{}",
+        r.stderr
+    );
+    let verdict = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Filesystem: each of the "))
+        .unwrap_or_else(|| panic!("{}", r.stdout));
     let states: u64 = verdict.split(' ').nth(4).unwrap().parse().unwrap();
     assert!((1..=5).contains(&states), "the states of the cell that ran: {verdict}");
-    assert!(r.stdout.contains("| defaults | ") && r.stdout.contains("| no_such_option | error |"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("| defaults | ") && r.stdout.contains("| no_such_option | error |"),
+        "{}",
+        r.stdout
+    );
     assert_no_leftovers(tmp.path());
 }
 
@@ -316,7 +391,12 @@ fn a_missing_mkfs_fails_before_any_cell_and_names_the_package_to_install() {
             .arg(fixture("pkg-v2_2.0_all.deb")));
         assert_eq!(r.code, 1, "{}", r.stderr);
         let says = format!("unpack-crashtest: mkfs.{fs}: not found in PATH: install the Debian package {package}\n");
-        assert_eq!(r.stderr.split_once('\n').map_or("", |(_, rest)| rest), says, "after the seed line: {}", r.stderr);
+        assert_eq!(
+            r.stderr.split_once('\n').map_or("", |(_, rest)| rest),
+            says,
+            "after the seed line: {}",
+            r.stderr
+        );
         assert!(r.stdout.is_empty(), "no matrix: {}", r.stdout);
     }
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "nothing was made");
@@ -333,7 +413,10 @@ fn dpkg_roots(dir: &Path) -> (database::Db, PathBuf, PathBuf) {
     std::fs::create_dir(&old_root).unwrap();
     install_with_dpkg(&older, &old_root).unwrap();
     let new_root = copy_root(&old_root, dir, "new-root");
-    let r = run(Command::new("dpkg").arg(format!("--root={}", new_root.display())).arg("--unpack").arg(&newer));
+    let r = run(Command::new("dpkg")
+        .arg(format!("--root={}", new_root.display()))
+        .arg("--unpack")
+        .arg(&newer));
     assert_eq!(r.code, 0, "dpkg --unpack: {}", r.stderr);
     (db, old_root, new_root)
 }
@@ -397,8 +480,16 @@ fn the_database_invariant_names_what_a_doctored_root_breaks() {
     type Doctor = fn(&Path, &Path, &str, &str);
     type Case<'a> = (&'a str, Doctor, Vec<(&'a str, &'a str)>);
     let cases: [Case; 5] = [
-        ("a listed file missing", |root, _, file, _| std::fs::remove_file(root.join(file)).unwrap(), vec![("db-tree", file)]),
-        ("a file with another md5sum", |root, _, file, _| std::fs::write(root.join(file), "other bytes").unwrap(), vec![("db-tree", file)]),
+        (
+            "a listed file missing",
+            |root, _, file, _| std::fs::remove_file(root.join(file)).unwrap(),
+            vec![("db-tree", file)],
+        ),
+        (
+            "a file with another md5sum",
+            |root, _, file, _| std::fs::write(root.join(file), "other bytes").unwrap(),
+            vec![("db-tree", file)],
+        ),
         (
             "the status says the newer version, the list is the older one's",
             |root, old_root, _, list| {
@@ -409,14 +500,19 @@ fn the_database_invariant_names_what_a_doctored_root_breaks() {
         ),
         (
             "a .dpkg-new with the wrong content",
-            |root, _, _, _| std::fs::write(root.join(format!("{}.dpkg-new", database::CONFFILE)), "edited\n").unwrap(),
+            |root, _, _, _| {
+                std::fs::write(root.join(format!("{}.dpkg-new", database::CONFFILE)), "edited\n")
+                    .unwrap()
+            },
             vec![("db-tree", pending.as_str())],
         ),
         (
             "the status says the newer version is installed",
             |root, _, _, _| {
                 let status = root.join("var/lib/dpkg/status");
-                let text = std::fs::read_to_string(&status).unwrap().replace("install ok unpacked", "install ok installed");
+                let text = std::fs::read_to_string(&status)
+                    .unwrap()
+                    .replace("install ok unpacked", "install ok installed");
                 std::fs::write(status, text).unwrap();
             },
             vec![("half-registered", "var/lib/dpkg/status")],
@@ -440,7 +536,10 @@ fn the_database_invariant_names_what_a_doctored_root_breaks() {
     let root = copy_root(&new_root, dir.path(), "missing");
     std::fs::remove_file(root.join(file)).unwrap();
     let found = database::check(&root, &db, 0);
-    assert!(found.iter().any(|v| v.found.to_string().starts_with("dpkg --verify: missing")), "{found:#?}");
+    assert!(
+        found.iter().any(|v| v.found.to_string().starts_with("dpkg --verify: missing")),
+        "{found:#?}"
+    );
     // The status is dpkg's: with the records in updates/ it has not merged yet (here, what dpkg
     // journals as it starts to unpack the newer version over a configured older one).
     let root = copy_root(&old_root, dir.path(), "journaled");
@@ -450,7 +549,11 @@ fn the_database_invariant_names_what_a_doctored_root_breaks() {
     );
     std::fs::write(root.join("var/lib/dpkg/updates/0000"), record).unwrap();
     let found = database::check(&root, &db, 0);
-    assert_eq!(kinds_and_paths(&found), [("half-registered", "var/lib/dpkg/status".to_string())], "{found:#?}");
+    assert_eq!(
+        kinds_and_paths(&found),
+        [("half-registered", "var/lib/dpkg/status".to_string())],
+        "{found:#?}"
+    );
     assert!(found[0].found.to_string().contains("half-installed"), "{found:#?}");
     // dpkg --audit is the other: a package the transaction does not know of, left half
     // installed, is named by it.
@@ -461,7 +564,11 @@ fn the_database_invariant_names_what_a_doctored_root_breaks() {
         text.push_str("\nPackage: bystander\nStatus: install reinstreq half-installed\nVersion: 1\nArchitecture: all\nMaintainer: t <t@example.org>\nDescription: x\n");
         std::fs::write(&status, text).unwrap();
         let found = database::check(&root, &db, 0);
-        assert_eq!(kinds_and_paths(&found), [("db-audit", "var/lib/dpkg".to_string())], "{name}: {found:#?}");
+        assert_eq!(
+            kinds_and_paths(&found),
+            [("db-audit", "var/lib/dpkg".to_string())],
+            "{name}: {found:#?}"
+        );
         assert!(found[0].found.to_string().contains("bystander"), "{found:#?}");
     }
 }
@@ -476,14 +583,32 @@ fn an_upgrade_db_cell_of_fsync_finds_no_violation_of_the_files_or_the_database()
 /// The only cell of a run on the small package, ext4 `defaults`, which must have checked states
 /// after recovering each and found no violation and no filesystem failure; and the run's output
 /// directory. `None`, the test skipped, when not root.
-fn clean_cell(strategy: &str, scenario: &str, states: &str, seed: &str) -> Option<(Value, tempfile::TempDir)> {
+fn clean_cell(
+    strategy: &str,
+    scenario: &str,
+    states: &str,
+    seed: &str,
+) -> Option<(Value, tempfile::TempDir)> {
     if !is_root() {
         eprintln!("skipped: needs root");
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
     let package = small_package(dir.path());
-    let args = ["-s", strategy, "--fs", "ext4", "-o", "defaults", "--scenario", scenario, "--states", states, "--seed", seed];
+    let args = [
+        "-s",
+        strategy,
+        "--fs",
+        "ext4",
+        "-o",
+        "defaults",
+        "--scenario",
+        scenario,
+        "--states",
+        states,
+        "--seed",
+        seed,
+    ];
     let (json, out) = crash_json(&args, &package);
     let cell = cells(&json)[0].clone();
     assert_eq!(cell["id"], format!("ext4/defaults/{scenario}/{strategy}"));
@@ -507,12 +632,25 @@ fn a_bootstrap_cell_of_syncfs_finds_no_violation_before_or_after_the_second_stag
     let by_stage = &cell["bootstrap"]["states_by_stage"];
     let at = |stage: &str| by_stage[stage].as_u64().unwrap_or(0);
     let before = at("nothing") + at("layout") + at("first-stage");
-    assert!(before > 0 && at("second-stage") > 0, "states before and after the second stage's journal: {by_stage}");
+    assert!(
+        before > 0 && at("second-stage") > 0,
+        "states before and after the second stage's journal: {by_stage}"
+    );
     assert_eq!(before + at("second-stage"), states, "every state is at a stage: {by_stage}");
-    assert_eq!(cell["bootstrap"]["states_redone"].as_u64().unwrap(), before, "the bootstrap ran again on every state before");
+    assert_eq!(
+        cell["bootstrap"]["states_redone"].as_u64().unwrap(),
+        before,
+        "the bootstrap ran again on every state before"
+    );
     let table = std::fs::read_to_string(out.path().join("crash.md")).unwrap();
     let redone = cell["bootstrap"]["states_redone"].as_u64().unwrap();
-    let row = format!("| defaults | {} / {} / {} / {} (redone {redone}) |", at("nothing"), at("layout"), at("first-stage"), at("second-stage"));
+    let row = format!(
+        "| defaults | {} / {} / {} / {} (redone {redone}) |",
+        at("nothing"),
+        at("layout"),
+        at("first-stage"),
+        at("second-stage")
+    );
     assert!(table.contains("## ext4, bootstrap") && table.contains(&row), "no {row} in {table}");
 }
 
@@ -531,12 +669,20 @@ impl Bootstrapped {
         let bootstrap = bootstrap::Bootstrap::write(&package, &dir.path().join("debs")).unwrap();
         let root = dir.path().join("root");
         std::fs::create_dir(&root).unwrap();
-        let r = run(Command::new(common::unpack_bin()).args(["--json", "-s", "fsync"]).args(bootstrap::FLAGS).args(&bootstrap.packages).arg(&root));
+        let r = run(Command::new(common::unpack_bin())
+            .args(["--json", "-s", "fsync"])
+            .args(bootstrap::FLAGS)
+            .args(&bootstrap.packages)
+            .arg(&root));
         assert_eq!(r.code, 0, "unpack --bootstrap: {}", r.stderr);
         // The scenario's point: the first stage writes the Essential copy, the second adopts it.
         let essential = serde_json::json!([bootstrap.registered[0].0]);
         let first_stage = &r.json()["first_stage"];
-        assert_eq!((&first_stage["packages"], &first_stage["adopted"]), (&essential, &essential), "{first_stage}");
+        assert_eq!(
+            (&first_stage["packages"], &first_stage["adopted"]),
+            (&essential, &essential),
+            "{first_stage}"
+        );
         Bootstrapped { dir, bootstrap, root }
     }
 
@@ -563,7 +709,8 @@ impl Bootstrapped {
     /// The paths the second stage adds to the first stage's tree, deepest first.
     fn second_stage_paths(&self) -> Vec<PathBuf> {
         let [.., first, whole] = &self.bootstrap.stages;
-        let mut paths: Vec<PathBuf> = whole.0.keys().filter(|p| first.get(p) != whole.get(p)).cloned().collect();
+        let mut paths: Vec<PathBuf> =
+            whole.0.keys().filter(|p| first.get(p) != whole.get(p)).cloned().collect();
         paths.reverse();
         paths
     }
@@ -591,21 +738,41 @@ fn the_bootstrap_invariant_holds_on_a_bootstrapped_root_and_names_what_a_doctore
     let (essential, second) = (&b.bootstrap.registered[0].0, &b.bootstrap.registered[1].0);
     let whole = b.check(&b.root);
     assert!(whole.violations.is_empty(), "{:#?}", whole.violations);
-    assert_eq!((whole.stage.side, whole.stage.redone), (Some(bootstrap::STAGES.len() - 1), false), "the whole system, not redone");
+    assert_eq!(
+        (whole.stage.side, whole.stage.redone),
+        (Some(bootstrap::STAGES.len() - 1), false),
+        "the whole system, not redone"
+    );
     let [_, _, first, last] = &b.bootstrap.stages;
     // The new install is what the trees say: the Essential conffile at its name and as
     // .dpkg-new, the second package's only as .dpkg-new.
     let conffile = |name: &str| PathBuf::from(format!("{name}.dpkg-new"));
-    assert_eq!(last.get(&conffile(bootstrap::ESSENTIAL_CONFFILE)), first.get(Path::new(bootstrap::ESSENTIAL_CONFFILE)));
-    assert!(b.root.join(conffile(bootstrap::ESSENTIAL_CONFFILE)).is_file() && b.root.join(conffile(database::CONFFILE)).is_file());
+    assert_eq!(
+        last.get(&conffile(bootstrap::ESSENTIAL_CONFFILE)),
+        first.get(Path::new(bootstrap::ESSENTIAL_CONFFILE))
+    );
+    assert!(
+        b.root.join(conffile(bootstrap::ESSENTIAL_CONFFILE)).is_file()
+            && b.root.join(conffile(database::CONFFILE)).is_file()
+    );
     assert!(!b.root.join(database::CONFFILE).exists());
 
     // A first-stage file gone: the first stage is not all there.
-    let gone = first.0.iter().find(|(p, c)| matches!(c, Content::File { .. }) && p.starts_with("usr/share")).map(|(p, _)| p.clone()).unwrap();
+    let gone = first
+        .0
+        .iter()
+        .find(|(p, c)| matches!(c, Content::File { .. }) && p.starts_with("usr/share"))
+        .map(|(p, _)| p.clone())
+        .unwrap();
     let root = b.copy("first-stage-file-gone");
     std::fs::remove_file(root.join(&gone)).unwrap();
     let found = b.check(&root);
-    assert_eq!(kinds_and_paths(&found.violations), [("mixed", gone.display().to_string())], "{:#?}", found.violations);
+    assert_eq!(
+        kinds_and_paths(&found.violations),
+        [("mixed", gone.display().to_string())],
+        "{:#?}",
+        found.violations
+    );
     assert!(!found.stage.redone, "the status lists the packages: no redo");
 
     // The second stage's files gone, its records kept: registered without its files.
@@ -613,8 +780,17 @@ fn the_bootstrap_invariant_holds_on_a_bootstrapped_root_and_names_what_a_doctore
     b.remove_second_stage_files(&root);
     let found = b.check(&root);
     assert_eq!(found.stage.side, Some(2), "the tree is the first stage's");
-    assert_eq!(kinds_and_paths(&found.violations), [("half-registered", "var/lib/dpkg/status".to_string())], "{:#?}", found.violations);
-    assert!(found.violations[0].found.to_string().contains(second.as_str()), "{:#?}", found.violations);
+    assert_eq!(
+        kinds_and_paths(&found.violations),
+        [("half-registered", "var/lib/dpkg/status".to_string())],
+        "{:#?}",
+        found.violations
+    );
+    assert!(
+        found.violations[0].found.to_string().contains(second.as_str()),
+        "{:#?}",
+        found.violations
+    );
 
     // Only the first stage done (its files, an empty database): the bootstrap again finishes
     // the system, with nothing to report.
@@ -632,7 +808,10 @@ fn the_bootstrap_invariant_holds_on_a_bootstrapped_root_and_names_what_a_doctore
     let found = b.check(&root);
     assert_eq!((found.stage.side, found.stage.redone), (Some(2), true), "{:#?}", found.violations);
     assert!(found.violations.is_empty(), "{:#?}", found.violations);
-    assert!(b.check(&root).violations.is_empty() && root.join(conffile(database::CONFFILE)).is_file(), "the system is whole");
+    assert!(
+        b.check(&root).violations.is_empty() && root.join(conffile(database::CONFFILE)).is_file(),
+        "the system is whole"
+    );
 
     // The same, with a dpkg journal record the engine will not take: the redo fails, and
     // says how.

@@ -34,7 +34,8 @@ fn peak_unpacking_all(debs: &[std::path::PathBuf], what: &str) -> (u64, u64) {
         .arg(&root));
     assert_eq!(r.code, 0, "{}", r.stderr);
     let reported = r.json()["peak_rss_bytes"].as_u64().unwrap();
-    let kernel = std::fs::read_to_string(&kernel_peak).unwrap().trim().parse::<u64>().unwrap() * 1024;
+    let kernel =
+        std::fs::read_to_string(&kernel_peak).unwrap().trim().parse::<u64>().unwrap() * 1024;
     println!("{what}: peak RSS reported {} KiB, kernel {} KiB", reported >> 10, kernel >> 10);
     (reported, kernel)
 }
@@ -74,11 +75,23 @@ fn peak_memory_of_a_call_of_several_multi_block_packages_stays_under_64_mib_per_
     let packages = tempfile::tempdir().unwrap();
     let debs: Vec<std::path::PathBuf> = (0..3)
         .map(|i| {
-            let xz = deb_builder::xz_threaded(&deb_builder::text_tree_in(&format!("text{i}"), 20, 2 << 20), 6, 24 << 20);
-            deb_builder::write_deb(packages.path(), &format!("blocks{i}_1.0_all.deb"), "data.tar.xz", &xz)
+            let xz = deb_builder::xz_threaded(
+                &deb_builder::text_tree_in(&format!("text{i}"), 20, 2 << 20),
+                6,
+                24 << 20,
+            );
+            deb_builder::write_deb(
+                packages.path(),
+                &format!("blocks{i}_1.0_all.deb"),
+                "data.tar.xz",
+                &xz,
+            )
         })
         .collect();
     let lanes = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4) as u64;
     let (reported, kernel) = peak_unpacking_all(&debs, "three packages of 40 MiB in two xz blocks");
-    assert!(reported < lanes * LIMIT && kernel < lanes * LIMIT, "{lanes} lanes: reported {reported}, kernel {kernel}");
+    assert!(
+        reported < lanes * LIMIT && kernel < lanes * LIMIT,
+        "{lanes} lanes: reported {reported}, kernel {kernel}"
+    );
 }

@@ -44,14 +44,35 @@ fn a_default_mount_commits_at_close_and_a_sync_mount_never_commits() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     let spec = format!("{FILES}:{SIZE}");
-    let r = run(Command::new(env!("CARGO_BIN_EXE_unpack-bench")).env("TMPDIR", tmp.path()).args([
-        "--fs", "nfs", "--synthetic", &spec, "-o", "vers=3", "-o", "vers=3,sync", "-s", "none,fsync", "--peers", "",
-        "--runs", "1", "--out",
-    ]).arg(&out));
+    let r = run(Command::new(env!("CARGO_BIN_EXE_unpack-bench"))
+        .env("TMPDIR", tmp.path())
+        .args([
+            "--fs",
+            "nfs",
+            "--synthetic",
+            &spec,
+            "-o",
+            "vers=3",
+            "-o",
+            "vers=3,sync",
+            "-s",
+            "none,fsync",
+            "--peers",
+            "",
+            "--runs",
+            "1",
+            "--out",
+        ])
+        .arg(&out));
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let json: Value = serde_json::from_str(&std::fs::read_to_string(out.join("matrix.json")).unwrap()).unwrap();
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("matrix.json")).unwrap()).unwrap();
     let rows = json["rows"].as_array().unwrap();
-    assert!(json["environment"]["nfs"].as_str().unwrap().contains("`vers=3,sync`"), "{}", json["environment"]);
+    assert!(
+        json["environment"]["nfs"].as_str().unwrap().contains("`vers=3,sync`"),
+        "{}",
+        json["environment"]
+    );
 
     for tool in ["none", "fsync"] {
         let default = rpcs(rows, "vers=3", tool);
@@ -61,10 +82,15 @@ fn a_default_mount_commits_at_close_and_a_sync_mount_never_commits() {
         assert_eq!(count(sync, "COMMIT"), 0, "{tool}: a sync mount writes FILE_SYNC: {sync}");
         assert!(count(sync, "WRITE") >= FILES, "{tool}: {sync}");
         for op in ["CREATE", "SETATTR", "ACCESS", "GETATTR", "LOOKUP", "RENAME"] {
-            assert_eq!(count(default, op), count(sync, op), "{tool}: {op} is not about data: {default} / {sync}");
+            assert_eq!(
+                count(default, op),
+                count(sync, op),
+                "{tool}: {op} is not about data: {default} / {sync}"
+            );
         }
     }
-    let plain = rows.iter().find(|r| r["filesystem"] == "ext4").expect("the backing filesystem's own row");
+    let plain =
+        rows.iter().find(|r| r["filesystem"] == "ext4").expect("the backing filesystem's own row");
     assert!(plain["cells"][0]["runs"][0]["rpcs"].is_null(), "no RPCs on the backing filesystem");
     let csv = std::fs::read_to_string(out.join("matrix.csv")).unwrap();
     assert!(csv.lines().next().unwrap().contains(",nfs_rpcs,nfs_rpc_ops,"));
@@ -77,9 +103,17 @@ fn a_default_mount_commits_at_close_and_a_sync_mount_never_commits() {
 fn assert_no_leftovers(dir: &Path) {
     let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let dir = dir.canonicalize().unwrap();
-    let left: Vec<&str> = table.lines().filter_map(|l| l.split(' ').nth(4)).filter(|m| Path::new(m).starts_with(&dir)).collect();
+    let left: Vec<&str> = table
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| Path::new(m).starts_with(&dir))
+        .collect();
     assert!(left.is_empty(), "left mounted: {left:?}");
-    let entries = std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect::<Vec<_>>();
+    let entries = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .collect::<Vec<_>>();
     assert!(entries.iter().all(|n| n == "out"), "left behind in TMPDIR: {entries:?}");
 }
 
@@ -92,7 +126,12 @@ fn a_usage_error_of_an_nfs_matrix_is_exit_2_with_the_reason() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let r = run(Command::new(env!("CARGO_BIN_EXE_unpack-bench")).env("TMPDIR", tmp.path()).args([
-        "--fs", "nfs,ext4", "--synthetic", "1:1k", "--runs", "1",
+        "--fs",
+        "nfs,ext4",
+        "--synthetic",
+        "1:1k",
+        "--runs",
+        "1",
     ]));
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("--fs nfs benches alone"), "{}", r.stderr);

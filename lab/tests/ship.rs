@@ -43,7 +43,12 @@ fn rendered(name: &str) -> String {
 /// The roff source lines of section `title` (`.SH TITLE` up to the next `.SH`).
 fn section<'a>(source: &'a str, title: &str) -> Vec<&'a str> {
     let head = format!(".SH {title}");
-    source.lines().skip_while(|l| *l != head).skip(1).take_while(|l| !l.starts_with(".SH")).collect()
+    source
+        .lines()
+        .skip_while(|l| *l != head)
+        .skip(1)
+        .take_while(|l| !l.starts_with(".SH"))
+        .collect()
 }
 
 /// The tag lines of the `.TP` items of a section, with roff's `\-` made a plain `-`.
@@ -61,7 +66,9 @@ fn documented_options(name: &str) -> BTreeSet<String> {
 fn long_options(text: &str) -> Vec<String> {
     text.split(|c: char| c.is_whitespace() || c == '"' || c == ',')
         .filter_map(|w| w.strip_prefix("--"))
-        .map(|w| w.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect::<String>())
+        .map(|w| {
+            w.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect::<String>()
+        })
         .filter(|w| !w.is_empty())
         .collect()
 }
@@ -74,7 +81,12 @@ fn help_options(help: &str) -> BTreeSet<String> {
         .skip(1)
         .take_while(|l| l.is_empty() || l.starts_with(' '))
         .filter(|l| l.len() - l.trim_start().len() <= 6 && l.trim_start().starts_with('-'))
-        .flat_map(|l| l.split_whitespace().take_while(|w| w.starts_with('-')).flat_map(long_options).collect::<Vec<_>>())
+        .flat_map(|l| {
+            l.split_whitespace()
+                .take_while(|w| w.starts_with('-'))
+                .flat_map(long_options)
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
@@ -97,7 +109,10 @@ fn every_program_has_a_man_page_and_every_man_page_a_program() {
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
     let built: BTreeSet<String> = built().map(|(n, _)| n.to_string()).collect();
-    assert_eq!(sources, built, "PROGRAMS in lab/tests/ship.rs must list every program of src/bin/ and lab/src/bin/");
+    assert_eq!(
+        sources, built,
+        "PROGRAMS in lab/tests/ship.rs must list every program of src/bin/ and lab/src/bin/"
+    );
     let pages: BTreeSet<String> = std::fs::read_dir(repo().join("man"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -112,8 +127,15 @@ fn every_program_has_a_man_page_and_every_man_page_a_program() {
 fn man_pages_render_without_warnings() {
     for name in PROGRAMS {
         let r = run(Command::new("man").args(["--warnings", "-l"]).arg(page(name)));
-        assert_eq!((r.code, r.stderr.as_str()), (0, ""), "man --warnings -l {}", page(name).display());
-        for heading in ["NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS", "EXAMPLES", "SEE ALSO"] {
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (0, ""),
+            "man --warnings -l {}",
+            page(name).display()
+        );
+        for heading in
+            ["NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS", "EXAMPLES", "SEE ALSO"]
+        {
             assert!(r.stdout.lines().any(|l| l == heading), "{name}.1 has no {heading} section");
         }
     }
@@ -123,12 +145,21 @@ fn man_pages_render_without_warnings() {
 fn man_pages_document_every_long_option_of_help_and_no_other() {
     for (name, bin) in built() {
         let in_help = help_options(&help(bin));
-        assert!(in_help.contains("help") && in_help.contains("version"), "{name} --help was not parsed: {in_help:?}");
+        assert!(
+            in_help.contains("help") && in_help.contains("version"),
+            "{name} --help was not parsed: {in_help:?}"
+        );
         let in_page = documented_options(name);
         let missing: Vec<_> = in_help.difference(&in_page).collect();
         assert!(missing.is_empty(), "{name}.1 lacks {missing:?} of `{name} --help`");
-        let stale: Vec<_> = in_page.iter().filter(|o| !in_help.contains(*o) && !HIDDEN.contains(&o.as_str())).collect();
-        assert!(stale.is_empty(), "{name}.1 documents {stale:?}, which `{name} --help` does not list");
+        let stale: Vec<_> = in_page
+            .iter()
+            .filter(|o| !in_help.contains(*o) && !HIDDEN.contains(&o.as_str()))
+            .collect();
+        assert!(
+            stale.is_empty(),
+            "{name}.1 documents {stale:?}, which `{name} --help` does not list"
+        );
         for hidden in HIDDEN {
             assert!(in_page.contains(*hidden), "{name}.1 does not document --{hidden}");
         }
@@ -137,21 +168,35 @@ fn man_pages_document_every_long_option_of_help_and_no_other() {
 
 #[test]
 fn unpack_page_lists_the_exit_codes_of_help() {
-    let Some((_, bin)) = built().find(|(n, _)| *n == "unpack") else { panic!("unpack is not built") };
+    let Some((_, bin)) = built().find(|(n, _)| *n == "unpack") else {
+        panic!("unpack is not built")
+    };
     let help = help(bin);
     let in_help: BTreeSet<String> = help
         .lines()
         .skip_while(|l| *l != "Exit codes:")
         .skip(1)
         .take_while(|l| !l.is_empty())
-        .flat_map(|l| l.split_whitespace().map_while(|w| w.trim_end_matches(',').parse::<u8>().ok()).collect::<Vec<_>>())
+        .flat_map(|l| {
+            l.split_whitespace()
+                .map_while(|w| w.trim_end_matches(',').parse::<u8>().ok())
+                .collect::<Vec<_>>()
+        })
         .map(|c| c.to_string())
         .collect();
-    assert!(in_help.contains("0") && in_help.contains("5"), "unpack --help's exit codes were not parsed: {in_help:?}");
+    assert!(
+        in_help.contains("0") && in_help.contains("5"),
+        "unpack --help's exit codes were not parsed: {in_help:?}"
+    );
     let source = source("unpack");
     let in_page: BTreeSet<String> = item_tags(&section(&source, "EXIT STATUS"))
         .iter()
-        .flat_map(|tag| tag.split(|c: char| !c.is_ascii_digit()).filter(|w| !w.is_empty()).map(String::from).collect::<Vec<_>>())
+        .flat_map(|tag| {
+            tag.split(|c: char| !c.is_ascii_digit())
+                .filter(|w| !w.is_empty())
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
         .collect();
     assert_eq!(in_page, in_help, "unpack.1's EXIT STATUS against `unpack --help`");
 }
@@ -164,7 +209,12 @@ fn unpack_page_states_every_strategy_with_its_guarantee() {
             [] => s.name.to_string(),
             aliases => format!("{} (alias {})", s.name, aliases.join(", ")),
         };
-        for phrase in [name, s.idea.to_string(), format!("Guarantee: {}.", s.guarantee), format!("As in: {}.", s.anchor)] {
+        for phrase in [
+            name,
+            s.idea.to_string(),
+            format!("Guarantee: {}.", s.guarantee),
+            format!("As in: {}.", s.anchor),
+        ] {
             assert!(page.contains(&phrase), "unpack.1 lacks {phrase:?} (durability::ALL)");
         }
     }
@@ -177,7 +227,11 @@ fn vdisk_page_states_every_named_profile() {
     use unpack_lab::vdisk::profile::{format_bandwidth, format_duration, NAMED};
     let page = rendered("unpack-vdisk");
     for (name, latency, bandwidth, what) in NAMED {
-        let line = format!("{name} flush {}, bandwidth {}: {what}", format_duration(*latency), format_bandwidth(*bandwidth));
+        let line = format!(
+            "{name} flush {}, bandwidth {}: {what}",
+            format_duration(*latency),
+            format_bandwidth(*bandwidth)
+        );
         assert!(page.contains(&line), "unpack-vdisk.1 lacks {line:?} (vdisk::profile::NAMED)");
     }
 }
@@ -198,10 +252,20 @@ fn cargo_debian_changelog_and_man_pages_name_one_version() {
     let version = env!("CARGO_PKG_VERSION");
     let changelog = std::fs::read_to_string(repo().join("debian/changelog")).unwrap();
     let first = changelog.lines().next().unwrap_or_default();
-    assert!(first.starts_with(&format!("unpack ({version}) ")), "debian/changelog starts with {first:?}, not version {version}");
+    assert!(
+        first.starts_with(&format!("unpack ({version}) ")),
+        "debian/changelog starts with {first:?}, not version {version}"
+    );
     for name in PROGRAMS {
-        let th = source(name).lines().find(|l| l.starts_with(".TH ")).map(String::from).unwrap_or_default();
-        assert!(th.contains(&format!("\"unpack {version}\"")), "{name}.1: {th:?} does not name unpack {version}");
+        let th = source(name)
+            .lines()
+            .find(|l| l.starts_with(".TH "))
+            .map(String::from)
+            .unwrap_or_default();
+        assert!(
+            th.contains(&format!("\"unpack {version}\"")),
+            "{name}.1: {th:?} does not name unpack {version}"
+        );
     }
 }
 
@@ -213,14 +277,28 @@ fn completions_for_bash_zsh_and_fish_offer_every_long_option() {
             let r = run(Command::new(bin).args(["--completions", shell]));
             assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{name} --completions {shell}");
             let names_program = match shell {
-                "bash" => r.stdout.lines().any(|l| l.trim_start().starts_with("complete -F ") && l.ends_with(&format!(" {name}"))),
+                "bash" => r.stdout.lines().any(|l| {
+                    l.trim_start().starts_with("complete -F ") && l.ends_with(&format!(" {name}"))
+                }),
                 "zsh" => r.stdout.starts_with(&format!("#compdef {name}\n")),
-                _ => r.stdout.lines().filter(|l| !l.is_empty()).all(|l| l.starts_with(&format!("complete -c {name} "))),
+                _ => r
+                    .stdout
+                    .lines()
+                    .filter(|l| !l.is_empty())
+                    .all(|l| l.starts_with(&format!("complete -c {name} "))),
             };
-            assert!(names_program, "{name} --completions {shell} does not complete {name}:\n{}", r.stdout);
+            assert!(
+                names_program,
+                "{name} --completions {shell} does not complete {name}:\n{}",
+                r.stdout
+            );
             for option in &options {
-                let offered = if shell == "fish" { format!("-l {option} ") } else { format!("--{option}") };
-                assert!(r.stdout.contains(&offered), "{name} --completions {shell} does not offer --{option}");
+                let offered =
+                    if shell == "fish" { format!("-l {option} ") } else { format!("--{option}") };
+                assert!(
+                    r.stdout.contains(&offered),
+                    "{name} --completions {shell} does not offer --{option}"
+                );
             }
         }
         let bash = run(Command::new(bin).args(["--completions", "bash"]));
@@ -247,7 +325,9 @@ fn completions_take_no_other_argument() {
 #[test]
 #[ignore = "needs UNPACK_DEB=path/to/unpack_*.deb: run scripts/self-unpack.sh"]
 fn packaged_unpack_unpacks_its_own_package_as_dpkg_deb_does() {
-    let deb = PathBuf::from(std::env::var_os("UNPACK_DEB").expect("UNPACK_DEB names the package to check"));
+    let deb = PathBuf::from(
+        std::env::var_os("UNPACK_DEB").expect("UNPACK_DEB names the package to check"),
+    );
     let dir = tempfile::tempdir().unwrap();
     let reference = common::reference_tree(&deb, &dir.path().join("dpkg-deb"));
     let packaged: BTreeSet<&Path> = reference.keys().map(PathBuf::as_path).collect();
@@ -266,6 +346,18 @@ fn packaged_unpack_unpacks_its_own_package_as_dpkg_deb_does() {
     std::fs::create_dir(&root).unwrap();
     let unpack = dir.path().join("dpkg-deb/usr/bin/unpack");
     let r: Run = run(Command::new(&unpack).arg("-q").arg(&deb).arg(&root));
-    assert_eq!(r.code, 0, "{} {} {}: {}", unpack.display(), deb.display(), root.display(), r.stderr);
-    common::assert_same_tree(&common::snapshot(&root), &reference, "the packaged unpack against dpkg-deb -x");
+    assert_eq!(
+        r.code,
+        0,
+        "{} {} {}: {}",
+        unpack.display(),
+        deb.display(),
+        root.display(),
+        r.stderr
+    );
+    common::assert_same_tree(
+        &common::snapshot(&root),
+        &reference,
+        "the packaged unpack against dpkg-deb -x",
+    );
 }

@@ -114,7 +114,8 @@ fn writes_without_fsync_reach_no_device_flush_before_unmount() {
 #[test]
 fn the_log_replayed_from_zeros_rebuilds_the_image_and_keeps_marks_in_order() {
     let place = Place::new();
-    let disk = VDisk::start(&profile("flush=0ms"), SIZE, &place.disk(), Some(&place.log())).unwrap();
+    let disk =
+        VDisk::start(&profile("flush=0ms"), SIZE, &place.disk(), Some(&place.log())).unwrap();
     disk.mark("mkfs").unwrap();
     let fs = disk.scratch_fs("ext4", &place.mnt(), "defaults").unwrap();
     disk.mark("start").unwrap();
@@ -147,11 +148,15 @@ fn the_log_replayed_from_zeros_rebuilds_the_image_and_keeps_marks_in_order() {
         }
         if e.is_flush() {
             flushes += 1;
-            flushed_after_pattern |= pattern_written_between && marks.last().map(String::as_str) == Some("start");
+            flushed_after_pattern |=
+                pattern_written_between && marks.last().map(String::as_str) == Some("start");
         }
     }
     assert_eq!(marks, ["mkfs", "start", "returned"]);
-    assert!(pattern_written_between, "the fsynced block is not logged between 'start' and 'returned'");
+    assert!(
+        pattern_written_between,
+        "the fsynced block is not logged between 'start' and 'returned'"
+    );
     assert!(flushed_after_pattern, "no flush logged after the fsynced block and before 'returned'");
     assert_eq!(flushes, counters.flushes, "the log and the counters disagree on flushes");
     assert!(replayed == image, "replaying the log does not rebuild the image");
@@ -178,7 +183,8 @@ fn bandwidth_pacing_makes_the_server_wait_and_flush_latency_does_not() {
 #[test]
 fn the_image_itself_answers_fsync_and_fallocate_as_a_device() {
     let place = Place::new();
-    let disk = VDisk::start(&profile("flush=0ms"), SIZE, &place.disk(), Some(&place.log())).unwrap();
+    let disk =
+        VDisk::start(&profile("flush=0ms"), SIZE, &place.disk(), Some(&place.log())).unwrap();
     let before = disk.counters().unwrap();
     let img = OpenOptions::new().read(true).write(true).open(disk.image()).unwrap();
     img.write_all_at(&[9u8; 8192], 4096).unwrap();
@@ -206,9 +212,17 @@ fn the_image_itself_answers_fsync_and_fallocate_as_a_device() {
     // request cut at a byte that is not a sector boundary logs that sector twice).
     let mut kinds: Vec<(&str, u64, u64)> = Vec::new();
     for e in LogReader::open(&place.log()).unwrap().map(Result::unwrap) {
-        let kind = if e.is_flush() { "flush" } else if e.is_discard() { "discard" } else { "write" };
+        let kind = if e.is_flush() {
+            "flush"
+        } else if e.is_discard() {
+            "discard"
+        } else {
+            "write"
+        };
         match kinds.last_mut() {
-            Some(("write", first, n)) if kind == "write" && e.sector >= *first && e.sector <= *first + *n => {
+            Some(("write", first, n))
+                if kind == "write" && e.sector >= *first && e.sector <= *first + *n =>
+            {
                 *n = (*n).max(e.sector + e.nr_sectors - *first);
             }
             _ => kinds.push((kind, e.sector, e.nr_sectors)),
@@ -221,7 +235,8 @@ fn the_image_itself_answers_fsync_and_fallocate_as_a_device() {
 fn teardown_after_a_panic_leaves_no_mount_no_loop_device_no_fuse_mount() {
     let place = Place::new();
     let result = std::panic::catch_unwind(|| {
-        let disk = VDisk::start(&profile("flush=0ms"), SIZE, &place.disk(), Some(&place.log())).unwrap();
+        let disk =
+            VDisk::start(&profile("flush=0ms"), SIZE, &place.disk(), Some(&place.log())).unwrap();
         let fs = disk.scratch_fs("ext4", &place.mnt(), "defaults").unwrap();
         std::fs::write(fs.path().join("half-done"), b"x").unwrap();
         assert!(!place.leftovers().is_empty(), "nothing was mounted to begin with");
@@ -270,7 +285,10 @@ fn bad_arguments_are_errors_naming_the_path() {
     let place = Place::new();
     let p = profile("flush=0ms");
     let err = VDisk::start(&p, 1000, &place.disk(), None).unwrap_err();
-    assert!(err.to_string().contains("disk.img") && err.to_string().contains("multiple of 512"), "{err}");
+    assert!(
+        err.to_string().contains("disk.img") && err.to_string().contains("multiple of 512"),
+        "{err}"
+    );
     let missing = place.disk().join("nope");
     let err = VDisk::start(&p, SIZE, &missing, None).unwrap_err();
     assert!(err.to_string().contains("nope"), "{err}");
@@ -295,12 +313,17 @@ fn the_serving_thread_is_an_io_flusher_exactly_when_the_disk_says_so() {
         if comm.trim().starts_with("fuser-") {
             let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
             // Field 9 (flags) is the 7th after the parenthesised command name.
-            let flags: u64 = stat.rsplit_once(") ").unwrap().1.split(' ').nth(6).unwrap().parse().unwrap();
+            let flags: u64 =
+                stat.rsplit_once(") ").unwrap().1.split(' ').nth(6).unwrap().parse().unwrap();
             serving.push(flags & PF_MEMALLOC_NOIO != 0);
         }
     }
     assert!(!serving.is_empty(), "no serving thread found");
-    assert!(serving.iter().all(|f| *f == disk.is_io_flusher()), "flags {serving:?}, disk says {}", disk.is_io_flusher());
+    assert!(
+        serving.iter().all(|f| *f == disk.is_io_flusher()),
+        "flags {serving:?}, disk says {}",
+        disk.is_io_flusher()
+    );
     disk.stop().unwrap();
 }
 
@@ -346,7 +369,10 @@ fn unpack_vdisk_will_not_stop_while_a_loop_device_uses_the_image() {
         }
     };
     assert!(refusal.contains(&lo.path().display().to_string()), "{refusal}");
-    assert!(matches!(reap.0.as_mut().unwrap().try_wait(), Ok(None)), "it stopped under an attached loop device");
+    assert!(
+        matches!(reap.0.as_mut().unwrap().try_wait(), Ok(None)),
+        "it stopped under an attached loop device"
+    );
     drop(lo);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     let status = reap.0.take().unwrap().wait().unwrap();

@@ -102,7 +102,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             unpack::stderr!("unpack: error: {}", unpack::error::one_line(e.as_ref()));
-            let code = e.downcast_ref::<unpack::Error>().map_or(unpack::ExitCode::Failure, unpack::Error::exit_code);
+            let code = e
+                .downcast_ref::<unpack::Error>()
+                .map_or(unpack::ExitCode::Failure, unpack::Error::exit_code);
             ExitCode::from(code as u8)
         }
     }
@@ -113,7 +115,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         print_or_warn(&strategy_table());
         return Ok(());
     }
-    let cpus = || std::thread::available_parallelism().map_or(2, |n| n.get()).min(durability::MAX_JOBS);
+    let cpus =
+        || std::thread::available_parallelism().map_or(2, |n| n.get()).min(durability::MAX_JOBS);
     let jobs = cli.jobs.unwrap_or_else(cpus);
     let mut options = unpack::Options::new(durability::by_name(&cli.strategy, jobs)?);
     options.wait = cli.wait;
@@ -149,7 +152,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             bar.set_position(done);
         }));
     }
-    let report = if cli.bootstrap { unpack::bootstrap(packages, root, &options) } else { unpack::unpack(packages, root, &options) };
+    let report = if cli.bootstrap {
+        unpack::bootstrap(packages, root, &options)
+    } else {
+        unpack::unpack(packages, root, &options)
+    };
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -158,7 +165,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         unpack::stderr!("unpack: recovered first: {}", escape(recovered));
     }
     if let Some(signal) = unpack::interrupt::pending() {
-        unpack::stderr!("unpack: signal {signal} came during the rename phase; finished the transaction first");
+        unpack::stderr!(
+            "unpack: signal {signal} came during the rename phase; finished the transaction first"
+        );
     }
     if cli.json {
         print_or_warn(&format!("{}\n", serde_json::to_string_pretty(&report)?));
@@ -178,8 +187,11 @@ fn print_or_warn(text: &str) {
 }
 
 fn progress_bar() -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
-    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} [{elapsed}] {wide_bar} {bytes}/{total_bytes} ({eta})") {
+    let bar =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} [{elapsed}] {wide_bar} {bytes}/{total_bytes} ({eta})",
+    ) {
         bar.set_style(style);
     }
     bar
@@ -188,7 +200,11 @@ fn progress_bar() -> indicatif::ProgressBar {
 fn strategy_table() -> String {
     let mut out = format!("{:<10} {:<55} {}\n", "STRATEGY", "WHAT IT DOES", "GUARANTEE");
     for s in durability::ALL {
-        let name = if s.aliases.is_empty() { s.name.to_string() } else { format!("{} ({})", s.name, s.aliases.join(", ")) };
+        let name = if s.aliases.is_empty() {
+            s.name.to_string()
+        } else {
+            format!("{} ({})", s.name, s.aliases.join(", "))
+        };
         out += &format!("{:<10} {:<55} {}\n", name, s.idea, s.guarantee);
     }
     out += &format!("\ndefault: {}\n", durability::DEFAULT);

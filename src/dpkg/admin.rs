@@ -65,7 +65,10 @@ pub struct Installed {
 pub fn find(root: &mut Root, explicit: Option<&Path>) -> Result<Option<Admin>> {
     let rel = match explicit {
         Some(dir) => {
-            let canon = |p: &Path| std::fs::canonicalize(p).map_err(|e| Error::Usage(format!("--admindir {}: {e}", escape(p))));
+            let canon = |p: &Path| {
+                std::fs::canonicalize(p)
+                    .map_err(|e| Error::Usage(format!("--admindir {}: {e}", escape(p))))
+            };
             let (dir_c, root_c) = (canon(dir)?, canon(root.path())?);
             let Ok(rel) = dir_c.strip_prefix(&root_c) else {
                 return Err(Error::Usage(format!(
@@ -82,16 +85,28 @@ pub fn find(root: &mut Root, explicit: Option<&Path>) -> Result<Option<Admin>> {
     let dir = match root.resolve_dir(&rel, Create::Never, &nothing) {
         Ok((canon, dir)) => (canon, dir),
         Err(_) if explicit.is_none() => return Ok(None),
-        Err(_) => return Err(Error::Usage(format!("--admindir {}: not a directory inside the root", escape(&rel)))),
+        Err(_) => {
+            return Err(Error::Usage(format!(
+                "--admindir {}: not a directory inside the root",
+                escape(&rel)
+            )))
+        }
     };
     let (rel, dir) = dir;
     match rustix::fs::statat(dir.fd(), "status", rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
         Ok(_) => {}
         Err(Errno::NOENT) if explicit.is_none() => return Ok(None),
-        Err(_) => return Err(Error::Usage(format!("--admindir {}: not dpkg's admin directory (no status file)", escape(dir.path())))),
+        Err(_) => {
+            return Err(Error::Usage(format!(
+                "--admindir {}: not dpkg's admin directory (no status file)",
+                escape(dir.path())
+            )))
+        }
     }
     let info_rel = rel.join("info");
-    let (_, info) = root.resolve_dir(&info_rel, Create::Never, &nothing).map_err(|_| bad_db(&dir.path().join("info"), "dpkg's database has no info directory"))?;
+    let (_, info) = root
+        .resolve_dir(&info_rel, Create::Never, &nothing)
+        .map_err(|_| bad_db(&dir.path().join("info"), "dpkg's database has no info directory"))?;
     Ok(Some(Admin { dir, rel, info }))
 }
 
@@ -112,8 +127,18 @@ impl Admin {
             let path = self.info.path().join(&name);
             let paths = match read_file(&self.info, &name, MAX_LIST)? {
                 Some(bytes) => list::parse_list(&bytes).map_err(|e| bad_db(&path, e))?,
-                None if matches!(p.status.state, State::NotInstalled | State::ConfigFiles) => Vec::new(),
-                None => return Err(bad_db(&path, format!("missing, for {} which status says is {}: run dpkg --audit", p.name, p.status))),
+                None if matches!(p.status.state, State::NotInstalled | State::ConfigFiles) => {
+                    Vec::new()
+                }
+                None => {
+                    return Err(bad_db(
+                        &path,
+                        format!(
+                            "missing, for {} which status says is {}: run dpkg --audit",
+                            p.name, p.status
+                        ),
+                    ))
+                }
             };
             for path in &paths {
                 owners.entry(path.clone()).or_default().push(i);
@@ -129,7 +154,14 @@ impl Admin {
             diversions,
             overrides,
             format_missing: !info_names.iter().any(|n| n == "format"),
-            triggers_missing: matches!(rustix::fs::statat(self.dir.fd(), "triggers", rustix::fs::AtFlags::SYMLINK_NOFOLLOW), Err(Errno::NOENT)),
+            triggers_missing: matches!(
+                rustix::fs::statat(
+                    self.dir.fd(),
+                    "triggers",
+                    rustix::fs::AtFlags::SYMLINK_NOFOLLOW
+                ),
+                Err(Errno::NOENT)
+            ),
             info_names,
         })
     }
@@ -154,15 +186,22 @@ impl Admin {
         };
         let entries = statoverride::parse(&bytes).map_err(|e| bad_db(&path, e))?;
         let mut etc: HashMap<&str, Vec<u8>> = HashMap::new();
-        let mut resolve = |id: &statoverride::Id, file: &'static str, root: &mut Root| -> Result<u32> {
+        let mut resolve = |id: &statoverride::Id,
+                           file: &'static str,
+                           root: &mut Root|
+         -> Result<u32> {
             match id {
                 statoverride::Id::Num(n) => Ok(*n),
                 statoverride::Id::Name(name) => {
                     if !etc.contains_key(file) {
                         etc.insert(file, read_etc(root, file)?);
                     }
-                    statoverride::lookup_id(&etc[file], name)
-                        .ok_or_else(|| bad_db(&path, format!("'{}' is in no /etc/{file} of the root", escape(name.as_str()))))
+                    statoverride::lookup_id(&etc[file], name).ok_or_else(|| {
+                        bad_db(
+                            &path,
+                            format!("'{}' is in no /etc/{file} of the root", escape(name.as_str())),
+                        )
+                    })
                 }
             }
         };
@@ -178,20 +217,30 @@ impl Admin {
     /// Refuses an `updates/` directory holding dpkg's journal records (names of digits).
     fn check_updates(&self) -> Result<()> {
         let path = self.dir.path().join("updates");
-        let fd = match rustix::fs::openat(self.dir.fd(), "updates", crate::tree::DIR_FLAGS, Mode::empty()) {
+        let fd = match rustix::fs::openat(
+            self.dir.fd(),
+            "updates",
+            crate::tree::DIR_FLAGS,
+            Mode::empty(),
+        ) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => return Ok(()),
             Err(e) => return Err(Error::root(&path, "opening", e)),
         };
-        let (files, _) = crate::tree::entries(std::os::fd::AsFd::as_fd(&fd)).map_err(|e| Error::root(&path, "reading directory", e))?;
-        if files.iter().any(|n| !n.is_empty() && n.as_encoded_bytes().iter().all(u8::is_ascii_digit)) {
+        let (files, _) = crate::tree::entries(std::os::fd::AsFd::as_fd(&fd))
+            .map_err(|e| Error::root(&path, "reading directory", e))?;
+        if files
+            .iter()
+            .any(|n| !n.is_empty() && n.as_encoded_bytes().iter().all(u8::is_ascii_digit))
+        {
             return Err(bad_db(&path, "holds records dpkg has not merged into status yet (an interrupted dpkg): run `dpkg --configure -a` (or any dpkg command) on the root first"));
         }
         Ok(())
     }
 
     fn info_names(&self) -> Result<Vec<String>> {
-        let (files, _) = crate::tree::entries(self.info.fd()).map_err(|e| Error::root(self.info.path(), "reading directory", e))?;
+        let (files, _) = crate::tree::entries(self.info.fd())
+            .map_err(|e| Error::root(self.info.path(), "reading directory", e))?;
         // A name that is not UTF-8 is no package's (package names are ASCII).
         Ok(files.into_iter().filter_map(|n| n.into_string().ok()).collect())
     }
@@ -222,10 +271,16 @@ pub fn read_file(dir: &Directory, name: &str, max: u64) -> Result<Option<Vec<u8>
         return Err(bad_db(&path, "not a regular file"));
     }
     if st.st_size as u64 > max {
-        return Err(bad_db(&path, format!("{} bytes, more than the {max} this engine reads", st.st_size)));
+        return Err(bad_db(
+            &path,
+            format!("{} bytes, more than the {max} this engine reads", st.st_size),
+        ));
     }
     let mut bytes = Vec::with_capacity(st.st_size as usize);
-    std::fs::File::from(fd).take(max + 1).read_to_end(&mut bytes).map_err(|e| Error::root(&path, "reading", e))?;
+    std::fs::File::from(fd)
+        .take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::root(&path, "reading", e))?;
     if bytes.len() as u64 > max {
         return Err(bad_db(&path, format!("more than the {max} bytes this engine reads")));
     }
@@ -239,6 +294,7 @@ pub fn bad_db(path: &Path, why: impl std::fmt::Display) -> Error {
 
 /// The first stanza of a control file, for the status file.
 pub fn control_stanza(package: &Path, text: &str) -> Result<Stanza> {
-    let stanzas = deb822::parse(text.as_bytes()).map_err(|e| Error::bad(package, format!("control: {e}")))?;
+    let stanzas =
+        deb822::parse(text.as_bytes()).map_err(|e| Error::bad(package, format!("control: {e}")))?;
     stanzas.into_iter().next().ok_or_else(|| Error::bad(package, "control: empty"))
 }

@@ -6,7 +6,7 @@
 //! case) and a missing final newline are errors, each naming its line. It works line by line in
 //! one pass, so its time is linear in the input; the caller bounds the input's size.
 
-use super::{ParseError, is_space, lines, shown};
+use super::{is_space, lines, shown, ParseError};
 use std::collections::HashSet;
 
 /// One field. `value` is dpkg's: the first line's text after the ':' and its leading
@@ -61,13 +61,17 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Stanza>, ParseError> {
                 return Err(ParseError::new(n, "a line starting with whitespace begins a stanza"));
             };
             if line.trim_start_matches(is_space).is_empty() {
-                return Err(ParseError::new(n, format!("whitespace-only line in the value of field '{}'", field.name)));
+                return Err(ParseError::new(
+                    n,
+                    format!("whitespace-only line in the value of field '{}'", field.name),
+                ));
             }
             field.value.push('\n');
             field.value.push_str(line);
         } else {
             let (name, value) = field_line(n, line)?;
-            let (stanza, seen) = current.get_or_insert_with(|| (Stanza { fields: Vec::new(), line: n }, HashSet::new()));
+            let (stanza, seen) = current
+                .get_or_insert_with(|| (Stanza { fields: Vec::new(), line: n }, HashSet::new()));
             if !seen.insert(name.to_ascii_lowercase()) {
                 return Err(ParseError::new(n, format!("duplicate field '{name}'")));
             }
@@ -93,7 +97,10 @@ fn field_line(n: usize, line: &str) -> Result<(&str, &str), ParseError> {
         return Err(ParseError::new(n, format!("bad field name '{}'", shown(name))));
     }
     let Some(value) = line[end..].trim_start_matches(is_space).strip_prefix(':') else {
-        return Err(ParseError::new(n, format!("field name '{}' is not followed by ':'", shown(name))));
+        return Err(ParseError::new(
+            n,
+            format!("field name '{}' is not followed by ':'", shown(name)),
+        ));
     };
     Ok((name, value.trim_start_matches(is_space)))
 }
@@ -123,12 +130,15 @@ mod tests {
         let s = parse(text.as_bytes()).unwrap();
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].line, 1);
-        assert_eq!(s[0].fields, vec![
-            field("Package", "a"),
-            field("Status", "install ok installed"),
-            field("Conffiles", "\n /etc/a 0123\n /etc/b newconffile"),
-            field("Description", "short  \n long\n ."),
-        ]);
+        assert_eq!(
+            s[0].fields,
+            vec![
+                field("Package", "a"),
+                field("Status", "install ok installed"),
+                field("Conffiles", "\n /etc/a 0123\n /etc/b newconffile"),
+                field("Description", "short  \n long\n ."),
+            ]
+        );
         assert_eq!(s[1].line, 11);
         assert_eq!(s[1].fields, vec![field("Package", "b"), field("X-Y", "")]);
         assert_eq!(s[0].get("conffiles"), Some("\n /etc/a 0123\n /etc/b newconffile"));
@@ -176,7 +186,11 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
             std::fs::write(admin.join("status"), bad).unwrap();
-            let out = std::process::Command::new("dpkg-query").arg(format!("--admindir={}", admin.display())).arg("-W").output().unwrap();
+            let out = std::process::Command::new("dpkg-query")
+                .arg(format!("--admindir={}", admin.display()))
+                .arg("-W")
+                .output()
+                .unwrap();
             assert!(!out.status.success(), "dpkg-query accepts {bad:?}");
         }
         let good = b"Package: a\nStatus: install ok installed\nX-Y : 1\nMaintainer: m\nVersion: 1\nArchitecture: all\nDescription: d\n\n\n\nPackage: b\n";
@@ -203,7 +217,10 @@ mod tests {
     fn a_hundred_thousand_stanzas_parse_in_one_pass() {
         let mut text = Vec::new();
         for i in 0..100_000 {
-            text.extend_from_slice(format!("Package: p{i}\nStatus: install ok installed\nDescription: d\n more\n\n").as_bytes());
+            text.extend_from_slice(
+                format!("Package: p{i}\nStatus: install ok installed\nDescription: d\n more\n\n")
+                    .as_bytes(),
+            );
         }
         let stanzas = parse(&text).unwrap();
         assert_eq!(stanzas.len(), 100_000);

@@ -20,8 +20,8 @@
 use super::admin::{self, Admin, Installed};
 use super::deb822::Stanza;
 use super::list;
-use super::triggers;
 use super::status::{self, Conffile, Flag, State, StatusField, Want};
+use super::triggers;
 use super::version::{parse_relations, Relation, Version};
 use crate::control::ControlArchive;
 use crate::entry::{Entry, Kind};
@@ -94,7 +94,15 @@ impl Locked {
     /// Reads the database.
     pub fn read(self, root: &mut Root) -> Result<Database> {
         let installed = self.admin.read(root)?;
-        Ok(Database { admin: self.admin, _locks: self.locks, installed, incoming: Vec::new(), scripts: None, disappearing: Vec::new(), status: Vec::new() })
+        Ok(Database {
+            admin: self.admin,
+            _locks: self.locks,
+            installed,
+            incoming: Vec::new(),
+            scripts: None,
+            disappearing: Vec::new(),
+            status: Vec::new(),
+        })
     }
 }
 
@@ -122,7 +130,11 @@ impl Database {
     /// How many packages the database lists as present in some state (`not-installed` ones,
     /// which a failed first install leaves, are not).
     pub fn package_count(&self) -> usize {
-        self.installed.packages.iter().filter(|p| p.status.state != super::status::State::NotInstalled).count()
+        self.installed
+            .packages
+            .iter()
+            .filter(|p| p.status.state != super::status::State::NotInstalled)
+            .count()
     }
 
     /// A package of the call starts: its control archive is kept (its scripts and info files).
@@ -131,25 +143,48 @@ impl Database {
         let name = archive.control.name.to_ascii_lowercase();
         let arch = archive.control.architecture.clone();
         if !super::valid_package_name(&name) || !super::valid_arch(&arch) {
-            return Err(Error::bad(package, format!("control: '{}' of architecture '{}' is no name dpkg accepts", escape(&name), escape(&arch))));
+            return Err(Error::bad(
+                package,
+                format!(
+                    "control: '{}' of architecture '{}' is no name dpkg accepts",
+                    escape(&name),
+                    escape(&arch)
+                ),
+            ));
         }
-        Version::parse(&archive.control.version).map_err(|e| Error::bad(package, format!("control: Version: {e}")))?;
-        let multi_arch_same = control.get("Multi-Arch").is_some_and(|m| m.eq_ignore_ascii_case("same"));
-        if self.incoming.iter().any(|i| i.name == name && (i.arch == arch || !(i.multi_arch_same && multi_arch_same))) {
-            return Err(Error::Usage(format!("{}: {name} is already in this call", escape(package))));
+        Version::parse(&archive.control.version)
+            .map_err(|e| Error::bad(package, format!("control: Version: {e}")))?;
+        let multi_arch_same =
+            control.get("Multi-Arch").is_some_and(|m| m.eq_ignore_ascii_case("same"));
+        if self
+            .incoming
+            .iter()
+            .any(|i| i.name == name && (i.arch == arch || !(i.multi_arch_same && multi_arch_same)))
+        {
+            return Err(Error::Usage(format!(
+                "{}: {name} is already in this call",
+                escape(package)
+            )));
         }
         let old = self.installed.packages.iter().position(|p| {
-            p.name == name && p.status.state != State::NotInstalled && (p.arch == arch || !(p.multi_arch_same && multi_arch_same))
+            p.name == name
+                && p.status.state != State::NotInstalled
+                && (p.arch == arch || !(p.multi_arch_same && multi_arch_same))
         });
         let conffiles = match archive.members.iter().find(|m| m.name == "conffiles") {
-            Some(m) => list::parse_conffiles_member(&m.bytes).map_err(|e| Error::bad(package, format!("conffiles: {e}")))?,
+            Some(m) => list::parse_conffiles_member(&m.bytes)
+                .map_err(|e| Error::bad(package, format!("conffiles: {e}")))?,
             None => Vec::new(),
         };
         if let Some(c) = conffiles.iter().find(|c| c.remove_on_upgrade) {
             return Err(Error::bad(package, format!("conffiles: 'remove-on-upgrade {}' is not supported by unpack yet; use dpkg for this package", escape(&c.path))));
         }
         let replaces = match control.get("Replaces") {
-            Some(v) => parse_relations(v).map_err(|e| Error::bad(package, format!("control: Replaces: {e}")))?.into_iter().flatten().collect(),
+            Some(v) => parse_relations(v)
+                .map_err(|e| Error::bad(package, format!("control: Replaces: {e}")))?
+                .into_iter()
+                .flatten()
+                .collect(),
             None => Vec::new(),
         };
         let md5sums = (!archive.members.iter().any(|m| m.name == "md5sums")).then(Vec::new);
@@ -205,7 +240,15 @@ impl Database {
         }
         // A Multi-Arch: same sibling earlier in this call wrote the shared file already.
         let (name, same) = (inc.name.clone(), inc.multi_arch_same);
-        if entry.kind != Kind::Dir && same && self.incoming.iter().rev().skip(1).any(|i| i.multi_arch_same && i.name == name && i.listed.contains(&listed)) {
+        if entry.kind != Kind::Dir
+            && same
+            && self
+                .incoming
+                .iter()
+                .rev()
+                .skip(1)
+                .any(|i| i.multi_arch_same && i.name == name && i.listed.contains(&listed))
+        {
             return Ok(Action::Skip);
         }
         let Some(inc) = self.incoming.last_mut() else {
@@ -296,7 +339,8 @@ impl Database {
         for inc in &self.incoming {
             let old = inc.old.map(|o| &db.packages[o]);
             let old_conffiles = match old.and_then(|o| o.stanza.get("Conffiles")) {
-                Some(v) => status::parse_conffiles_field(v).map_err(|e| admin::bad_db(&self.admin.dir.path().join("status"), e))?,
+                Some(v) => status::parse_conffiles_field(v)
+                    .map_err(|e| admin::bad_db(&self.admin.dir.path().join("status"), e))?,
                 None => Vec::new(),
             };
             let mut conffiles: Vec<Conffile> = inc
@@ -305,7 +349,10 @@ impl Database {
                 .filter(|p| inc.listed.contains(*p))
                 .map(|p| Conffile {
                     path: p.clone(),
-                    hash: old_conffiles.iter().find(|c| &c.path == p).map_or_else(|| "newconffile".to_string(), |c| c.hash.clone()),
+                    hash: old_conffiles
+                        .iter()
+                        .find(|c| &c.path == p)
+                        .map_or_else(|| "newconffile".to_string(), |c| c.hash.clone()),
                     obsolete: false,
                     remove_on_upgrade: false,
                 })
@@ -322,7 +369,12 @@ impl Database {
                 gone.insert(o);
                 let kept: HashSet<&PathBuf> = list.iter().collect();
                 for p in db.lists[o].iter().rev() {
-                    let others = db.owners.get(p).into_iter().flatten().any(|&x| x != o && db.packages[x].status.state != State::NotInstalled);
+                    let others = db
+                        .owners
+                        .get(p)
+                        .into_iter()
+                        .flatten()
+                        .any(|&x| x != o && db.packages[x].status.state != State::NotInstalled);
                     if kept.contains(p) || all_new.contains(p) || others || p.as_os_str() == "/." {
                         continue;
                     }
@@ -334,12 +386,13 @@ impl Database {
             // Info files: every control member dpkg keeps, the list, the md5sums.
             let info_name = status::info_name(&inc.name, &inc.arch, inc.multi_arch_same);
             let mut written: HashSet<String> = HashSet::new();
-            let mut write = |tx: &mut Transaction<'_>, kind: &str, bytes: &[u8], mode: u32| -> Result<()> {
-                let file = format!("{info_name}.{kind}");
-                tx.add_generated(&info_rel.join(&file), bytes, mode)?;
-                written.insert(file);
-                Ok(())
-            };
+            let mut write =
+                |tx: &mut Transaction<'_>, kind: &str, bytes: &[u8], mode: u32| -> Result<()> {
+                    let file = format!("{info_name}.{kind}");
+                    tx.add_generated(&info_rel.join(&file), bytes, mode)?;
+                    written.insert(file);
+                    Ok(())
+                };
             for m in inc.archive.members.iter().filter(|m| keeps_member(&m.name)) {
                 write(tx, &m.name, &m.bytes, m.mode & 0o777)?;
             }
@@ -351,18 +404,38 @@ impl Database {
             let old_info = old.map(|o| o.info_name());
             for n in &db.info_names {
                 let owner = n.rsplit_once('.').map(|(stem, _)| stem);
-                if owner.is_some() && (owner == old_info.as_deref() || owner == Some(info_name.as_str())) && !written.contains(n) {
+                if owner.is_some()
+                    && (owner == old_info.as_deref() || owner == Some(info_name.as_str()))
+                    && !written.contains(n)
+                {
                     removals.push(info_rel.join(n));
                 }
             }
-            let status = StatusField { want: Want::Install, flag: Flag::Ok, state: State::Unpacked };
+            let status =
+                StatusField { want: Want::Install, flag: Flag::Ok, state: State::Unpacked };
             let config_version = old.and_then(config_version);
-            new_stanzas.push(status::status_stanza(&inc.control, &status, &conffiles, config_version));
+            new_stanzas.push(status::status_stanza(
+                &inc.control,
+                &status,
+                &conffiles,
+                config_version,
+            ));
             reports.push(DatabaseReport {
-                action: if old.is_some_and(|o| o.status.state != State::ConfigFiles) { "upgraded" } else { "installed" }.into(),
-                previous_version: old.filter(|o| o.status.state != State::ConfigFiles).map(|o| o.version.clone()),
+                action: if old.is_some_and(|o| o.status.state != State::ConfigFiles) {
+                    "upgraded"
+                } else {
+                    "installed"
+                }
+                .into(),
+                previous_version: old
+                    .filter(|o| o.status.state != State::ConfigFiles)
+                    .map(|o| o.version.clone()),
                 removed,
-                conffiles_new: conffiles.iter().filter(|c| !c.obsolete).map(|c| c.path.to_string_lossy().into_owned()).collect(),
+                conffiles_new: conffiles
+                    .iter()
+                    .filter(|c| !c.obsolete)
+                    .map(|c| c.path.to_string_lossy().into_owned())
+                    .collect(),
                 replaced: Vec::new(),
                 disappeared: Vec::new(),
                 scripts_run: self.scripts.is_some(),
@@ -374,20 +447,37 @@ impl Database {
                 continue;
             }
             let other = &db.packages[*o];
-            let left: Vec<PathBuf> = db.lists[*o].iter().filter(|p| !taken.contains(*p)).cloned().collect();
-            let by = self.incoming.iter().position(|i| i.taken.iter().any(|(x, _)| x == o)).unwrap_or(0);
+            let left: Vec<PathBuf> =
+                db.lists[*o].iter().filter(|p| !taken.contains(*p)).cloned().collect();
+            let by =
+                self.incoming.iter().position(|i| i.taken.iter().any(|(x, _)| x == o)).unwrap_or(0);
             reports[by].replaced.push(other.name.clone());
             if disappears(db, *o, &all_new, &self.incoming[by]) {
                 gone.insert(*o);
                 reports[by].disappeared.push(other.name.clone());
                 disappearing.push((*o, by));
                 let stem = other.info_name();
-                removals.extend(db.info_names.iter().filter(|n| n.rsplit_once('.').map(|(s, _)| s) == Some(stem.as_str())).map(|n| info_rel.join(n)));
+                removals.extend(
+                    db.info_names
+                        .iter()
+                        .filter(|n| n.rsplit_once('.').map(|(s, _)| s) == Some(stem.as_str()))
+                        .map(|n| info_rel.join(n)),
+                );
             } else {
-                tx.add_generated(&info_rel.join(format!("{}.list", other.info_name())), &list::write_list(&left), 0o644)?;
+                tx.add_generated(
+                    &info_rel.join(format!("{}.list", other.info_name())),
+                    &list::write_list(&left),
+                    0o644,
+                )?;
             }
         }
-        let mut stanzas: Vec<Stanza> = db.packages.iter().enumerate().filter(|(i, _)| !gone.contains(i)).map(|(_, p)| p.stanza.clone()).collect();
+        let mut stanzas: Vec<Stanza> = db
+            .packages
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !gone.contains(i))
+            .map(|(_, p)| p.stanza.clone())
+            .collect();
         let first_new = stanzas.len();
         stanzas.extend(new_stanzas);
         self.record_triggers(tx, &mut stanzas, first_new, &dropped)?;
@@ -411,10 +501,24 @@ impl Database {
     /// into `triggers/File` and the explicit triggers' files, and the activations by the paths
     /// written and `dropped` (by package name) and by the packages' own `activate` directives into `stanzas`
     /// (the new packages' from `first_new` on, in call order).
-    fn record_triggers(&self, tx: &mut Transaction<'_>, stanzas: &mut [Stanza], first_new: usize, dropped: &[(String, PathBuf)]) -> Result<()> {
+    fn record_triggers(
+        &self,
+        tx: &mut Transaction<'_>,
+        stanzas: &mut [Stanza],
+        first_new: usize,
+        dropped: &[(String, PathBuf)],
+    ) -> Result<()> {
         let triggers_rel = self.admin.rel.join("triggers");
-        let dir = match rustix::fs::openat(self.admin.dir.fd(), "triggers", crate::tree::DIR_FLAGS, rustix::fs::Mode::empty()) {
-            Ok(fd) => Some(crate::durability::Directory::new(fd, self.admin.dir.path().join("triggers")).map_err(|e| Error::root(self.admin.dir.path().join("triggers"), "stat", e))?),
+        let dir = match rustix::fs::openat(
+            self.admin.dir.fd(),
+            "triggers",
+            crate::tree::DIR_FLAGS,
+            rustix::fs::Mode::empty(),
+        ) {
+            Ok(fd) => Some(
+                crate::durability::Directory::new(fd, self.admin.dir.path().join("triggers"))
+                    .map_err(|e| Error::root(self.admin.dir.path().join("triggers"), "stat", e))?,
+            ),
             Err(_) => None,
         };
         let read = |name: &str| -> Result<Vec<u8>> {
@@ -423,27 +527,35 @@ impl Database {
                 None => Ok(Vec::new()),
             }
         };
-        let bad = |name: &str, e: super::ParseError| admin::bad_db(&self.admin.dir.path().join("triggers").join(name), e);
+        let bad = |name: &str, e: super::ParseError| {
+            admin::bad_db(&self.admin.dir.path().join("triggers").join(name), e)
+        };
         let file_before = read("File")?;
         let mut file = triggers::parse_file_interests(&file_before).map_err(|e| bad("File", e))?;
-        let mut explicit: std::collections::BTreeMap<String, (Vec<u8>, Vec<triggers::Interest>)> = Default::default();
+        let mut explicit: std::collections::BTreeMap<String, (Vec<u8>, Vec<triggers::Interest>)> =
+            Default::default();
         let directives: Vec<Vec<triggers::Directive>> = self
             .incoming
             .iter()
             .map(|inc| match inc.archive.members.iter().find(|m| m.name == "triggers") {
-                Some(m) => triggers::parse_member(&m.bytes).map_err(|e| Error::bad(Path::new(&inc.name), format!("triggers: {e}"))),
+                Some(m) => triggers::parse_member(&m.bytes)
+                    .map_err(|e| Error::bad(Path::new(&inc.name), format!("triggers: {e}"))),
                 None => Ok(Vec::new()),
             })
             .collect::<Result<_>>()?;
         // Explicit trigger files a new package names (to change or to activate) or its old
         // version did (to drop the old interest).
-        let mut names: Vec<String> = directives.iter().flatten().filter(|d| !d.is_file()).map(|d| d.name.clone()).collect();
+        let mut names: Vec<String> =
+            directives.iter().flatten().filter(|d| !d.is_file()).map(|d| d.name.clone()).collect();
         for inc in &self.incoming {
             if let Some(o) = inc.old {
                 let old_file = format!("{}.triggers", self.installed.packages[o].info_name());
                 if let Some(bytes) = admin::read_file(&self.admin.info, &old_file, 16 << 20)? {
-                    let old = triggers::parse_member(&bytes).map_err(|e| admin::bad_db(&self.admin.info.path().join(&old_file), e))?;
-                    names.extend(old.into_iter().filter(|d| d.interest && !d.is_file()).map(|d| d.name));
+                    let old = triggers::parse_member(&bytes)
+                        .map_err(|e| admin::bad_db(&self.admin.info.path().join(&old_file), e))?;
+                    names.extend(
+                        old.into_iter().filter(|d| d.interest && !d.is_file()).map(|d| d.name),
+                    );
                 }
             }
         }
@@ -462,7 +574,11 @@ impl Database {
             file.retain(|i| !mine(&i.package));
             explicit.values_mut().for_each(|(_, list)| list.retain(|i| !mine(&i.package)));
             for d in dirs.iter().filter(|d| d.interest) {
-                let interest = triggers::Interest { path: PathBuf::new(), package: who.clone(), noawait: d.noawait };
+                let interest = triggers::Interest {
+                    path: PathBuf::new(),
+                    package: who.clone(),
+                    noawait: d.noawait,
+                };
                 if d.is_file() {
                     file.push(triggers::Interest { path: PathBuf::from(&d.name), ..interest });
                 } else if let Some((_, list)) = explicit.get_mut(&d.name) {
@@ -474,15 +590,26 @@ impl Database {
         let state_of = |s: &Stanza| s.get("Status").and_then(|v| StatusField::parse(v).ok());
         let find = |stanzas: &[Stanza], who: &str| {
             let (name, arch) = who.split_once(':').map_or((who, None), |(n, a)| (n, Some(a)));
-            stanzas.iter().position(|s| s.get("Package") == Some(name) && arch.is_none_or(|a| s.get("Architecture") == Some(a)))
+            stanzas.iter().position(|s| {
+                s.get("Package") == Some(name)
+                    && arch.is_none_or(|a| s.get("Architecture") == Some(a))
+            })
         };
         let pend = |stanzas: &mut [Stanza], who: &str, trigger: &str| -> bool {
             let Some(i) = find(stanzas, who) else { return false };
             let Some(mut st) = state_of(&stanzas[i]) else { return false };
-            if !matches!(st.state, State::Installed | State::TriggersPending | State::TriggersAwaited) {
+            if !matches!(
+                st.state,
+                State::Installed | State::TriggersPending | State::TriggersAwaited
+            ) {
                 return false;
             }
-            let mut pending: Vec<String> = stanzas[i].get("Triggers-Pending").unwrap_or("").split_whitespace().map(str::to_string).collect();
+            let mut pending: Vec<String> = stanzas[i]
+                .get("Triggers-Pending")
+                .unwrap_or("")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
             if !pending.iter().any(|p| p == trigger) {
                 pending.push(trigger.to_string());
             }
@@ -495,11 +622,17 @@ impl Database {
         };
         for (k, (inc, dirs)) in self.incoming.iter().zip(&directives).enumerate() {
             let mut awaited: Vec<String> = Vec::new();
-            let touched = inc.list.iter().chain(dropped.iter().filter(|(by, _)| *by == inc.name).map(|(_, p)| p));
+            let touched = inc
+                .list
+                .iter()
+                .chain(dropped.iter().filter(|(by, _)| *by == inc.name).map(|(_, p)| p));
             for path in touched {
                 for i in file.iter().filter(|i| triggers::activates(&i.path, path)) {
                     let trigger = i.path.to_string_lossy();
-                    if pend(stanzas, &i.package, &trigger) && !i.noawait && !awaited.contains(&i.package) {
+                    if pend(stanzas, &i.package, &trigger)
+                        && !i.noawait
+                        && !awaited.contains(&i.package)
+                    {
                         awaited.push(i.package.clone());
                     }
                 }
@@ -510,7 +643,11 @@ impl Database {
                 }
             }
             if !awaited.is_empty() {
-                status::set_known(&mut stanzas[first_new + k], "Triggers-Awaited", awaited.join(" "));
+                status::set_known(
+                    &mut stanzas[first_new + k],
+                    "Triggers-Awaited",
+                    awaited.join(" "),
+                );
             }
         }
         // The interest files that changed, through the transaction.
@@ -534,7 +671,9 @@ impl Database {
 fn config_version(old: &status::Package) -> Option<&str> {
     match old.stanza.get("Config-Version") {
         Some(v) => Some(v),
-        None if matches!(old.status.state, State::Installed | State::TriggersPending) => Some(old.version.as_str()),
+        None if matches!(old.status.state, State::Installed | State::TriggersPending) => {
+            Some(old.version.as_str())
+        }
         None => None,
     }
 }
@@ -555,7 +694,8 @@ enum Ownership {
 /// package `o` lists.
 fn ownership(db: &Installed, inc: &Incoming, o: usize, path: &Path) -> Ownership {
     let other = &db.packages[o];
-    if Some(o) == inc.old || matches!(other.status.state, State::NotInstalled | State::ConfigFiles) {
+    if Some(o) == inc.old || matches!(other.status.state, State::NotInstalled | State::ConfigFiles)
+    {
         return Ownership::Shared;
     }
     if other.name == inc.name && other.multi_arch_same && inc.multi_arch_same {
@@ -575,12 +715,25 @@ fn ownership(db: &Installed, inc: &Incoming, o: usize, path: &Path) -> Ownership
         return Ownership::Shared;
     }
     let other_version = Version::parse(&other.version).ok();
-    if other_version.as_ref().is_some_and(|v| inc.replaces.iter().any(|r| r.satisfied_by(&other.name, v))) {
+    if other_version
+        .as_ref()
+        .is_some_and(|v| inc.replaces.iter().any(|r| r.satisfied_by(&other.name, v)))
+    {
         return Ownership::Taken;
     }
-    let other_replaces: Vec<Relation> = other.stanza.get("Replaces").and_then(|v| parse_relations(v).ok()).into_iter().flatten().flatten().collect();
+    let other_replaces: Vec<Relation> = other
+        .stanza
+        .get("Replaces")
+        .and_then(|v| parse_relations(v).ok())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .collect();
     let new_version = Version::parse(&inc.archive.control.version).ok();
-    if new_version.as_ref().is_some_and(|v| other_replaces.iter().any(|r| r.satisfied_by(&inc.name, v))) {
+    if new_version
+        .as_ref()
+        .is_some_and(|v| other_replaces.iter().any(|r| r.satisfied_by(&inc.name, v)))
+    {
         return Ownership::KeptByOwner;
     }
     Ownership::Conflict
@@ -602,13 +755,22 @@ fn disappears(db: &Installed, o: usize, all_new: &HashSet<&PathBuf>, inc: &Incom
         return false;
     }
     let saves = |p: &PathBuf| {
-        if db.diversions.get(p).and_then(|d| d.by.as_deref()).is_some_and(|by| by == other.name || by == inc.name) {
+        if db
+            .diversions
+            .get(p)
+            .and_then(|d| d.by.as_deref())
+            .is_some_and(|by| by == other.name || by == inc.name)
+        {
             return true;
         }
         if all_new.contains(p) {
             return false;
         }
-        !db.owners.get(p).into_iter().flatten().any(|&x| x != o && db.packages[x].status.state != State::NotInstalled)
+        !db.owners
+            .get(p)
+            .into_iter()
+            .flatten()
+            .any(|&x| x != o && db.packages[x].status.state != State::NotInstalled)
     };
     if files.into_iter().any(saves) {
         return false;
@@ -621,7 +783,13 @@ fn disappears(db: &Installed, o: usize, all_new: &HashSet<&PathBuf>, inc: &Incom
         i != o
             && !matches!(p.status.state, State::NotInstalled | State::ConfigFiles)
             && ["Depends", "Pre-Depends", "Recommends"].iter().any(|f| {
-                p.stanza.get(f).and_then(|v| parse_relations(v).ok()).into_iter().flatten().flatten().any(|r| names.contains(&r.name))
+                p.stanza
+                    .get(f)
+                    .and_then(|v| parse_relations(v).ok())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|r| names.contains(&r.name))
             })
     })
 }
@@ -629,7 +797,11 @@ fn disappears(db: &Installed, o: usize, all_new: &HashSet<&PathBuf>, inc: &Incom
 /// The control members dpkg keeps in its info directory: all but `control` itself and names
 /// with a dot (src/main/unpack.c, pkg_infodb_update); `list` is the engine's to write.
 fn keeps_member(name: &str) -> bool {
-    name != "control" && name != "list" && !name.contains('.') && name.len() <= 100 && !name.is_empty()
+    name != "control"
+        && name != "list"
+        && !name.contains('.')
+        && name.len() <= 100
+        && !name.is_empty()
 }
 
 /// Where an old file of package `name` is on disk: its divert-to name when someone else

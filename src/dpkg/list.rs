@@ -5,7 +5,7 @@
 
 #[cfg(any(test, feature = "fuzzing"))]
 use super::status::is_md5;
-use super::{ParseError, byte_lines, db_path, is_space, lines, shown};
+use super::{byte_lines, db_path, is_space, lines, shown, ParseError};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
@@ -53,8 +53,15 @@ pub fn parse_conffiles_member(bytes: &[u8]) -> Result<Vec<ConffileEntry>, ParseE
         let (path, remove_on_upgrade) = match line.split_once(' ') {
             _ if line.starts_with('/') => (line, false),
             Some(("remove-on-upgrade", path)) => (path, true),
-            Some((flag, _)) => return Err(ParseError::new(n, format!("unknown conffile flag '{}'", shown(flag)))),
-            None => return Err(ParseError::new(n, format!("conffile '{}' is not absolute", shown(line)))),
+            Some((flag, _)) => {
+                return Err(ParseError::new(n, format!("unknown conffile flag '{}'", shown(flag))))
+            }
+            None => {
+                return Err(ParseError::new(
+                    n,
+                    format!("conffile '{}' is not absolute", shown(line)),
+                ))
+            }
         };
         let path = db_path(path.as_bytes()).map_err(|e| ParseError::new(n, e))?;
         if path.as_os_str() == "/." {
@@ -75,16 +82,20 @@ pub fn parse_conffiles_member(bytes: &[u8]) -> Result<Vec<ConffileEntry>, ParseE
 /// [`write_md5sums`] against.
 #[cfg(any(test, feature = "fuzzing"))]
 pub fn parse_md5sums(bytes: &[u8]) -> Result<Vec<(String, PathBuf)>, ParseError> {
-    byte_lines(bytes).map(|line| {
-        let (n, line) = line?;
-        md5sums_line(line).map_err(|e| ParseError::new(n, e))
-    }).collect()
+    byte_lines(bytes)
+        .map(|line| {
+            let (n, line) = line?;
+            md5sums_line(line).map_err(|e| ParseError::new(n, e))
+        })
+        .collect()
 }
 
 #[cfg(any(test, feature = "fuzzing"))]
 fn md5sums_line(line: &[u8]) -> Result<(String, PathBuf), String> {
     let (hash, name) = line.split_at_checked(32).ok_or("a line shorter than its hash")?;
-    let hash = std::str::from_utf8(hash).map(str::to_ascii_lowercase).map_err(|_| "a hash that is not hex")?;
+    let hash = std::str::from_utf8(hash)
+        .map(str::to_ascii_lowercase)
+        .map_err(|_| "a hash that is not hex")?;
     if !is_md5(&hash) {
         return Err(format!("bad hash '{}'", shown(hash)));
     }
@@ -126,8 +137,19 @@ mod tests {
         let list = parse_list(text).unwrap();
         assert_eq!(list, paths(&["/.", "/usr", "/usr/bin", "/usr/bin/a b"]));
         assert_eq!(write_list(&list), text);
-        assert_eq!(parse_list(b"/a\xff\n").unwrap(), vec![PathBuf::from(OsStr::from_bytes(b"/a\xff"))]);
-        for (bad, line) in [(&b"/a\n\n"[..], 2), (b"/a\n/b/../../etc\n", 2), (b"usr\n", 1), (b"/a//b\n", 1), (b"/a/\n", 1), (b"/a\0\n", 1), (b"/a", 1)] {
+        assert_eq!(
+            parse_list(b"/a\xff\n").unwrap(),
+            vec![PathBuf::from(OsStr::from_bytes(b"/a\xff"))]
+        );
+        for (bad, line) in [
+            (&b"/a\n\n"[..], 2),
+            (b"/a\n/b/../../etc\n", 2),
+            (b"usr\n", 1),
+            (b"/a//b\n", 1),
+            (b"/a/\n", 1),
+            (b"/a\0\n", 1),
+            (b"/a", 1),
+        ] {
             assert_eq!(parse_list(bad).unwrap_err().line, line, "{bad:?}");
         }
         let huge = [b"/".as_slice(), &[b'a'; 5000], b"\n"].concat();
@@ -137,11 +159,14 @@ mod tests {
     #[test]
     fn conffiles_member_as_dpkg_reads_it() {
         let text = b"/etc/a\n\n   \nremove-on-upgrade /etc/b  \n/etc/c d\n";
-        assert_eq!(parse_conffiles_member(text).unwrap(), vec![
-            ConffileEntry { path: "/etc/a".into(), remove_on_upgrade: false },
-            ConffileEntry { path: "/etc/b".into(), remove_on_upgrade: true },
-            ConffileEntry { path: "/etc/c d".into(), remove_on_upgrade: false },
-        ]);
+        assert_eq!(
+            parse_conffiles_member(text).unwrap(),
+            vec![
+                ConffileEntry { path: "/etc/a".into(), remove_on_upgrade: false },
+                ConffileEntry { path: "/etc/b".into(), remove_on_upgrade: true },
+                ConffileEntry { path: "/etc/c d".into(), remove_on_upgrade: false },
+            ]
+        );
         for (bad, why) in [
             (&b"etc/a\n"[..], "not absolute"),
             (b"frob /etc/a\n", "unknown conffile flag"),
@@ -161,9 +186,15 @@ mod tests {
         let h = "0123456789abcdef0123456789abcdef";
         let text = format!("{h}  usr/bin/a\n{}  ./usr/b/\n{h}  /usr/c d\n", h.to_uppercase());
         let sums = parse_md5sums(text.as_bytes()).unwrap();
-        let want: Vec<(String, PathBuf)> = ["/usr/bin/a", "/usr/b", "/usr/c d"].iter().map(|p| (h.to_string(), PathBuf::from(p))).collect();
+        let want: Vec<(String, PathBuf)> = ["/usr/bin/a", "/usr/b", "/usr/c d"]
+            .iter()
+            .map(|p| (h.to_string(), PathBuf::from(p)))
+            .collect();
         assert_eq!(sums, want);
-        assert_eq!(write_md5sums(&sums), format!("{h}  usr/bin/a\n{h}  usr/b\n{h}  usr/c d\n").into_bytes());
+        assert_eq!(
+            write_md5sums(&sums),
+            format!("{h}  usr/bin/a\n{h}  usr/b\n{h}  usr/c d\n").into_bytes()
+        );
         for bad in [
             format!("{h} usr/a\n"),
             format!("{h}  \n"),
@@ -186,7 +217,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let control = "Package: p\nVersion: 1\nArchitecture: all\nMaintainer: m\nDescription: d\n";
         let files = [("etc/p.conf", "c\n"), ("usr/share/p/a b", "x\n"), ("usr/bin/p", "y\n")];
-        let deb = oracle::build(dir.path(), control, Some("/etc/p.conf\nremove-on-upgrade /etc/gone.conf\n"), &files);
+        let deb = oracle::build(
+            dir.path(),
+            control,
+            Some("/etc/p.conf\nremove-on-upgrade /etc/gone.conf\n"),
+            &files,
+        );
         let root = oracle::root();
         oracle::unpack(root.path(), &deb);
         let admin = root.path().join("var/lib/dpkg");
@@ -201,10 +237,15 @@ mod tests {
         let mut summed: Vec<_> = sums.iter().map(|(_, p)| p.clone()).collect();
         summed.sort();
         assert_eq!(summed, paths(&["/etc/p.conf", "/usr/bin/p", "/usr/share/p/a b"]));
-        let conffiles = parse_conffiles_member(&std::fs::read(admin.join("info/p.conffiles")).unwrap()).unwrap();
-        assert_eq!(conffiles, vec![
-            ConffileEntry { path: "/etc/p.conf".into(), remove_on_upgrade: false },
-            ConffileEntry { path: "/etc/gone.conf".into(), remove_on_upgrade: true },
-        ]);
+        let conffiles =
+            parse_conffiles_member(&std::fs::read(admin.join("info/p.conffiles")).unwrap())
+                .unwrap();
+        assert_eq!(
+            conffiles,
+            vec![
+                ConffileEntry { path: "/etc/p.conf".into(), remove_on_upgrade: false },
+                ConffileEntry { path: "/etc/gone.conf".into(), remove_on_upgrade: true },
+            ]
+        );
     }
 }

@@ -37,18 +37,27 @@ pub fn lock(admin: &Directory, root: &Path, wait: bool) -> Result<DpkgLocks> {
             continue;
         }
         let path = admin.path().join(name);
-        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let flags =
+            OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
         // 0640 as dpkg makes them.
-        let fd = rustix::fs::openat(admin.fd(), name, flags, Mode::from_raw_mode(0o640)).map_err(|e| Error::root(&path, "opening dpkg's lock", e))?;
+        let fd = rustix::fs::openat(admin.fd(), name, flags, Mode::from_raw_mode(0o640))
+            .map_err(|e| Error::root(&path, "opening dpkg's lock", e))?;
         let st = rustix::fs::fstat(&fd).map_err(|e| Error::root(&path, "stat", e))?;
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-            return Err(Error::root(&path, "opening dpkg's lock", std::io::Error::other("not a regular file")));
+            return Err(Error::root(
+                &path,
+                "opening dpkg's lock",
+                std::io::Error::other("not a regular file"),
+            ));
         }
         let file = File::from(fd);
         match set_lock(&file, wait) {
             Ok(()) => files.push(file),
             Err(e) if e == rustix::io::Errno::AGAIN || e == rustix::io::Errno::ACCESS => {
-                return Err(Error::Locked { root: root.to_path_buf(), holder: format!("{} holds {}", holder(&file), path.display()) });
+                return Err(Error::Locked {
+                    root: root.to_path_buf(),
+                    holder: format!("{} holds {}", holder(&file), path.display()),
+                });
             }
             Err(e) => return Err(Error::root(&path, "locking", e)),
         }
@@ -67,7 +76,9 @@ fn set_lock(file: &File, wait: bool) -> std::result::Result<(), rustix::io::Errn
         if rc == 0 {
             return Ok(());
         }
-        let errno = rustix::io::Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+        let errno = rustix::io::Errno::from_raw_os_error(
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO),
+        );
         if errno != rustix::io::Errno::INTR {
             return Err(errno);
         }

@@ -63,11 +63,16 @@ mod tests {
         std::io::copy(&mut h, &mut out).unwrap();
         assert_eq!(out, data);
         // md5sum of the same bytes, as coreutils prints it.
-        let expected = std::process::Command::new("md5sum").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(&data)?;
-            c.wait_with_output()
-        }).unwrap();
+        let expected = std::process::Command::new("md5sum")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(&data)?;
+                c.wait_with_output()
+            })
+            .unwrap();
         assert_eq!(h.finish(), String::from_utf8_lossy(&expected.stdout)[..32]);
     }
 }

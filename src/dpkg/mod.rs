@@ -156,13 +156,31 @@ mod tests {
             assert_eq!(db_path(good.as_bytes()).unwrap(), PathBuf::from(good), "{good}");
         }
         let long = format!("/{}", "a".repeat(MAX_PATH));
-        for bad in ["", "/", "usr", "./usr", "//usr", "/usr/", "/usr//bin", "/./usr", "/usr/.", "/..", "/a/../b", "/a\nb", "/a\0b", "/.."] {
+        for bad in [
+            "",
+            "/",
+            "usr",
+            "./usr",
+            "//usr",
+            "/usr/",
+            "/usr//bin",
+            "/./usr",
+            "/usr/.",
+            "/..",
+            "/a/../b",
+            "/a\nb",
+            "/a\0b",
+            "/..",
+        ] {
             assert!(db_path(bad.as_bytes()).is_err(), "{bad:?}");
         }
         assert!(db_path(long.as_bytes()).unwrap_err().contains("longer"));
         assert!(db_path(&long.as_bytes()[..MAX_PATH]).is_ok());
         assert!(db_path(b"/\xff").is_ok(), "dpkg's paths are bytes");
-        assert_eq!(db_path(format!("a{}", "b".repeat(4000)).as_bytes()).unwrap_err().len(), "path '' is not absolute".len() + 203);
+        assert_eq!(
+            db_path(format!("a{}", "b".repeat(4000)).as_bytes()).unwrap_err().len(),
+            "path '' is not absolute".len() + 203
+        );
     }
 
     #[test]
@@ -185,7 +203,10 @@ mod tests {
     fn lines_need_their_newline_and_utf8() {
         let all: Vec<_> = lines(b"a\n\nb\n").collect();
         assert_eq!(all, vec![Ok((1, "a")), Ok((2, "")), Ok((3, "b"))]);
-        assert_eq!(lines(b"a\nb").nth(1).unwrap().unwrap_err(), ParseError::new(2, "missing final newline"));
+        assert_eq!(
+            lines(b"a\nb").nth(1).unwrap().unwrap_err(),
+            ParseError::new(2, "missing final newline")
+        );
         assert_eq!(lines(b"a\n\xff\n").nth(1).unwrap().unwrap_err().line, 2);
         assert_eq!(ParseError::new(3, "bad").to_string(), "line 3: bad");
     }
@@ -199,7 +220,10 @@ pub(crate) mod oracle {
     use std::process::Command;
 
     /// Each input refused by `parse` with an error at its line whose reason says its word.
-    pub fn assert_refuses<T: std::fmt::Debug>(parse: impl Fn(&[u8]) -> Result<T, super::ParseError>, cases: &[(&[u8], usize, &str)]) {
+    pub fn assert_refuses<T: std::fmt::Debug>(
+        parse: impl Fn(&[u8]) -> Result<T, super::ParseError>,
+        cases: &[(&[u8], usize, &str)],
+    ) {
         for (input, line, why) in cases {
             let e = parse(input).unwrap_err();
             assert_eq!(e.line, *line, "{input:?}: {e}");
@@ -232,7 +256,12 @@ pub(crate) mod oracle {
 
     /// Builds a package of `control`, its `conffiles` member and its files (path relative to
     /// the root, content) with dpkg-deb, in `dir`; its path.
-    pub fn build(dir: &Path, control: &str, conffiles: Option<&str>, files: &[(&str, &str)]) -> std::path::PathBuf {
+    pub fn build(
+        dir: &Path,
+        control: &str,
+        conffiles: Option<&str>,
+        files: &[(&str, &str)],
+    ) -> std::path::PathBuf {
         let tree = dir.join("tree");
         let _ = std::fs::remove_dir_all(&tree);
         std::fs::create_dir_all(tree.join("DEBIAN")).unwrap();
@@ -252,6 +281,9 @@ pub(crate) mod oracle {
 
     /// `dpkg --root=ROOT --force-depends --unpack DEB`.
     pub fn unpack(root: &Path, deb: &Path) {
-        run(Command::new("dpkg").arg(format!("--root={}", root.display())).args(["--force-depends", "--unpack"]).arg(deb));
+        run(Command::new("dpkg")
+            .arg(format!("--root={}", root.display()))
+            .args(["--force-depends", "--unpack"])
+            .arg(deb));
     }
 }

@@ -11,14 +11,14 @@
 //! copied aside before the commit, since the commit's renames replace the info files they live
 //! in.
 
+use super::deb822::{Field, Stanza};
 use super::install::Database;
 use super::scripts::{self, Owner, NEW_SCRIPTS};
-use super::deb822::{Field, Stanza};
 use super::status::{self, State, StatusField, Want};
-use crate::extract::Transaction;
-use std::io::Write;
 use crate::durability::Directory;
 use crate::error::Result;
+use crate::extract::Transaction;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One script call: the new package's script or the installed one's.
@@ -58,22 +58,60 @@ impl Database {
     fn prerm_and_preinst(&mut self, index: usize) -> Result<()> {
         let inc = &self.incoming[index];
         let new_version = inc.archive.control.version.clone();
-        let old = inc.old.map(|o| (self.installed.packages[o].version.clone(), self.installed.packages[o].status.state));
-        let configured = matches!(old, Some((_, State::HalfConfigured | State::TriggersAwaited | State::TriggersPending | State::Installed)));
+        let old = inc.old.map(|o| {
+            (self.installed.packages[o].version.clone(), self.installed.packages[o].status.state)
+        });
+        let configured = matches!(
+            old,
+            Some((
+                _,
+                State::HalfConfigured
+                    | State::TriggersAwaited
+                    | State::TriggersPending
+                    | State::Installed
+            ))
+        );
         if let Some((old_version, state)) = &old {
             if configured {
                 let args = vec!["upgrade".to_string(), new_version.clone()];
-                if self.call_noted(index, &Call { new: false, script: "prerm", args: args.clone() })? == Some(false) {
-                    let fallback = Call { new: true, script: "prerm", args: vec!["failed-upgrade".into(), old_version.clone(), new_version.clone()] };
+                if self
+                    .call_noted(index, &Call { new: false, script: "prerm", args: args.clone() })?
+                    == Some(false)
+                {
+                    let fallback = Call {
+                        new: true,
+                        script: "prerm",
+                        args: vec![
+                            "failed-upgrade".into(),
+                            old_version.clone(),
+                            new_version.clone(),
+                        ],
+                    };
                     if self.call_noted(index, &fallback)? != Some(true) {
                         if *state != State::HalfConfigured {
-                            self.call_noted(index, &Call { new: false, script: "postinst", args: vec!["abort-upgrade".into(), new_version.clone()] })?;
+                            self.call_noted(
+                                index,
+                                &Call {
+                                    new: false,
+                                    script: "postinst",
+                                    args: vec!["abort-upgrade".into(), new_version.clone()],
+                                },
+                            )?;
                         }
-                        return Err(scripts::failed(&self.incoming[index].name, "prerm", &to_str(&args), "the new prerm failed-upgrade failed too; unwound, nothing changed"));
+                        return Err(scripts::failed(
+                            &self.incoming[index].name,
+                            "prerm",
+                            &to_str(&args),
+                            "the new prerm failed-upgrade failed too; unwound, nothing changed",
+                        ));
                     }
                 }
                 if *state != State::HalfConfigured {
-                    self.incoming[index].unwind.push(Call { new: false, script: "postinst", args: vec!["abort-upgrade".into(), new_version.clone()] });
+                    self.incoming[index].unwind.push(Call {
+                        new: false,
+                        script: "postinst",
+                        args: vec!["abort-upgrade".into(), new_version.clone()],
+                    });
                 }
             }
         }
@@ -91,8 +129,15 @@ impl Database {
         };
         // Undone in reverse: the postrm abort-* first, then the old postinst abort-upgrade.
         self.incoming[index].unwind.insert(0, Call { new: true, script: "postrm", args: abort });
-        if self.call_noted(index, &Call { new: true, script: "preinst", args: args.clone() })? == Some(false) {
-            return Err(scripts::failed(&self.incoming[index].name, "preinst", &to_str(&args), "unwound as Debian Policy 6.6 says; the root's files are as they were"));
+        if self.call_noted(index, &Call { new: true, script: "preinst", args: args.clone() })?
+            == Some(false)
+        {
+            return Err(scripts::failed(
+                &self.incoming[index].name,
+                "preinst",
+                &to_str(&args),
+                "unwound as Debian Policy 6.6 says; the root's files are as they were",
+            ));
         }
         // The files are written where the diversions say after the preinst, as dpkg writes them.
         self.installed.diversions = self.admin.diversions()?;
@@ -152,7 +197,8 @@ impl Database {
             let new_version = self.incoming[index].archive.control.version.clone();
             let args = vec!["upgrade".to_string(), new_version.clone()];
             let dir = self.new_dir(index)?;
-            let ran = self.run_in(index, &dir, &self.in_root(&dir), "old-postrm", "postrm", &args)?;
+            let ran =
+                self.run_in(index, &dir, &self.in_root(&dir), "old-postrm", "postrm", &args)?;
             if ran == Some(false) {
                 let fallback = vec!["failed-upgrade".to_string(), old_version, new_version];
                 if self.run_new(index, "postrm", &fallback)? != Some(true) {
@@ -173,8 +219,11 @@ impl Database {
             let dir = self.new_dir(by)?;
             if let Some(runner) = &self.scripts {
                 let in_root = self.in_root(&dir);
-                if runner.run(&dir, &in_root, &format!("disappear-{o}"), "postrm", &owner, &args)? == Some(false) {
-                    let warning = scripts::failed(&gone.name, "postrm", &args, "ignored, as dpkg ignores it");
+                if runner.run(&dir, &in_root, &format!("disappear-{o}"), "postrm", &owner, &args)?
+                    == Some(false)
+                {
+                    let warning =
+                        scripts::failed(&gone.name, "postrm", &args, "ignored, as dpkg ignores it");
                     let _ = writeln!(std::io::stderr(), "unpack: warning: {warning}");
                 }
             }
@@ -187,7 +236,8 @@ impl Database {
     /// None for a package without scripts: nothing is made, so a call that fails leaves even
     /// the admin directory's times as they were.
     fn write_new_scripts(&mut self, index: usize) -> Result<()> {
-        if !self.incoming[index].archive.members.iter().any(|m| SCRIPTS.contains(&m.name.as_str())) {
+        if !self.incoming[index].archive.members.iter().any(|m| SCRIPTS.contains(&m.name.as_str()))
+        {
             return Ok(());
         }
         // The whole control archive, as dpkg extracts it into tmp.ci: the scripts may read
@@ -223,7 +273,8 @@ impl Database {
         if !self.incoming.iter().any(|i| i.scripts_ran) {
             return Ok(false);
         }
-        let mut stanzas: Vec<Stanza> = self.installed.packages.iter().map(|p| p.stanza.clone()).collect();
+        let mut stanzas: Vec<Stanza> =
+            self.installed.packages.iter().map(|p| p.stanza.clone()).collect();
         for inc in self.incoming.iter().filter(|i| i.scripts_ran) {
             match inc.old {
                 None => stanzas.push(Stanza {
@@ -237,7 +288,9 @@ impl Database {
                 Some(o) if self.installed.packages[o].status.state == State::ConfigFiles => {
                     let status = self.installed.packages[o].status;
                     let wanted = StatusField { want: Want::Install, ..status };
-                    if let Some(f) = stanzas[o].fields.iter_mut().find(|f| f.name.eq_ignore_ascii_case("Status")) {
+                    if let Some(f) =
+                        stanzas[o].fields.iter_mut().find(|f| f.name.eq_ignore_ascii_case("Status"))
+                    {
                         f.value = wanted.to_string();
                     }
                 }
@@ -259,10 +312,18 @@ impl Database {
         let mut stanzas = self.status.clone();
         for &index in failed {
             let inc = &self.incoming[index];
-            let same = |s: &Stanza| s.get("Package") == Some(inc.name.as_str()) && s.get("Architecture") == Some(inc.arch.as_str());
+            let same = |s: &Stanza| {
+                s.get("Package") == Some(inc.name.as_str())
+                    && s.get("Architecture") == Some(inc.arch.as_str())
+            };
             for stanza in stanzas.iter_mut().filter(|s| same(s)) {
                 if let Some(f) = stanza.fields.iter_mut().find(|f| f.name == "Status") {
-                    f.value = StatusField { want: Want::Install, flag: status::Flag::Reinstreq, state: State::HalfInstalled }.to_string();
+                    f.value = StatusField {
+                        want: Want::Install,
+                        flag: status::Flag::Reinstreq,
+                        state: State::HalfInstalled,
+                    }
+                    .to_string();
                 }
             }
         }
@@ -280,7 +341,14 @@ impl Database {
         } else {
             let Some(o) = self.incoming[index].old else { return Ok(None) };
             let file = format!("{}.{}", self.installed.packages[o].info_name(), call.script);
-            self.run_in(index, &self.admin.info, &self.in_root(&self.admin.info), &file, call.script, &call.args)
+            self.run_in(
+                index,
+                &self.admin.info,
+                &self.in_root(&self.admin.info),
+                &file,
+                call.script,
+                &call.args,
+            )
         }
     }
 
@@ -293,17 +361,34 @@ impl Database {
     }
 
     /// Runs `dir/file`, which the scripts see as `in_root/file`.
-    fn run_in(&self, index: usize, dir: &Directory, in_root: &Path, file: &str, name: &str, args: &[String]) -> Result<Option<bool>> {
+    fn run_in(
+        &self,
+        index: usize,
+        dir: &Directory,
+        in_root: &Path,
+        file: &str,
+        name: &str,
+        args: &[String],
+    ) -> Result<Option<bool>> {
         let Some(runner) = &self.scripts else { return Ok(None) };
         let inc = &self.incoming[index];
-        let refcount = self.installed.packages.iter().filter(|p| p.name == inc.name && p.status.state != State::NotInstalled).count().max(1);
+        let refcount = self
+            .installed
+            .packages
+            .iter()
+            .filter(|p| p.name == inc.name && p.status.state != State::NotInstalled)
+            .count()
+            .max(1);
         let owner = Owner { package: &inc.name, arch: &inc.arch, refcount };
         runner.run(dir, in_root, file, name, &owner, &to_str(args))
     }
 
     /// Where `dir`, a directory in the admin directory, is as the scripts see it.
     fn in_root(&self, dir: &Directory) -> PathBuf {
-        dir.path().strip_prefix(self.admin.dir.path()).map(|rel| self.admin.rel.join(rel)).unwrap_or_else(|_| PathBuf::from(&self.admin.rel))
+        dir.path()
+            .strip_prefix(self.admin.dir.path())
+            .map(|rel| self.admin.rel.join(rel))
+            .unwrap_or_else(|_| PathBuf::from(&self.admin.rel))
     }
 }
 

@@ -41,8 +41,10 @@ pub struct ControlDir<'a> {
 impl<'a> ControlDir<'a> {
     pub fn link(admin: &'a Directory, package: &str) -> Result<ControlDir<'a>> {
         let path = admin.path().join(CONTROL_DIR);
-        crate::tree::remove_tree(admin.fd(), OsStr::new(CONTROL_DIR), &mut (0, 0)).map_err(|e| Error::root(&path, "removing", e))?;
-        rustix::fs::symlinkat(format!("{NEW_SCRIPTS}/{package}"), admin.fd(), CONTROL_DIR).map_err(|e| Error::root(&path, "creating symlink", e))?;
+        crate::tree::remove_tree(admin.fd(), OsStr::new(CONTROL_DIR), &mut (0, 0))
+            .map_err(|e| Error::root(&path, "removing", e))?;
+        rustix::fs::symlinkat(format!("{NEW_SCRIPTS}/{package}"), admin.fd(), CONTROL_DIR)
+            .map_err(|e| Error::root(&path, "creating symlink", e))?;
         Ok(ControlDir { admin })
     }
 }
@@ -73,19 +75,35 @@ pub struct Owner<'a> {
 
 impl Runner {
     pub fn new(root: &Path, admin_rel: &Path, stdout_to_stderr: bool) -> Runner {
-        Runner { root: root.to_path_buf(), admindir: Path::new("/").join(admin_rel), stdout_to_stderr }
+        Runner {
+            root: root.to_path_buf(),
+            admindir: Path::new("/").join(admin_rel),
+            stdout_to_stderr,
+        }
     }
 
     /// Runs `dir/file` (a directory inside the root, `file` checked to be a regular file there
     /// and not followed through a symlink) as script `name` with `args`. `Ok(None)`: there is no
     /// such script. `Ok(Some(success))` otherwise.
-    pub fn run(&self, dir: &Directory, dir_in_root: &Path, file: &str, name: &str, owner: &Owner<'_>, args: &[&str]) -> Result<Option<bool>> {
+    pub fn run(
+        &self,
+        dir: &Directory,
+        dir_in_root: &Path,
+        file: &str,
+        name: &str,
+        owner: &Owner<'_>,
+        args: &[&str],
+    ) -> Result<Option<bool>> {
         let host_path = dir.path().join(file);
         match rustix::fs::statat(dir.fd(), file, AtFlags::SYMLINK_NOFOLLOW) {
             Err(Errno::NOENT) => return Ok(None),
             Err(e) => return Err(Error::root(&host_path, "stat of a maintainer script", e)),
             Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile => {
-                return Err(Error::root(&host_path, "running a maintainer script", std::io::Error::other("not a regular file")));
+                return Err(Error::root(
+                    &host_path,
+                    "running a maintainer script",
+                    std::io::Error::other("not a regular file"),
+                ));
             }
             Ok(_) => {}
         }
@@ -123,7 +141,8 @@ impl Runner {
             cmd.current_dir("/");
         }
         let _ = std::io::stdout().flush();
-        let status = cmd.status().map_err(|e| Error::root(&host_path, "running a maintainer script", e))?;
+        let status =
+            cmd.status().map_err(|e| Error::root(&host_path, "running a maintainer script", e))?;
         Ok(Some(status.success()))
     }
 }
@@ -137,9 +156,11 @@ pub fn write_file(dir: &Directory, name: &str, bytes: &[u8], mode: u32) -> Resul
         Err(e) => return Err(Error::root(&path, "removing", e)),
     }
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(dir.fd(), OsStr::new(name), flags, Mode::empty()).map_err(|e| Error::root(&path, "creating", e))?;
+    let fd = rustix::fs::openat(dir.fd(), OsStr::new(name), flags, Mode::empty())
+        .map_err(|e| Error::root(&path, "creating", e))?;
     // Through the descriptor, so that the umask takes nothing away.
-    rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o777)).map_err(|e| Error::root(&path, "chmod", e))?;
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o777))
+        .map_err(|e| Error::root(&path, "chmod", e))?;
     std::fs::File::from(fd).write_all(bytes).map_err(|e| Error::root(&path, "writing", e))
 }
 
@@ -152,5 +173,7 @@ pub fn remove_new(admin: &Directory) -> Result<()> {
 
 /// A script's failure, for the error that ends the call: `then` says what was done about it.
 pub fn failed(package: &str, name: &str, args: &[&str], then: &str) -> Error {
-    Error::Script { what: format!("{} {name} {}: {then}", escape(package), escape(&args.join(" "))) }
+    Error::Script {
+        what: format!("{} {name} {}: {then}", escape(package), escape(&args.join(" "))),
+    }
 }

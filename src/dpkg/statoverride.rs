@@ -2,7 +2,7 @@
 //! reads them; and the look-up of a user or group name in the root's own /etc/passwd or
 //! /etc/group (never the host's: the names are the root's).
 
-use super::{ParseError, db_path, lines, shown};
+use super::{db_path, lines, shown, ParseError};
 use std::collections::HashSet;
 use std::path::PathBuf;
 
@@ -31,7 +31,10 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Override>, ParseError> {
         let (n, line) = line?;
         let entry = parse_line(line).map_err(|e| ParseError::new(n, e))?;
         if !seen.insert(entry.path.clone()) {
-            return Err(ParseError::new(n, format!("a second override for {}", entry.path.display())));
+            return Err(ParseError::new(
+                n,
+                format!("a second override for {}", entry.path.display()),
+            ));
         }
         overrides.push(entry);
     }
@@ -43,7 +46,8 @@ fn parse_line(line: &str) -> Result<Override, String> {
         return Err("an empty line".into());
     }
     let mut parts = line.splitn(4, ' ');
-    let mut next = |what: &str| parts.next().ok_or_else(|| format!("no {what} in '{}'", shown(line)));
+    let mut next =
+        |what: &str| parts.next().ok_or_else(|| format!("no {what} in '{}'", shown(line)));
     let user = parse_id(next("user")?)?;
     let group = parse_id(next("group")?)?;
     let mode = next("mode")?;
@@ -93,33 +97,49 @@ mod tests {
     #[test]
     fn reads_user_group_mode_path() {
         let text = b"root #0 4755 /usr/bin/a\n#1000 staff 0640 /etc/b c\n";
-        assert_eq!(parse(text).unwrap(), vec![
-            Override { user: Id::Name("root".into()), group: Id::Num(0), mode: 0o4755, path: "/usr/bin/a".into() },
-            Override { user: Id::Num(1000), group: Id::Name("staff".into()), mode: 0o640, path: "/etc/b c".into() },
-        ]);
+        assert_eq!(
+            parse(text).unwrap(),
+            vec![
+                Override {
+                    user: Id::Name("root".into()),
+                    group: Id::Num(0),
+                    mode: 0o4755,
+                    path: "/usr/bin/a".into()
+                },
+                Override {
+                    user: Id::Num(1000),
+                    group: Id::Name("staff".into()),
+                    mode: 0o640,
+                    path: "/etc/b c".into()
+                },
+            ]
+        );
     }
 
     #[test]
     fn refuses_hostile_or_broken_lines_naming_them() {
-        oracle::assert_refuses(parse, &[
-            (&b"root root 0644 /a\n\n"[..], 2, "empty line"),
-            (b"root\n", 1, "no group"),
-            (b"root root 0644\n", 1, "no path"),
-            (b"root root 0644 a\n", 1, "absolute"),
-            (b"root root 0644 /a/../../etc\n", 1, "component"),
-            (b"root root 0644 /a\0\n", 1, "NUL"),
-            (b"root root 10000 /a\n", 1, "mode"),
-            (b"root root 0648 /a\n", 1, "mode"),
-            (b"root root -1 /a\n", 1, "mode"),
-            (b"root root  /a\n", 1, "mode"),
-            (b"#x root 0644 /a\n", 1, "user"),
-            (b"# root 0644 /a\n", 1, "user"),
-            (b"#4294967295 root 0644 /a\n", 1, "user"),
-            (b"#99999999999 root 0644 /a\n", 1, "user"),
-            (b"root a:b 0644 /a\n", 1, "group"),
-            (b"root root 0644 /a\nroot root 0600 /a\n", 2, "second override"),
-            (b"root root 0644 /a", 1, "final newline"),
-        ]);
+        oracle::assert_refuses(
+            parse,
+            &[
+                (&b"root root 0644 /a\n\n"[..], 2, "empty line"),
+                (b"root\n", 1, "no group"),
+                (b"root root 0644\n", 1, "no path"),
+                (b"root root 0644 a\n", 1, "absolute"),
+                (b"root root 0644 /a/../../etc\n", 1, "component"),
+                (b"root root 0644 /a\0\n", 1, "NUL"),
+                (b"root root 10000 /a\n", 1, "mode"),
+                (b"root root 0648 /a\n", 1, "mode"),
+                (b"root root -1 /a\n", 1, "mode"),
+                (b"root root  /a\n", 1, "mode"),
+                (b"#x root 0644 /a\n", 1, "user"),
+                (b"# root 0644 /a\n", 1, "user"),
+                (b"#4294967295 root 0644 /a\n", 1, "user"),
+                (b"#99999999999 root 0644 /a\n", 1, "user"),
+                (b"root a:b 0644 /a\n", 1, "group"),
+                (b"root root 0644 /a\nroot root 0600 /a\n", 2, "second override"),
+                (b"root root 0644 /a", 1, "final newline"),
+            ],
+        );
     }
 
     #[test]
@@ -140,7 +160,11 @@ mod tests {
         let root = oracle::root();
         let admin = root.path().join("var/lib/dpkg");
         let so = |args: &[&str]| {
-            oracle::run(std::process::Command::new("dpkg-statoverride").arg(format!("--admindir={}", admin.display())).args(args))
+            oracle::run(
+                std::process::Command::new("dpkg-statoverride")
+                    .arg(format!("--admindir={}", admin.display()))
+                    .args(args),
+            )
         };
         so(&["--add", "root", "root", "4755", "/usr/bin/a"]);
         so(&["--add", "#1000", "#50", "640", "/etc/b c"]);
@@ -149,7 +173,12 @@ mod tests {
             Id::Num(n) => format!("#{n}"),
             Id::Name(name) => name.clone(),
         };
-        let mut ours: Vec<String> = ours.iter().map(|o| format!("{} {} {:o} {}", show(&o.user), show(&o.group), o.mode, o.path.display())).collect();
+        let mut ours: Vec<String> = ours
+            .iter()
+            .map(|o| {
+                format!("{} {} {:o} {}", show(&o.user), show(&o.group), o.mode, o.path.display())
+            })
+            .collect();
         ours.sort();
         let theirs = so(&["--list"]);
         let mut theirs: Vec<&str> = theirs.lines().collect();

@@ -7,7 +7,7 @@
 
 use super::deb822::{Field, Stanza};
 use super::version::{parse_relations, relations_field, Version};
-use super::{ParseError, db_path, shown, valid_arch, valid_package_name};
+use super::{db_path, shown, valid_arch, valid_package_name, ParseError};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
@@ -67,9 +67,11 @@ fn word<T: Copy + PartialEq>(table: &[(T, &'static str)], value: T) -> &'static 
 
 fn from_word<T: Copy>(table: &[(T, &str)], word: Option<&str>, what: &str) -> Result<T, String> {
     let word = word.ok_or_else(|| format!("Status: no {what} word"))?;
-    table.iter().find(|(_, w)| *w == word).map(|(v, _)| *v).ok_or_else(|| {
-        format!("Status: bad {what} word '{}'", shown(word))
-    })
+    table
+        .iter()
+        .find(|(_, w)| *w == word)
+        .map(|(v, _)| *v)
+        .ok_or_else(|| format!("Status: bad {what} word '{}'", shown(word)))
 }
 
 /// The `Status:` field: "want flag state".
@@ -99,7 +101,13 @@ impl StatusField {
 
 impl fmt::Display for StatusField {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} {}", word(&WANTS, self.want), word(&FLAGS, self.flag), word(&STATES, self.state))
+        write!(
+            f,
+            "{} {} {}",
+            word(&WANTS, self.want),
+            word(&FLAGS, self.flag),
+            word(&STATES, self.state)
+        )
     }
 }
 
@@ -215,14 +223,23 @@ pub fn packages(stanzas: Vec<Stanza>) -> Result<Vec<Package>, ParseError> {
         let line = stanza.line;
         let package = package(stanza).map_err(|reason| ParseError::new(line, reason))?;
         if !seen.insert((package.name.clone(), package.arch.clone())) {
-            return Err(ParseError::new(line, format!("a second stanza for {}:{}", package.name, package.arch)));
+            return Err(ParseError::new(
+                line,
+                format!("a second stanza for {}:{}", package.name, package.arch),
+            ));
         }
         if package.status.state != State::NotInstalled {
             let (count, all_same) = instances.entry(package.name.clone()).or_insert((0, true));
             *count += 1;
             *all_same &= package.multi_arch_same;
             if *count > 1 && !*all_same {
-                return Err(ParseError::new(line, format!("{} is installed for two architectures without Multi-Arch: same", package.name)));
+                return Err(ParseError::new(
+                    line,
+                    format!(
+                        "{} is installed for two architectures without Multi-Arch: same",
+                        package.name
+                    ),
+                ));
             }
         }
         packages.push(package);
@@ -262,26 +279,69 @@ pub fn set_known(stanza: &mut Stanza, name: &str, value: String) {
     }
     let rank = |n: &str| FIELD_ORDER.iter().position(|k| k.eq_ignore_ascii_case(n));
     let own = rank(name).unwrap_or(FIELD_ORDER.len());
-    let at = stanza.fields.iter().position(|f| rank(&f.name).is_none_or(|r| r > own)).unwrap_or(stanza.fields.len());
+    let at = stanza
+        .fields
+        .iter()
+        .position(|f| rank(&f.name).is_none_or(|r| r > own))
+        .unwrap_or(stanza.fields.len());
     stanza.fields.insert(at, Field { name: name.to_string(), value });
 }
 
 /// The fields dpkg knows, in the order it writes them (lib/dpkg/parse.c fieldinfos).
 const FIELD_ORDER: [&str; 32] = [
-    "Package", "Essential", "Protected", "Status", "Priority", "Section", "Installed-Size", "Origin",
-    "Maintainer", "Bugs", "Architecture", "Multi-Arch", "Source", "Version", "Config-Version",
-    "Replaces", "Provides", "Depends", "Pre-Depends", "Recommends", "Suggests", "Breaks",
-    "Conflicts", "Enhances", "Conffiles", "Filename", "Size", "MD5sum", "MSDOS-Filename",
-    "Description", "Triggers-Pending", "Triggers-Awaited",
+    "Package",
+    "Essential",
+    "Protected",
+    "Status",
+    "Priority",
+    "Section",
+    "Installed-Size",
+    "Origin",
+    "Maintainer",
+    "Bugs",
+    "Architecture",
+    "Multi-Arch",
+    "Source",
+    "Version",
+    "Config-Version",
+    "Replaces",
+    "Provides",
+    "Depends",
+    "Pre-Depends",
+    "Recommends",
+    "Suggests",
+    "Breaks",
+    "Conflicts",
+    "Enhances",
+    "Conffiles",
+    "Filename",
+    "Size",
+    "MD5sum",
+    "MSDOS-Filename",
+    "Description",
+    "Triggers-Pending",
+    "Triggers-Awaited",
 ];
 
 /// Fields of a control file that never reach the status stanza as they stand: the archive's
 /// own (Filename, Size, MD5sum, MSDOS-Filename), the ones dpkg computes (Status, Conffiles,
 /// Config-Version, Triggers-*), and the obsolete ones dpkg folds into others and never writes.
 const DROPPED: [&str; 15] = [
-    "Status", "Conffiles", "Config-Version", "Filename", "Size", "MD5sum", "MSDOS-Filename",
-    "Triggers-Pending", "Triggers-Awaited", "Recommended", "Optional", "Class", "Revision",
-    "Package-Revision", "Package_Revision",
+    "Status",
+    "Conffiles",
+    "Config-Version",
+    "Filename",
+    "Size",
+    "MD5sum",
+    "MSDOS-Filename",
+    "Triggers-Pending",
+    "Triggers-Awaited",
+    "Recommended",
+    "Optional",
+    "Class",
+    "Revision",
+    "Package-Revision",
+    "Package_Revision",
 ];
 
 /// The stanza dpkg --unpack writes into status for a package whose control file is `control`:
@@ -289,7 +349,12 @@ const DROPPED: [&str; 15] = [
 /// the fields that never go into status dropped, Status, Conffiles (if any) and Config-Version
 /// (if Some) set. Known fields get dpkg's spelling of their names and of the values it
 /// normalizes (see [`normalize`]); empty known fields are dropped as dpkg drops them.
-pub fn status_stanza(control: &Stanza, status: &StatusField, conffiles: &[Conffile], config_version: Option<&str>) -> Stanza {
+pub fn status_stanza(
+    control: &Stanza,
+    status: &StatusField,
+    conffiles: &[Conffile],
+    config_version: Option<&str>,
+) -> Stanza {
     let mut known: Vec<Option<Field>> = vec![None; FIELD_ORDER.len()];
     let mut unknown = Vec::new();
     for field in &control.fields {
@@ -297,7 +362,10 @@ pub fn status_stanza(control: &Stanza, status: &StatusField, conffiles: &[Conffi
             continue;
         }
         match FIELD_ORDER.iter().position(|k| k.eq_ignore_ascii_case(&field.name)) {
-            Some(i) => known[i] = normalize(FIELD_ORDER[i], &field.value).map(|value| Field { name: FIELD_ORDER[i].into(), value }),
+            Some(i) => {
+                known[i] = normalize(FIELD_ORDER[i], &field.value)
+                    .map(|value| Field { name: FIELD_ORDER[i].into(), value })
+            }
             None => unknown.push(field.clone()),
         }
     }
@@ -310,7 +378,10 @@ pub fn status_stanza(control: &Stanza, status: &StatusField, conffiles: &[Conffi
         computed("Conffiles", conffiles_field(conffiles));
     }
     if let Some(version) = config_version {
-        computed("Config-Version", Version::parse(version).map_or(version.to_string(), |v| v.to_string()));
+        computed(
+            "Config-Version",
+            Version::parse(version).map_or(version.to_string(), |v| v.to_string()),
+        );
     }
     Stanza { fields: known.into_iter().flatten().chain(unknown).collect(), line: control.line }
 }
@@ -325,10 +396,13 @@ fn normalize(name: &str, value: &str) -> Option<String> {
     }
     match name {
         "Package" => Some(value.to_ascii_lowercase()),
-        "Essential" | "Protected" | "Multi-Arch" => Some(value.to_ascii_lowercase()).filter(|v| v != "no"),
+        "Essential" | "Protected" | "Multi-Arch" => {
+            Some(value.to_ascii_lowercase()).filter(|v| v != "no")
+        }
         "Priority" => Some(normalize_priority(value)),
         "Version" => Some(Version::parse(value).map_or(value.to_string(), |v| v.to_string())),
-        "Replaces" | "Provides" | "Depends" | "Pre-Depends" | "Recommends" | "Suggests" | "Breaks" | "Conflicts" | "Enhances" => {
+        "Replaces" | "Provides" | "Depends" | "Pre-Depends" | "Recommends" | "Suggests"
+        | "Breaks" | "Conflicts" | "Enhances" => {
             Some(parse_relations(value).map_or(value.to_string(), |r| relations_field(&r)))
         }
         _ => Some(value.to_string()),
@@ -337,15 +411,24 @@ fn normalize(name: &str, value: &str) -> Option<String> {
 
 /// dpkg knows six priorities and writes them in lowercase; any other it keeps as written.
 fn normalize_priority(value: &str) -> String {
-    const PRIORITIES: [&str; 6] = ["required", "important", "standard", "optional", "extra", "unknown"];
-    PRIORITIES.iter().find(|p| p.eq_ignore_ascii_case(value)).map_or(value.to_string(), |p| p.to_string())
+    const PRIORITIES: [&str; 6] =
+        ["required", "important", "standard", "optional", "extra", "unknown"];
+    PRIORITIES
+        .iter()
+        .find(|p| p.eq_ignore_ascii_case(value))
+        .map_or(value.to_string(), |p| p.to_string())
 }
 
 /// The status file: stanzas sorted as dpkg writes them (by name, then arch), each followed by a
 /// blank line.
 pub fn write_status(stanzas: &[&Stanza]) -> Vec<u8> {
     let mut sorted = stanzas.to_vec();
-    let key = |s: &Stanza| (s.get("Package").unwrap_or("").to_ascii_lowercase(), s.get("Architecture").unwrap_or("").to_string());
+    let key = |s: &Stanza| {
+        (
+            s.get("Package").unwrap_or("").to_ascii_lowercase(),
+            s.get("Architecture").unwrap_or("").to_string(),
+        )
+    };
     sorted.sort_by_cached_key(|s| key(s));
     let mut out = Vec::new();
     for stanza in sorted {
@@ -374,7 +457,15 @@ mod tests {
                 }
             }
         }
-        for bad in ["", "install", "install ok", "install ok installed x", "Install ok installed", "inst ok installed", "install ok unpackedx"] {
+        for bad in [
+            "",
+            "install",
+            "install ok",
+            "install ok installed x",
+            "Install ok installed",
+            "inst ok installed",
+            "install ok unpackedx",
+        ] {
             assert!(StatusField::parse(bad).is_err(), "{bad:?}");
         }
     }
@@ -383,14 +474,22 @@ mod tests {
     fn conffiles_field_reads_back_what_it_writes() {
         let value = format!("\n /etc/a {H}\n /etc/b c newconffile\n /etc/old {H} obsolete\n /etc/r {H} remove-on-upgrade\n /etc/o r {H} obsolete remove-on-upgrade");
         let conffiles = parse_conffiles_field(&value).unwrap();
-        let c = |path: &str, hash: &str, obsolete, remove_on_upgrade| Conffile { path: path.into(), hash: hash.into(), obsolete, remove_on_upgrade };
-        assert_eq!(conffiles, vec![
-            c("/etc/a", H, false, false),
-            c("/etc/b c", "newconffile", false, false),
-            c("/etc/old", H, true, false),
-            c("/etc/r", H, false, true),
-            c("/etc/o r", H, true, true),
-        ]);
+        let c = |path: &str, hash: &str, obsolete, remove_on_upgrade| Conffile {
+            path: path.into(),
+            hash: hash.into(),
+            obsolete,
+            remove_on_upgrade,
+        };
+        assert_eq!(
+            conffiles,
+            vec![
+                c("/etc/a", H, false, false),
+                c("/etc/b c", "newconffile", false, false),
+                c("/etc/old", H, true, false),
+                c("/etc/r", H, false, true),
+                c("/etc/o r", H, true, true),
+            ]
+        );
         assert_eq!(conffiles_field(&conffiles), value);
         assert_eq!(parse_conffiles_field("").unwrap(), vec![]);
         for bad in [
@@ -415,7 +514,10 @@ mod tests {
                     Package: lib\nStatus: install ok unpacked\nArchitecture: amd64\nMulti-Arch: same\nVersion: 2\n\n\
                     Package: gone\nStatus: purge ok not-installed\n";
         let p = packages(deb822::parse(text.as_bytes()).unwrap()).unwrap();
-        assert_eq!(p.iter().map(Package::info_name).collect::<Vec<_>>(), ["a", "lib:i386", "lib:amd64", "gone"]);
+        assert_eq!(
+            p.iter().map(Package::info_name).collect::<Vec<_>>(),
+            ["a", "lib:i386", "lib:amd64", "gone"]
+        );
         assert_eq!((p[3].arch.as_str(), p[3].version.as_str()), ("", ""));
         // A selection (not installed) beside an installed instance is no second instance.
         let selection = "Package: a\nStatus: install ok installed\nArchitecture: amd64\n\nPackage: a\nStatus: install ok not-installed\nArchitecture: i386\n";
@@ -443,10 +545,28 @@ mod tests {
     fn status_stanza_orders_and_drops_fields_as_dpkg() {
         let control = deb822::parse(b"Description: d\nX-A: 1\nVersion: 1\nPackage: Foo\nStatus: purge ok installed\nConffiles:\n /x newconffile\nEssential: no\nSize: 3\nArchitecture: all\nX-B:\n").unwrap().remove(0);
         let status = StatusField::parse("install ok unpacked").unwrap();
-        let conffiles = [Conffile { path: "/etc/a".into(), hash: H.into(), obsolete: false, remove_on_upgrade: false }];
+        let conffiles = [Conffile {
+            path: "/etc/a".into(),
+            hash: H.into(),
+            obsolete: false,
+            remove_on_upgrade: false,
+        }];
         let stanza = status_stanza(&control, &status, &conffiles, Some("0:0.9"));
         let names: Vec<_> = stanza.fields.iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(names, ["Package", "Status", "Architecture", "Version", "Config-Version", "Conffiles", "Description", "X-A", "X-B"]);
+        assert_eq!(
+            names,
+            [
+                "Package",
+                "Status",
+                "Architecture",
+                "Version",
+                "Config-Version",
+                "Conffiles",
+                "Description",
+                "X-A",
+                "X-B"
+            ]
+        );
         assert_eq!(stanza.get("Package"), Some("foo"));
         assert_eq!(stanza.get("Status"), Some("install ok unpacked"));
         assert_eq!(stanza.get("Config-Version"), Some("0.9"), "as dpkg prints versions");
@@ -473,7 +593,11 @@ mod tests {
             let text = pair.join("\n");
             assert_eq!(packages(deb822::parse(text.as_bytes()).unwrap()).is_ok(), ok, "{text}");
             std::fs::write(admin.join("status"), &text).unwrap();
-            let dpkg = std::process::Command::new("dpkg-query").arg(format!("--admindir={}", admin.display())).arg("-W").output().unwrap();
+            let dpkg = std::process::Command::new("dpkg-query")
+                .arg(format!("--admindir={}", admin.display()))
+                .arg("-W")
+                .output()
+                .unwrap();
             assert_eq!(dpkg.status.success(), ok, "{text}");
         }
     }
@@ -497,9 +621,15 @@ mod tests {
 
     #[test]
     fn write_status_sorts_by_name_then_arch() {
-        let stanzas = deb822::parse(b"Package: b\n\nPackage: a\nArchitecture: i386\n\nPackage: a\nArchitecture: amd64\n").unwrap();
+        let stanzas = deb822::parse(
+            b"Package: b\n\nPackage: a\nArchitecture: i386\n\nPackage: a\nArchitecture: amd64\n",
+        )
+        .unwrap();
         let refs: Vec<&Stanza> = stanzas.iter().collect();
-        assert_eq!(String::from_utf8(write_status(&refs)).unwrap(), "Package: a\nArchitecture: amd64\n\nPackage: a\nArchitecture: i386\n\nPackage: b\n\n");
+        assert_eq!(
+            String::from_utf8(write_status(&refs)).unwrap(),
+            "Package: a\nArchitecture: amd64\n\nPackage: a\nArchitecture: i386\n\nPackage: b\n\n"
+        );
     }
 
     /// A status file written here, read by dpkg-query, field by field as this module reads it.
@@ -512,12 +642,35 @@ mod tests {
         let stanzas = deb822::parse(text.as_bytes()).unwrap();
         let root = oracle::root();
         let admin = root.path().join("var/lib/dpkg");
-        std::fs::write(admin.join("status"), write_status(&stanzas.iter().collect::<Vec<_>>())).unwrap();
-        let ours: Vec<String> = packages(stanzas).unwrap().iter().map(|p| {
-            let conffiles = parse_conffiles_field(p.stanza.get("Conffiles").unwrap_or("")).unwrap();
-            let conffiles: Vec<String> = conffiles.iter().map(|c| format!("{} {}{}", c.path.display(), c.hash, if c.obsolete { " obsolete" } else { "" })).collect();
-            format!("{} {} {} {} [{}]", p.info_name(), p.arch, p.version, p.status, conffiles.join(","))
-        }).collect();
+        std::fs::write(admin.join("status"), write_status(&stanzas.iter().collect::<Vec<_>>()))
+            .unwrap();
+        let ours: Vec<String> = packages(stanzas)
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let conffiles =
+                    parse_conffiles_field(p.stanza.get("Conffiles").unwrap_or("")).unwrap();
+                let conffiles: Vec<String> = conffiles
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{} {}{}",
+                            c.path.display(),
+                            c.hash,
+                            if c.obsolete { " obsolete" } else { "" }
+                        )
+                    })
+                    .collect();
+                format!(
+                    "{} {} {} {} [{}]",
+                    p.info_name(),
+                    p.arch,
+                    p.version,
+                    p.status,
+                    conffiles.join(",")
+                )
+            })
+            .collect();
         let format = "${binary:Package} ${Architecture} ${Version} ${Status} [${Conffiles}]\n";
         let theirs = oracle::query(&admin, &["-W", &format!("-f={format}")]);
         // dpkg-query prints each conffile on a line of its own after a space; ours joined by ','.
@@ -547,21 +700,41 @@ mod tests {
         for control in controls {
             let dir = tempfile::tempdir().unwrap();
             let conffiles = "/etc/hello.conf\nremove-on-upgrade /etc/gone.conf\n";
-            let deb = oracle::build(dir.path(), control, Some(conffiles), &[("etc/hello.conf", "hi\n"), ("usr/bin/hello", "bin\n")]);
+            let deb = oracle::build(
+                dir.path(),
+                control,
+                Some(conffiles),
+                &[("etc/hello.conf", "hi\n"), ("usr/bin/hello", "bin\n")],
+            );
             let root = oracle::root();
-            oracle::run(std::process::Command::new("dpkg").arg(format!("--root={}", root.path().display()))
-                .args(["--force-depends", "--force-conflicts", "--force-breaks", "--unpack"]).arg(&deb));
+            oracle::run(
+                std::process::Command::new("dpkg")
+                    .arg(format!("--root={}", root.path().display()))
+                    .args(["--force-depends", "--force-conflicts", "--force-breaks", "--unpack"])
+                    .arg(&deb),
+            );
             let written = std::fs::read(root.path().join("var/lib/dpkg/status")).unwrap();
             let theirs = deb822::parse(&written).unwrap();
             let control = deb822::parse(control.as_bytes()).unwrap().remove(0);
             let status = StatusField::parse("install ok unpacked").unwrap();
-            let conffiles: Vec<Conffile> = crate::dpkg::list::parse_conffiles_member(conffiles.as_bytes()).unwrap().into_iter().map(|c| {
-                Conffile { path: c.path, hash: NEW_CONFFILE.into(), obsolete: false, remove_on_upgrade: c.remove_on_upgrade }
-            }).collect();
+            let conffiles: Vec<Conffile> =
+                crate::dpkg::list::parse_conffiles_member(conffiles.as_bytes())
+                    .unwrap()
+                    .into_iter()
+                    .map(|c| Conffile {
+                        path: c.path,
+                        hash: NEW_CONFFILE.into(),
+                        obsolete: false,
+                        remove_on_upgrade: c.remove_on_upgrade,
+                    })
+                    .collect();
             let ours = status_stanza(&control, &status, &conffiles, None);
             assert_eq!(theirs.len(), 1);
             assert_eq!(ours.fields, theirs[0].fields);
-            assert_eq!(String::from_utf8(write_status(&[&ours])).unwrap(), String::from_utf8(written).unwrap());
+            assert_eq!(
+                String::from_utf8(write_status(&[&ours])).unwrap(),
+                String::from_utf8(written).unwrap()
+            );
         }
     }
 
@@ -573,13 +746,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = oracle::root();
         let dpkg = |args: &[&str], deb: &std::path::Path| {
-            oracle::run(std::process::Command::new("dpkg").arg(format!("--root={}", root.path().display())).args(args).arg(deb));
+            oracle::run(
+                std::process::Command::new("dpkg")
+                    .arg(format!("--root={}", root.path().display()))
+                    .args(args)
+                    .arg(deb),
+            );
         };
-        let control = |v: &str| format!("Package: up\nVersion: {v}\nArchitecture: all\nMaintainer: m\nDescription: d\n");
-        let old = oracle::build(dir.path(), &control("1.0"), Some("/etc/a\n/etc/b\n"), &[("etc/a", "a1\n"), ("etc/b", "b\n")]);
+        let control = |v: &str| {
+            format!("Package: up\nVersion: {v}\nArchitecture: all\nMaintainer: m\nDescription: d\n")
+        };
+        let old = oracle::build(
+            dir.path(),
+            &control("1.0"),
+            Some("/etc/a\n/etc/b\n"),
+            &[("etc/a", "a1\n"), ("etc/b", "b\n")],
+        );
         dpkg(&["--install"], &old);
         std::fs::write(root.path().join("etc/a"), "edited by the admin\n").unwrap();
-        let new = oracle::build(dir.path(), &control("2.0"), Some("/etc/a\n"), &[("etc/a", "a2\n")]);
+        let new =
+            oracle::build(dir.path(), &control("2.0"), Some("/etc/a\n"), &[("etc/a", "a2\n")]);
         dpkg(&["--unpack"], &new);
         let written = std::fs::read(root.path().join("var/lib/dpkg/status")).unwrap();
 
@@ -590,12 +776,30 @@ mod tests {
             oracle::run(std::process::Command::new("md5sum").arg(&path))[..32].to_string()
         };
         let conffiles = [
-            Conffile { path: "/etc/a".into(), hash: md5("a1\n"), obsolete: false, remove_on_upgrade: false },
-            Conffile { path: "/etc/b".into(), hash: md5("b\n"), obsolete: true, remove_on_upgrade: false },
+            Conffile {
+                path: "/etc/a".into(),
+                hash: md5("a1\n"),
+                obsolete: false,
+                remove_on_upgrade: false,
+            },
+            Conffile {
+                path: "/etc/b".into(),
+                hash: md5("b\n"),
+                obsolete: true,
+                remove_on_upgrade: false,
+            },
         ];
         let control = deb822::parse(control("2.0").as_bytes()).unwrap().remove(0);
-        let ours = status_stanza(&control, &StatusField::parse("install ok unpacked").unwrap(), &conffiles, Some("1.0"));
+        let ours = status_stanza(
+            &control,
+            &StatusField::parse("install ok unpacked").unwrap(),
+            &conffiles,
+            Some("1.0"),
+        );
         assert_eq!(ours.fields, installed[0].stanza.fields);
-        assert_eq!(String::from_utf8(write_status(&[&ours])).unwrap(), String::from_utf8(written).unwrap());
+        assert_eq!(
+            String::from_utf8(write_status(&[&ours])).unwrap(),
+            String::from_utf8(written).unwrap()
+        );
     }
 }

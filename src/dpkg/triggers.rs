@@ -41,7 +41,9 @@ pub fn parse_member(bytes: &[u8]) -> Result<Vec<Directive>, ParseError> {
             continue;
         }
         let bad = |why: &str| ParseError::new(i + 1, why.to_string());
-        let (cmd, name) = line.split_once(char::is_whitespace).ok_or_else(|| bad("a directive without a trigger name"))?;
+        let (cmd, name) = line
+            .split_once(char::is_whitespace)
+            .ok_or_else(|| bad("a directive without a trigger name"))?;
         let name = name.trim();
         let (interest, noawait) = match cmd {
             "interest" | "interest-await" => (true, false),
@@ -63,7 +65,11 @@ pub fn parse_member(bytes: &[u8]) -> Result<Vec<Directive>, ParseError> {
 /// dpkg's rule for an explicit trigger's name (lib/dpkg/trigname.c): printable ASCII, no
 /// space, and here no '/' either: it names a file of the triggers directory.
 fn valid_name(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 255 && name != "." && name != ".." && name.bytes().all(|b| b.is_ascii_graphic() && b != b'/')
+    !name.is_empty()
+        && name.len() <= 255
+        && name != "."
+        && name != ".."
+        && name.bytes().all(|b| b.is_ascii_graphic() && b != b'/')
 }
 
 /// One line of `triggers/File` or of an explicit trigger's file: who is interested.
@@ -83,7 +89,8 @@ pub fn parse_file_interests(bytes: &[u8]) -> Result<Vec<Interest>, ParseError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, line)| {
-            let (path, who) = line.rsplit_once(' ').ok_or_else(|| ParseError::new(i + 1, "no package"))?;
+            let (path, who) =
+                line.rsplit_once(' ').ok_or_else(|| ParseError::new(i + 1, "no package"))?;
             let path = super::db_path(path.as_bytes()).map_err(|e| ParseError::new(i + 1, e))?;
             let (package, noawait) = package_spec(who).map_err(|e| ParseError::new(i + 1, e))?;
             Ok(Interest { path, package, noawait })
@@ -98,7 +105,8 @@ pub fn parse_explicit(bytes: &[u8]) -> Result<Vec<Interest>, ParseError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, line)| {
-            let (package, noawait) = package_spec(line.trim()).map_err(|e| ParseError::new(i + 1, e))?;
+            let (package, noawait) =
+                package_spec(line.trim()).map_err(|e| ParseError::new(i + 1, e))?;
             Ok(Interest { path: PathBuf::new(), package, noawait })
         })
         .collect()
@@ -155,10 +163,16 @@ mod tests {
         assert!(parse_member(b"interest a/b\n").is_err());
         let file = b"/usr/share/man man-db\n/usr/lib libc-bin/noawait\n";
         let parsed = parse_file_interests(file).unwrap();
-        assert_eq!(parsed[1], Interest { path: "/usr/lib".into(), package: "libc-bin".into(), noawait: true });
+        assert_eq!(
+            parsed[1],
+            Interest { path: "/usr/lib".into(), package: "libc-bin".into(), noawait: true }
+        );
         assert_eq!(write_interests(&parsed, true), file);
         assert!(parse_file_interests(b"/x ../evil\n").is_err());
-        assert_eq!(write_interests(&parse_explicit(b"a\nb:amd64/noawait\n").unwrap(), false), b"a\nb:amd64/noawait\n");
+        assert_eq!(
+            write_interests(&parse_explicit(b"a\nb:amd64/noawait\n").unwrap(), false),
+            b"a\nb:amd64/noawait\n"
+        );
         assert!(activates(Path::new("/usr/share/man"), Path::new("/usr/share/man/man1/x.1.gz")));
         assert!(!activates(Path::new("/usr/share/man"), Path::new("/usr/share/manx")));
     }

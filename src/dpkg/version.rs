@@ -243,7 +243,13 @@ pub fn parse_relations(value: &str) -> Result<Vec<Vec<Relation>>, String> {
                     p.i += 1;
                     p.skip_spaces();
                 }
-                Some(_) => return Err(format!("relation '{}': syntax error after '{}'", shown(value), group[group.len() - 1].name)),
+                Some(_) => {
+                    return Err(format!(
+                        "relation '{}': syntax error after '{}'",
+                        shown(value),
+                        group[group.len() - 1].name
+                    ))
+                }
             }
         }
         groups.push(group);
@@ -257,7 +263,8 @@ pub fn parse_relations(value: &str) -> Result<Vec<Vec<Relation>>, String> {
 
 /// Relations written back as dpkg writes them.
 pub fn relations_field(groups: &[Vec<Relation>]) -> String {
-    let group = |g: &Vec<Relation>| g.iter().map(Relation::to_string).collect::<Vec<_>>().join(" | ");
+    let group =
+        |g: &Vec<Relation>| g.iter().map(Relation::to_string).collect::<Vec<_>>().join(" | ");
     groups.iter().map(group).collect::<Vec<_>>().join(", ")
 }
 
@@ -349,10 +356,36 @@ mod tests {
     /// Versions whose order is easy to get wrong: '~', epochs, revisions, letters against digits
     /// and against other characters, leading zeros, long digit runs.
     const TRICKY: [&str; 30] = [
-        "1.0~~", "1.0~~a", "1.0~", "1.0~rc1", "1.0", "1.00", "1.0-0", "1.0-1", "1.0-1~bpo1", "1.0-1.1",
-        "1.0-1+b1", "1.0a", "1.0+", "1.0.", "1.0+dfsg", "1.0.1", "1:0.1", "1:1.0-1", "2:0", "0:1.0",
-        "10", "9", "009", "1.2.3.4.5.6", "99999999999999999999999", "99999999999999999999998", "1:2:3", "1a-b",
-        "1.0-a~", "1.0-a",
+        "1.0~~",
+        "1.0~~a",
+        "1.0~",
+        "1.0~rc1",
+        "1.0",
+        "1.00",
+        "1.0-0",
+        "1.0-1",
+        "1.0-1~bpo1",
+        "1.0-1.1",
+        "1.0-1+b1",
+        "1.0a",
+        "1.0+",
+        "1.0.",
+        "1.0+dfsg",
+        "1.0.1",
+        "1:0.1",
+        "1:1.0-1",
+        "2:0",
+        "0:1.0",
+        "10",
+        "9",
+        "009",
+        "1.2.3.4.5.6",
+        "99999999999999999999999",
+        "99999999999999999999998",
+        "1:2:3",
+        "1a-b",
+        "1.0-a~",
+        "1.0-a",
     ];
 
     #[test]
@@ -367,10 +400,33 @@ mod tests {
         ];
         for (text, epoch, upstream, revision, shown) in cases {
             let version = v(text);
-            assert_eq!((version.epoch, version.upstream.as_str(), version.revision.as_str()), (epoch, upstream, revision), "{text}");
+            assert_eq!(
+                (version.epoch, version.upstream.as_str(), version.revision.as_str()),
+                (epoch, upstream, revision),
+                "{text}"
+            );
             assert_eq!(version.to_string(), shown);
         }
-        for bad in ["", " ", "1 2", "a1", ":1", "1:", "x:1", "-1:1", "+1:1", "2147483648:1", "1.0-", "-1", "1_0", "1.0-a_b", "1.0-a:b", "1,0", "1(0", "1\n"] {
+        for bad in [
+            "",
+            " ",
+            "1 2",
+            "a1",
+            ":1",
+            "1:",
+            "x:1",
+            "-1:1",
+            "+1:1",
+            "2147483648:1",
+            "1.0-",
+            "-1",
+            "1_0",
+            "1.0-a_b",
+            "1.0-a:b",
+            "1,0",
+            "1(0",
+            "1\n",
+        ] {
             assert!(Version::parse(bad).is_err(), "{bad:?}");
         }
     }
@@ -386,7 +442,11 @@ mod tests {
                     Ordering::Equal => "eq",
                     Ordering::Greater => "gt",
                 };
-                let agrees = Command::new("dpkg").args(["--compare-versions", a, op, b]).status().unwrap().success();
+                let agrees = Command::new("dpkg")
+                    .args(["--compare-versions", a, op, b])
+                    .status()
+                    .unwrap()
+                    .success();
                 assert!(agrees, "we say {a} {op} {b}, dpkg does not");
                 assert_eq!(v(b).cmp(&v(a)), ours.reverse(), "{a} {b}");
             }
@@ -397,11 +457,33 @@ mod tests {
 
     #[test]
     fn relations_read_and_print_as_dpkg() {
-        let groups = parse_relations("libc6 (>=2.3)|Foo:any,  bar ( << 1:2-3 ),baz (1.0), qux (< 1), q (> 2), r:amd64 (= 1)").unwrap();
+        let groups = parse_relations(
+            "libc6 (>=2.3)|Foo:any,  bar ( << 1:2-3 ),baz (1.0), qux (< 1), q (> 2), r:amd64 (= 1)",
+        )
+        .unwrap();
         assert_eq!(relations_field(&groups), "libc6 (>= 2.3) | foo:any, bar (<< 1:2-3), baz (= 1.0), qux (<= 1), q (>= 2), r:amd64 (= 1)");
-        assert_eq!(groups[0][1], Relation { name: "foo".into(), arch: Some("any".into()), constraint: None });
+        assert_eq!(
+            groups[0][1],
+            Relation { name: "foo".into(), arch: Some("any".into()), constraint: None }
+        );
         assert_eq!(parse_relations("").unwrap(), Vec::<Vec<Relation>>::new());
-        for bad in [" ", "a,", "a |", "a b", "a (>= 1", "a (>= 1 2)", "a (<> 1)", "a (>= )", "a (>= x)", "a/b", "a:", "a:b_c", "(>= 1)", "a,,b", "a (>= 1) x"] {
+        for bad in [
+            " ",
+            "a,",
+            "a |",
+            "a b",
+            "a (>= 1",
+            "a (>= 1 2)",
+            "a (<> 1)",
+            "a (>= )",
+            "a (>= x)",
+            "a/b",
+            "a:",
+            "a:b_c",
+            "(>= 1)",
+            "a,,b",
+            "a (>= 1) x",
+        ] {
             assert!(parse_relations(bad).is_err(), "{bad:?}");
         }
     }
@@ -413,8 +495,16 @@ mod tests {
             for wanted in ["1.0", "1:0.9", "1.0~rc1"] {
                 let relation = &parse_relations(&format!("pkg ({op} {wanted})")).unwrap()[0][0];
                 for candidate in ["1.0", "1.00", "1.0~rc1", "1.0-1", "0.9", "1:0.9", "2"] {
-                    let dpkg = Command::new("dpkg").args(["--compare-versions", candidate, op, wanted]).status().unwrap().success();
-                    assert_eq!(relation.satisfied_by("pkg", &v(candidate)), dpkg, "{candidate} {op} {wanted}");
+                    let dpkg = Command::new("dpkg")
+                        .args(["--compare-versions", candidate, op, wanted])
+                        .status()
+                        .unwrap()
+                        .success();
+                    assert_eq!(
+                        relation.satisfied_by("pkg", &v(candidate)),
+                        dpkg,
+                        "{candidate} {op} {wanted}"
+                    );
                     assert!(!relation.satisfied_by("other", &v(candidate)));
                 }
             }

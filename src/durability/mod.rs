@@ -118,7 +118,12 @@ pub trait Strategy: Send + Sync {
 
     /// Called once after every rename, with each directory that gained, lost or changed an
     /// entry (or its own metadata): making these durable makes the renames durable.
-    fn after_commit(&self, _dirs: &[Directory], _root: &Directory, _calls: &Syscalls) -> Result<()> {
+    fn after_commit(
+        &self,
+        _dirs: &[Directory],
+        _root: &Directory,
+        _calls: &Syscalls,
+    ) -> Result<()> {
         Ok(())
     }
 }
@@ -137,7 +142,8 @@ pub struct Info {
 }
 
 /// The built-in strategies, in the order of the table in the README.
-pub const ALL: &[Info] = &[none::INFO, fsync::INFO, batch::INFO, syncfs::INFO, writeback::INFO, parallel::INFO];
+pub const ALL: &[Info] =
+    &[none::INFO, fsync::INFO, batch::INFO, syncfs::INFO, writeback::INFO, parallel::INFO];
 
 /// The default strategy. The issue said today's dpkg (`writeback`) until the benchmarks say
 /// otherwise, and they do: `syncfs` promises the same, the crash test finds no violation for it
@@ -148,10 +154,10 @@ pub const DEFAULT: &str = "syncfs";
 
 /// The built-in strategy called `name` (or one of its aliases). `jobs` sizes `parallel`'s pool.
 pub fn by_name(name: &str, jobs: usize) -> Result<Arc<dyn Strategy>> {
-    let info = ALL
-        .iter()
-        .find(|i| i.name == name || i.aliases.contains(&name))
-        .ok_or_else(|| Error::Usage(format!("unknown strategy '{name}' (known: {})", names().join(", "))))?;
+    let info =
+        ALL.iter().find(|i| i.name == name || i.aliases.contains(&name)).ok_or_else(|| {
+            Error::Usage(format!("unknown strategy '{name}' (known: {})", names().join(", ")))
+        })?;
     Ok(match info.name {
         "none" => Arc::new(NoFlush),
         "fsync" => Arc::new(Fsync),
@@ -188,10 +194,22 @@ impl Directory {
     pub(crate) fn new(fd: OwnedFd, path: PathBuf) -> std::io::Result<Directory> {
         let st = rustix::fs::fstat(&fd)?;
         let times_before = Timestamps {
-            last_access: rustix::fs::Timespec { tv_sec: st.st_atime as _, tv_nsec: st.st_atime_nsec as _ },
-            last_modification: rustix::fs::Timespec { tv_sec: st.st_mtime as _, tv_nsec: st.st_mtime_nsec as _ },
+            last_access: rustix::fs::Timespec {
+                tv_sec: st.st_atime as _,
+                tv_nsec: st.st_atime_nsec as _,
+            },
+            last_modification: rustix::fs::Timespec {
+                tv_sec: st.st_mtime as _,
+                tv_nsec: st.st_mtime_nsec as _,
+            },
         };
-        Ok(Directory { fd: Arc::new(fd), dev: st.st_dev, path: path.into(), times_before: Arc::new(times_before), staged: false })
+        Ok(Directory {
+            fd: Arc::new(fd),
+            dev: st.st_dev,
+            path: path.into(),
+            times_before: Arc::new(times_before),
+            staged: false,
+        })
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -237,12 +255,22 @@ impl TempFile {
     /// FIFO someone put in its place (O_NONBLOCK); what is opened must be a regular file. (A
     /// writer of the directory owns every name in it anyway; what must not happen is a hang.)
     pub fn open(&self) -> Result<File> {
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+        let flags =
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(self.dir.fd(), self.disk_name(), flags, Mode::empty())
             .map_err(|e| Error::root(self.path(), "opening the written file to flush it", e))?;
         match rustix::fs::fstat(&fd) {
-            Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile => Ok(File::from(fd)),
-            Ok(_) => Err(Error::root(self.path(), "opening the written file to flush it", std::io::Error::other("replaced by something that is not a regular file"))),
+            Ok(st)
+                if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                    == rustix::fs::FileType::RegularFile =>
+            {
+                Ok(File::from(fd))
+            }
+            Ok(_) => Err(Error::root(
+                self.path(),
+                "opening the written file to flush it",
+                std::io::Error::other("replaced by something that is not a regular file"),
+            )),
             Err(e) => Err(Error::root(self.path(), "stat of the written file", e)),
         }
     }
@@ -275,7 +303,11 @@ impl TempFile {
 
     /// The name it has in `dir` until the commit: the temporary one, or the final one.
     pub fn disk_name(&self) -> OsString {
-        if self.in_place { self.name.clone() } else { self.temp_name() }
+        if self.in_place {
+            self.name.clone()
+        } else {
+            self.temp_name()
+        }
     }
 
     /// The directory it lives in.
@@ -295,7 +327,8 @@ impl TempFile {
 /// took 130 million instructions, 4.5% of a whole `fsync` unpack (`unpack-bench --counts`, then
 /// cachegrind by function: `std::path::compare_components`).
 pub fn dirs_to_flush(files: &[TempFile]) -> Vec<Directory> {
-    let mut seen: std::collections::BTreeMap<Arc<Path>, Directory> = std::collections::BTreeMap::new();
+    let mut seen: std::collections::BTreeMap<Arc<Path>, Directory> =
+        std::collections::BTreeMap::new();
     let mut last: Option<&Arc<Path>> = None;
     for f in files.iter().filter(|f| !f.is_regular() || f.in_place) {
         if last.is_some_and(|l| Arc::ptr_eq(l, &f.dir.path)) {

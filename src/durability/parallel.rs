@@ -15,7 +15,8 @@ pub const INFO: Info = Info {
     name: "parallel",
     aliases: &[],
     idea: "deferred fsyncs issued from a bounded pool of threads (--jobs)",
-    guarantee: "old or new at any crash; durable at exit 0; concurrent fsyncs share journal commits",
+    guarantee:
+        "old or new at any crash; durable at exit 0; concurrent fsyncs share journal commits",
     anchor: "batched fsync (XFS: 2,000 -> 40,000 files/s)",
 };
 

@@ -48,7 +48,11 @@ impl Strategy for Syncfs {
 }
 
 /// One syncfs per distinct device among `dirs`; the root's filesystem when there are none.
-fn syncfs_each<'a>(dirs: impl Iterator<Item = &'a Directory>, root: &'a Directory, calls: &Syscalls) -> Result<()> {
+fn syncfs_each<'a>(
+    dirs: impl Iterator<Item = &'a Directory>,
+    root: &'a Directory,
+    calls: &Syscalls,
+) -> Result<()> {
     let mut seen: Vec<&Directory> = Vec::new();
     for dir in dirs {
         if !seen.iter().any(|s| s.dev() == dir.dev()) {
@@ -58,5 +62,6 @@ fn syncfs_each<'a>(dirs: impl Iterator<Item = &'a Directory>, root: &'a Director
     if seen.is_empty() {
         seen.push(root);
     }
-    seen.iter().try_for_each(|d| calls.syncfs(d.fd()).map_err(|e| Error::root(d.path(), "syncfs", e)))
+    seen.iter()
+        .try_for_each(|d| calls.syncfs(d.fd()).map_err(|e| Error::root(d.path(), "syncfs", e)))
 }

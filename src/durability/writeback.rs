@@ -48,15 +48,22 @@ impl Strategy for Writeback {
     }
 
     fn after_file(&self, file: &File, path: &Path, calls: &Syscalls) -> Result<()> {
-        calls.sync_file_range(file, RangeSync::StartWrite).map_err(|e| Error::root(path, "sync_file_range", e))
+        calls
+            .sync_file_range(file, RangeSync::StartWrite)
+            .map_err(|e| Error::root(path, "sync_file_range", e))
     }
 
     fn barrier(&self, files: &[TempFile], _root: &Directory, calls: &Syscalls) -> Result<()> {
         let regular: Vec<&TempFile> = files.iter().filter(|f| f.is_regular()).collect();
         for chunk in regular.chunks(HELD) {
-            let opened = chunk.iter().map(|f| Ok((*f, f.open()?))).collect::<Result<Vec<(&TempFile, File)>>>()?;
+            let opened = chunk
+                .iter()
+                .map(|f| Ok((*f, f.open()?)))
+                .collect::<Result<Vec<(&TempFile, File)>>>()?;
             for (f, file) in &opened {
-                calls.sync_file_range(file, RangeSync::WaitBefore).map_err(|e| Error::root(f.path(), "sync_file_range", e))?;
+                calls
+                    .sync_file_range(file, RangeSync::WaitBefore)
+                    .map_err(|e| Error::root(f.path(), "sync_file_range", e))?;
             }
             for (f, file) in &opened {
                 calls.fsync(file).map_err(|e| Error::root(f.path(), "fsync", e))?;

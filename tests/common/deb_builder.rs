@@ -48,7 +48,14 @@ pub fn sample(len: usize, seed: u64) -> Vec<u8> {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        writeln!(out, "line {} of the sample, value {:x} {}", out.len(), x % 4099, "abcdefgh".repeat((x % 5) as usize)).unwrap();
+        writeln!(
+            out,
+            "line {} of the sample, value {:x} {}",
+            out.len(),
+            x % 4099,
+            "abcdefgh".repeat((x % 5) as usize)
+        )
+        .unwrap();
     }
     out.truncate(len);
     out
@@ -58,7 +65,12 @@ pub fn sample(len: usize, seed: u64) -> Vec<u8> {
 /// `block` bytes, each header carrying its sizes.
 pub fn xz_threaded(data: &[u8], level: u32, block: usize) -> Vec<u8> {
     let mut child = Command::new("xz")
-        .args(["-T2".to_string(), format!("-{level}"), "-c".into(), format!("--block-size={block}")])
+        .args([
+            "-T2".to_string(),
+            format!("-{level}"),
+            "-c".into(),
+            format!("--block-size={block}"),
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -94,15 +106,31 @@ pub fn text_tree_in(top: &str, files: usize, size: usize) -> Vec<u8> {
         header.set_cksum();
         tar.append_data(&mut header, path, body).unwrap();
     };
-    for dir in ["./".to_string(), "./usr/".into(), "./usr/share/".into(), "./usr/share/doc/".into(), format!("./usr/share/doc/{top}/")] {
+    for dir in [
+        "./".to_string(),
+        "./usr/".into(),
+        "./usr/share/".into(),
+        "./usr/share/doc/".into(),
+        format!("./usr/share/doc/{top}/"),
+    ] {
         append(&dir, tar::EntryType::Directory, 0o755, &[]);
     }
     for i in 0..files {
         if i % 50 == 0 {
-            append(&format!("./usr/share/doc/{top}/d{:02}/", i / 50), tar::EntryType::Directory, 0o755, &[]);
+            append(
+                &format!("./usr/share/doc/{top}/d{:02}/", i / 50),
+                tar::EntryType::Directory,
+                0o755,
+                &[],
+            );
         }
         let body = sample(size + i % 50 * 100, i as u64 + 7);
-        append(&format!("./usr/share/doc/{top}/d{:02}/file{i:04}.txt", i / 50), tar::EntryType::Regular, 0o644, &body);
+        append(
+            &format!("./usr/share/doc/{top}/d{:02}/file{i:04}.txt", i / 50),
+            tar::EntryType::Regular,
+            0o644,
+            &body,
+        );
     }
     tar.into_inner().unwrap()
 }

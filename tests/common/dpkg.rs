@@ -142,7 +142,11 @@ impl Pkg {
         }
         std::fs::write(control.join("control"), self.control_text()).unwrap();
         if !self.conffiles.is_empty() {
-            std::fs::write(control.join("conffiles"), self.conffiles.iter().map(|c| format!("{c}\n")).collect::<String>()).unwrap();
+            std::fs::write(
+                control.join("conffiles"),
+                self.conffiles.iter().map(|c| format!("{c}\n")).collect::<String>(),
+            )
+            .unwrap();
         }
         if self.md5sums {
             std::fs::write(control.join("md5sums"), self.md5sums_text()).unwrap();
@@ -156,13 +160,19 @@ impl Pkg {
             chmod(&control.join(name), 0o755);
         }
         let deb = out.join(format!("{stem}.deb"));
-        let r = run(Command::new("dpkg-deb").args(["--build", "--root-owner-group"]).arg(&stage).arg(&deb));
+        let r = run(Command::new("dpkg-deb")
+            .args(["--build", "--root-owner-group"])
+            .arg(&stage)
+            .arg(&deb));
         assert_eq!(r.code, 0, "dpkg-deb --build {stem}: {}", r.stderr);
         deb
     }
 
     fn control_text(&self) -> String {
-        let mut text = format!("Package: {}\nVersion: {}\nArchitecture: {}\nMaintainer: Oracle <oracle@example.org>\n", self.name, self.version, self.arch);
+        let mut text = format!(
+            "Package: {}\nVersion: {}\nArchitecture: {}\nMaintainer: Oracle <oracle@example.org>\n",
+            self.name, self.version, self.arch
+        );
         for (name, value) in &self.fields {
             text += &format!("{name}: {value}\n");
         }
@@ -175,9 +185,13 @@ impl Pkg {
     /// The md5sums member as dh_md5sums writes it: every regular file but the conffiles,
     /// sorted by path, `HASH  PATH` with the path relative to the root.
     fn md5sums_text(&self) -> String {
-        let mut files: Vec<_> = self.files.iter().filter(|(p, _, _)| !self.conffiles.contains(p)).collect();
+        let mut files: Vec<_> =
+            self.files.iter().filter(|(p, _, _)| !self.conffiles.contains(p)).collect();
         files.sort_by(|a, b| a.0.cmp(&b.0));
-        files.iter().map(|(path, bytes, _)| format!("{}  {}\n", md5_hex(bytes), rel(path))).collect()
+        files
+            .iter()
+            .map(|(path, bytes, _)| format!("{}  {}\n", md5_hex(bytes), rel(path)))
+            .collect()
     }
 }
 
@@ -202,7 +216,11 @@ fn chmod(path: &Path, mode: u32) {
 /// The hex MD5 of `bytes`, by the system's md5sum (the tests have no MD5 of their own).
 pub fn md5_hex(bytes: &[u8]) -> String {
     use std::io::Write;
-    let mut child = Command::new("md5sum").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new("md5sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     child.stdin.take().unwrap().write_all(bytes).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
@@ -230,7 +248,11 @@ impl DbRoot {
         std::fs::write(db.join("status"), "").unwrap();
         std::fs::write(db.join("info/format"), "1\n").unwrap();
         std::fs::create_dir_all(dir.path().join("etc")).unwrap();
-        edit(dir.path(), "/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n");
+        edit(
+            dir.path(),
+            "/etc/passwd",
+            b"root:x:0:0:root:/root:/bin/sh\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n",
+        );
         edit(dir.path(), "/etc/group", b"root:x:0:\ndaemon:x:1:\nstaff:x:50:\n");
         DbRoot { dir }
     }
@@ -253,7 +275,11 @@ impl DbRoot {
         let root = DbRoot::new();
         std::fs::create_dir_all(root.path().join("bin")).unwrap();
         std::fs::create_dir_all(root.path().join("var/log")).unwrap();
-        let shell = std::fs::read(BUSYBOX).unwrap_or_else(|e| panic!("{BUSYBOX}: {e} (apt-get install busybox-static: the scripts' /bin/sh in a chroot)"));
+        let shell = std::fs::read(BUSYBOX).unwrap_or_else(|e| {
+            panic!(
+                "{BUSYBOX}: {e} (apt-get install busybox-static: the scripts' /bin/sh in a chroot)"
+            )
+        });
         edit(root.path(), "/bin/sh", &shell);
         chmod(&root.path().join("bin/sh"), 0o755);
         root
@@ -276,7 +302,13 @@ pub fn tool(name: &str, root: &Path, args: &[&str]) -> Run {
 /// The environment of `tool` for any command (`chroot ROOT dpkg ...`).
 pub fn clean_env(cmd: &mut Command) -> &mut Command {
     cmd.env("PATH", PATH).env("LC_ALL", "C");
-    for var in ["DPKG_FRONTEND_LOCKED", "DPKG_ROOT", "DPKG_ADMINDIR", "DPKG_FORCE", "DPKG_MAINTSCRIPT_PACKAGE"] {
+    for var in [
+        "DPKG_FRONTEND_LOCKED",
+        "DPKG_ROOT",
+        "DPKG_ADMINDIR",
+        "DPKG_FORCE",
+        "DPKG_MAINTSCRIPT_PACKAGE",
+    ] {
         cmd.env_remove(var);
     }
     cmd
@@ -421,20 +453,30 @@ impl DbSnapshot {
             .map(|(p, n)| (p, TreeNode::from(n)))
             .collect();
         let admin = root.join("var/lib/dpkg");
-        let text = std::fs::read_to_string(admin.join("status")).unwrap_or_else(|e| panic!("{}/status: {e}", admin.display()));
+        let text = std::fs::read_to_string(admin.join("status"))
+            .unwrap_or_else(|e| panic!("{}/status: {e}", admin.display()));
         let (mut files, mut modes) = (BTreeMap::new(), BTreeMap::new());
         admin_files(&admin, "", &mut files, &mut modes);
         let stanzas = parse_stanzas(&text);
         let status_order = stanzas.iter().map(|(k, _)| k.clone()).collect();
         let mut status = BTreeMap::new();
         for (key, fields) in stanzas {
-            assert!(status.insert(key.clone(), fields).is_none(), "{}/status: {key} twice", admin.display());
+            assert!(
+                status.insert(key.clone(), fields).is_none(),
+                "{}/status: {key} twice",
+                admin.display()
+            );
         }
         DbSnapshot { tree, status, status_order, files, modes }
     }
 }
 
-fn admin_files(dir: &Path, prefix: &str, files: &mut BTreeMap<String, Vec<u8>>, modes: &mut BTreeMap<String, u32>) {
+fn admin_files(
+    dir: &Path,
+    prefix: &str,
+    files: &mut BTreeMap<String, Vec<u8>>,
+    modes: &mut BTreeMap<String, u32>,
+) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
         let name = format!("{prefix}{}", entry.file_name().to_str().unwrap());
@@ -463,14 +505,19 @@ fn parse_stanzas(text: &str) -> Vec<(String, Vec<(String, String)>)> {
         let mut fields: Vec<(String, String)> = Vec::new();
         for line in stanza.lines() {
             if line.starts_with([' ', '\t']) {
-                let last = fields.last_mut().unwrap_or_else(|| panic!("status: a continuation line first: {line:?}"));
+                let last = fields
+                    .last_mut()
+                    .unwrap_or_else(|| panic!("status: a continuation line first: {line:?}"));
                 last.1 += &format!("\n{line}");
             } else {
-                let (name, value) = line.split_once(':').unwrap_or_else(|| panic!("status: not a field: {line:?}"));
+                let (name, value) =
+                    line.split_once(':').unwrap_or_else(|| panic!("status: not a field: {line:?}"));
                 fields.push((name.to_string(), value.trim().to_string()));
             }
         }
-        let get = |n: &str| fields.iter().find(|(f, _)| f == n).map(|(_, v)| v.clone()).unwrap_or_default();
+        let get = |n: &str| {
+            fields.iter().find(|(f, _)| f == n).map(|(_, v)| v.clone()).unwrap_or_default()
+        };
         out.push((format!("{}:{}", get("Package"), get("Architecture")), fields));
     }
     out
@@ -479,13 +526,24 @@ fn parse_stanzas(text: &str) -> Vec<(String, Vec<(String, String)>)> {
 /// Every difference between two snapshots, the first of each kind first, readable.
 pub fn db_differences(ours: &DbSnapshot, theirs: &DbSnapshot) -> Vec<String> {
     let mut diffs = Vec::new();
-    map_differences(&ours.tree, &theirs.tree, "tree", &mut diffs, |p, a, b| format!("tree {}:\n  ours:   {a:?}\n  theirs: {b:?}", p.display()));
-    map_differences(&ours.status, &theirs.status, "status stanza", &mut diffs, |k, a, b| stanza_difference(k, a, b));
+    map_differences(&ours.tree, &theirs.tree, "tree", &mut diffs, |p, a, b| {
+        format!("tree {}:\n  ours:   {a:?}\n  theirs: {b:?}", p.display())
+    });
+    map_differences(&ours.status, &theirs.status, "status stanza", &mut diffs, |k, a, b| {
+        stanza_difference(k, a, b)
+    });
     if ours.status_order != theirs.status_order {
-        diffs.push(format!("status stanza order:\n  ours:   {:?}\n  theirs: {:?}", ours.status_order, theirs.status_order));
+        diffs.push(format!(
+            "status stanza order:\n  ours:   {:?}\n  theirs: {:?}",
+            ours.status_order, theirs.status_order
+        ));
     }
-    map_differences(&ours.files, &theirs.files, "admin file", &mut diffs, |k, a, b| file_difference(k, a, b));
-    map_differences(&ours.modes, &theirs.modes, "admin mode", &mut diffs, |k, a, b| format!("mode of {k}: ours {a:o}, theirs {b:o}"));
+    map_differences(&ours.files, &theirs.files, "admin file", &mut diffs, |k, a, b| {
+        file_difference(k, a, b)
+    });
+    map_differences(&ours.modes, &theirs.modes, "admin mode", &mut diffs, |k, a, b| {
+        format!("mode of {k}: ours {a:o}, theirs {b:o}")
+    });
     diffs
 }
 
@@ -509,7 +567,8 @@ fn map_differences<K: Ord + std::fmt::Debug, V: PartialEq>(
 }
 
 fn stanza_difference(key: &str, ours: &[(String, String)], theirs: &[(String, String)]) -> String {
-    let at = ours.iter().zip(theirs).position(|(a, b)| a != b).unwrap_or(ours.len().min(theirs.len()));
+    let at =
+        ours.iter().zip(theirs).position(|(a, b)| a != b).unwrap_or(ours.len().min(theirs.len()));
     format!(
         "status {key}: field {at} differs:\n  ours:   {:?}\n  theirs: {:?}\n  ours in full:   {ours:?}\n  theirs in full: {theirs:?}",
         ours.get(at),
@@ -527,7 +586,12 @@ fn file_difference(name: &str, ours: &[u8], theirs: &[u8]) -> String {
 /// Asserts two roots hold the same tree and database, naming the first differences.
 pub fn assert_same_db(ours: &DbSnapshot, theirs: &DbSnapshot, what: &str) {
     let diffs = db_differences(ours, theirs);
-    assert!(diffs.is_empty(), "{what}: {} differences (ours = unpack, theirs = dpkg):\n{}", diffs.len(), diffs.iter().take(12).cloned().collect::<Vec<_>>().join("\n"));
+    assert!(
+        diffs.is_empty(),
+        "{what}: {} differences (ours = unpack, theirs = dpkg):\n{}",
+        diffs.len(),
+        diffs.iter().take(12).cloned().collect::<Vec<_>>().join("\n")
+    );
 }
 
 /// Which tool stands for `unpack` in an oracle: `unpack`, or dpkg itself when
@@ -576,7 +640,11 @@ impl Oracle {
     }
 
     pub fn check(&self, stage: &str) {
-        assert_same_db(&DbSnapshot::take(self.ours.path()), &DbSnapshot::take(self.theirs.path()), &format!("{}, {stage}", self.what));
+        assert_same_db(
+            &DbSnapshot::take(self.ours.path()),
+            &DbSnapshot::take(self.theirs.path()),
+            &format!("{}, {stage}", self.what),
+        );
     }
 }
 

@@ -32,11 +32,16 @@ pub fn program(name: &str) -> &'static str {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     let dir = DIR.get_or_init(|| {
         let own = option_env!("CARGO_BIN_EXE_unpack").or(option_env!("CARGO_BIN_EXE_unpack-bench"));
-        Path::new(own.expect("a test of the unpack or the unpack-lab package")).parent().unwrap().to_path_buf()
+        Path::new(own.expect("a test of the unpack or the unpack-lab package"))
+            .parent()
+            .unwrap()
+            .to_path_buf()
     });
     let path = dir.join(name);
     assert!(path.is_file(), "{}: not built; run `cargo build --workspace` first", path.display());
-    Box::leak(path.into_os_string().into_string().expect("a UTF-8 target directory").into_boxed_str())
+    Box::leak(
+        path.into_os_string().into_string().expect("a UTF-8 target directory").into_boxed_str(),
+    )
 }
 
 pub fn unpack_bin() -> &'static str {
@@ -58,7 +63,8 @@ pub struct Run {
 
 impl Run {
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
     }
 }
 
@@ -112,9 +118,16 @@ pub fn scratch(fstype: &str, options: &str) -> Scratch {
 pub fn scratch_sized(fstype: &str, options: &str, size: u64) -> Scratch {
     let dir = tempfile::Builder::new().prefix("unpack-test").tempdir().unwrap();
     // Tests also run the binaries as `nobody`, who must reach the mount point.
-    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let fs = ScratchFs::create(fstype, &dir.path().join("fs.img"), size, &dir.path().join("mnt"), options)
-        .unwrap_or_else(|e| panic!("scratch {fstype} -o {options}: {e}"));
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    let fs = ScratchFs::create(
+        fstype,
+        &dir.path().join("fs.img"),
+        size,
+        &dir.path().join("mnt"),
+        options,
+    )
+    .unwrap_or_else(|e| panic!("scratch {fstype} -o {options}: {e}"));
     Scratch { fs, dir }
 }
 
@@ -182,8 +195,14 @@ pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Node> {
     out
 }
 
-fn walk(root: &Path, rel: &Path, out: &mut BTreeMap<PathBuf, Node>, inodes: &mut BTreeMap<(u64, u64), PathBuf>) {
-    let mut names: Vec<_> = std::fs::read_dir(root.join(rel)).unwrap().map(|e| e.unwrap().file_name()).collect();
+fn walk(
+    root: &Path,
+    rel: &Path,
+    out: &mut BTreeMap<PathBuf, Node>,
+    inodes: &mut BTreeMap<(u64, u64), PathBuf>,
+) {
+    let mut names: Vec<_> =
+        std::fs::read_dir(root.join(rel)).unwrap().map(|e| e.unwrap().file_name()).collect();
     names.sort();
     for name in names {
         let relp = rel.join(&name);
@@ -235,19 +254,30 @@ fn walk(root: &Path, rel: &Path, out: &mut BTreeMap<PathBuf, Node>, inodes: &mut
 }
 
 /// Asserts two snapshots are equal, showing the first differences.
-pub fn assert_same_tree(ours: &BTreeMap<PathBuf, Node>, theirs: &BTreeMap<PathBuf, Node>, what: &str) {
+pub fn assert_same_tree(
+    ours: &BTreeMap<PathBuf, Node>,
+    theirs: &BTreeMap<PathBuf, Node>,
+    what: &str,
+) {
     let mut diffs = Vec::new();
     for (p, n) in ours {
         match theirs.get(p) {
             None => diffs.push(format!("only in ours: {} {n:?}", p.display())),
-            Some(t) if t != n => diffs.push(format!("differs: {}\n  ours:   {n:?}\n  theirs: {t:?}", p.display())),
+            Some(t) if t != n => {
+                diffs.push(format!("differs: {}\n  ours:   {n:?}\n  theirs: {t:?}", p.display()))
+            }
             _ => {}
         }
     }
     for p in theirs.keys().filter(|p| !ours.contains_key(*p)) {
         diffs.push(format!("only in theirs: {}", p.display()));
     }
-    assert!(diffs.is_empty(), "{what}: {} differences:\n{}", diffs.len(), diffs.iter().take(15).cloned().collect::<Vec<_>>().join("\n"));
+    assert!(
+        diffs.is_empty(),
+        "{what}: {} differences:\n{}",
+        diffs.len(),
+        diffs.iter().take(15).cloned().collect::<Vec<_>>().join("\n")
+    );
 }
 
 /// Temporary names the engine may have left: there must be none.
@@ -265,10 +295,14 @@ pub struct ForNobody {
 impl ForNobody {
     pub fn new(fixtures: &[&str]) -> ForNobody {
         let dir = tempfile::Builder::new().prefix("unpack-nobody").tempdir().unwrap();
-        let world = |p: &Path, mode: u32| std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+        let world = |p: &Path, mode: u32| {
+            std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
+        };
         world(dir.path(), 0o755);
         // unpack, and unpack-bench in the lab's tests.
-        for bin in std::iter::once(program("unpack")).chain(option_env!("CARGO_BIN_EXE_unpack-bench")) {
+        for bin in
+            std::iter::once(program("unpack")).chain(option_env!("CARGO_BIN_EXE_unpack-bench"))
+        {
             let to = dir.path().join(Path::new(bin).file_name().unwrap());
             std::fs::copy(bin, &to).unwrap();
             world(&to, 0o755);
@@ -297,7 +331,12 @@ impl ForNobody {
 /// How many of this process's threads are called `name`.
 pub fn threads_named(name: &str) -> usize {
     let tasks = std::fs::read_dir("/proc/self/task").unwrap();
-    tasks.filter(|t| std::fs::read_to_string(t.as_ref().unwrap().path().join("comm")).is_ok_and(|c| c.trim() == name)).count()
+    tasks
+        .filter(|t| {
+            std::fs::read_to_string(t.as_ref().unwrap().path().join("comm"))
+                .is_ok_and(|c| c.trim() == name)
+        })
+        .count()
 }
 
 /// The threads called `name` left once the kernel has reaped the joined ones: a joined thread

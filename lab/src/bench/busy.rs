@@ -85,7 +85,9 @@ impl Writer {
         let mut writer = Writer { stop, written, thread: Some(thread) };
         while writer.written() < LEAD {
             if writer.thread.as_ref().is_some_and(|t| t.is_finished()) {
-                return writer.halt().and(Err(io::Error::other("the writer stopped before its lead")));
+                return writer
+                    .halt()
+                    .and(Err(io::Error::other("the writer stopped before its lead")));
             }
             std::thread::sleep(Duration::from_millis(1));
         }

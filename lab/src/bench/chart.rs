@@ -20,7 +20,10 @@ const PANEL_HEIGHT: u32 = 440;
 
 /// Writes the chart to `path`.
 pub fn write_svg(matrix: &Matrix, path: &Path) -> Result<()> {
-    let err = |e: &dyn std::fmt::Display| Error::Output { path: path.to_path_buf(), message: e.to_string() };
+    let err = |e: &dyn std::fmt::Display| Error::Output {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
     let bars = bar_panels(matrix);
     let scaling = scaling_panels(matrix);
     let panels = (bars.len() + scaling.len()).max(1);
@@ -87,7 +90,10 @@ fn scaling_panels(matrix: &Matrix) -> Vec<(String, Series)> {
                     row.row.mount_options,
                     row.row.cache.name()
                 );
-                panels.push((title, matrix.columns.iter().map(|c| (c.name.clone(), Vec::new())).collect()));
+                panels.push((
+                    title,
+                    matrix.columns.iter().map(|c| (c.name.clone(), Vec::new())).collect(),
+                ));
                 keys.len() - 1
             }
         };
@@ -111,10 +117,15 @@ fn label_font(size: u32) -> TextStyle<'static> {
     ("sans-serif", size).into_font().color(&BLACK)
 }
 
-type DrawResult = std::result::Result<(), DrawingAreaErrorKind<<SVGBackend<'static> as DrawingBackend>::ErrorType>>;
+type DrawResult = std::result::Result<
+    (),
+    DrawingAreaErrorKind<<SVGBackend<'static> as DrawingBackend>::ErrorType>,
+>;
 
 /// The series' legend, in the top left corner of either kind of chart.
-fn draw_legend<'a, CT: CoordTranslate>(chart: &mut ChartContext<'a, SVGBackend<'a>, CT>) -> DrawResult {
+fn draw_legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+) -> DrawResult {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -147,12 +158,7 @@ fn draw_bars(
         .x_label_area_size(36)
         .y_label_area_size(64)
         .build_cartesian_2d(0.0..groups, 0.0..top)?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(0)
-        .y_desc("seconds")
-        .draw()?;
+    chart.configure_mesh().disable_x_mesh().x_labels(0).y_desc("seconds").draw()?;
     let slot = 0.8 / tools;
     let x_of = |g: usize, t: usize| g as f64 + 0.1 + t as f64 * slot;
     for (t, column) in columns.iter().enumerate() {
@@ -162,7 +168,10 @@ fn draw_bars(
         chart
             .draw_series((0..rows.len()).filter_map(|g| {
                 let s = stable(g)?;
-                Some(Rectangle::new([(x_of(g, t), 0.0), (x_of(g, t) + slot * 0.85, s.median)], color.filled()))
+                Some(Rectangle::new(
+                    [(x_of(g, t), 0.0), (x_of(g, t) + slot * 0.85, s.median)],
+                    color.filled(),
+                ))
             }))?
             .label(column.name.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
@@ -176,10 +185,15 @@ fn draw_bars(
                 PathElement::new(vec![(mid - cap, s.max), (mid + cap, s.max)], BLACK),
             ]
         };
-        chart.draw_series((0..rows.len()).filter_map(|g| stable(g).map(|s| whisker(g, s))).flatten())?;
+        chart.draw_series(
+            (0..rows.len()).filter_map(|g| stable(g).map(|s| whisker(g, s))).flatten(),
+        )?;
         chart.draw_series((0..rows.len()).filter_map(|g| {
             let e = clean(g)?.exit?;
-            Some(PathElement::new(vec![(x_of(g, t), e.median), (x_of(g, t) + slot * 0.85, e.median)], BLACK.stroke_width(3)))
+            Some(PathElement::new(
+                vec![(x_of(g, t), e.median), (x_of(g, t) + slot * 0.85, e.median)],
+                BLACK.stroke_width(3),
+            ))
         }))?;
         chart.draw_series(
             (0..rows.len())
@@ -191,7 +205,11 @@ fn draw_bars(
     for (g, row) in rows.iter().enumerate() {
         let (px, py) = chart.backend_coord(&(g as f64 + 0.5, 0.0));
         let text = format!("-o {}", row.row.mount_options);
-        root.draw(&Text::new(text, (px, py + 8), label_font(13).pos(Pos::new(HPos::Center, VPos::Top))))?;
+        root.draw(&Text::new(
+            text,
+            (px, py + 8),
+            label_font(13).pos(Pos::new(HPos::Center, VPos::Top)),
+        ))?;
     }
     Ok(())
 }
@@ -199,14 +217,18 @@ fn draw_bars(
 fn draw_scaling(area: &DrawingArea<SVGBackend, Shift>, title: &str, series: &Series) -> DrawResult {
     let points = || series.iter().flat_map(|(_, p)| p.iter().copied());
     let (xmin, xmax) = points().fold((f64::MAX, 1.0f64), |(lo, hi), (x, _)| (lo.min(x), hi.max(x)));
-    let (ymin, ymax) = points().fold((f64::MAX, 1e-3f64), |(lo, hi), (_, y)| (lo.min(y), hi.max(y)));
+    let (ymin, ymax) =
+        points().fold((f64::MAX, 1e-3f64), |(lo, hi), (_, y)| (lo.min(y), hi.max(y)));
     let (xmin, ymin) = (xmin.min(xmax).max(1.0), ymin.min(ymax).max(1e-5));
     let mut chart = ChartBuilder::on(area)
         .caption(title, label_font(15))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(64)
-        .build_cartesian_2d((xmin / 2.0..xmax * 2.0).log_scale(), (ymin / 2.0..ymax * 2.0).log_scale())?;
+        .build_cartesian_2d(
+            (xmin / 2.0..xmax * 2.0).log_scale(),
+            (ymin / 2.0..ymax * 2.0).log_scale(),
+        )?;
     chart
         .configure_mesh()
         .x_desc("files in the package")
@@ -218,7 +240,9 @@ fn draw_scaling(area: &DrawingArea<SVGBackend, Shift>, title: &str, series: &Ser
         chart
             .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))?
             .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2))
+            });
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
     draw_legend(&mut chart)?;

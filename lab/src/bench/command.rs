@@ -67,7 +67,9 @@ mod tests {
 
     #[test]
     fn a_failing_command_carries_subject_and_stderr() {
-        let err = output(Command::new("sh").args(["-c", "echo boom >&2; exit 3"]), Path::new("/x/y")).unwrap_err();
+        let err =
+            output(Command::new("sh").args(["-c", "echo boom >&2; exit 3"]), Path::new("/x/y"))
+                .unwrap_err();
         let text = err.to_string();
         assert!(text.starts_with("/x/y:") && text.contains("boom"), "{text}");
     }

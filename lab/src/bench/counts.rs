@@ -15,8 +15,8 @@
 //! never counts the bench's own work: only the programs a tool starts, each from its exec on,
 //! with every process they fork or exec.
 
-use super::run::{run_once, Context};
 use super::plan::{Row, Tool, Workload};
+use super::run::{run_once, Context};
 use super::{command, Error, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -73,8 +73,12 @@ fn hardware_counter() -> bool {
     if command::find_in_path("perf").is_none() {
         return false;
     }
-    let out = Command::new("perf").args(["stat", "-x,", "-e", "instructions:u", "--", "true"]).output();
-    out.is_ok_and(|o| o.status.success() && perf_instructions(&String::from_utf8_lossy(&o.stderr)).0.is_some_and(|n| n > 0))
+    let out =
+        Command::new("perf").args(["stat", "-x,", "-e", "instructions:u", "--", "true"]).output();
+    out.is_ok_and(|o| {
+        o.status.success()
+            && perf_instructions(&String::from_utf8_lossy(&o.stderr)).0.is_some_and(|n| n > 0)
+    })
 }
 
 /// What one counting run counts.
@@ -115,11 +119,15 @@ impl Launcher {
         match self.count {
             Count::Syscalls => {
                 cmd = Command::new("strace");
-                cmd.args(["-f", "-qq", "-c", "-U", "name,calls", "-o"]).arg(self.dir.join(format!("strace.{n}"))).arg("--");
+                cmd.args(["-f", "-qq", "-c", "-U", "name,calls", "-o"])
+                    .arg(self.dir.join(format!("strace.{n}")))
+                    .arg("--");
             }
             Count::Instructions(Source::Perf) => {
                 cmd = Command::new("perf");
-                cmd.args(["stat", "-x,", "-e", "instructions:u,instructions:k", "-o"]).arg(self.dir.join(format!("perf.{n}"))).arg("--");
+                cmd.args(["stat", "-x,", "-e", "instructions:u,instructions:k", "-o"])
+                    .arg(self.dir.join(format!("perf.{n}")))
+                    .arg("--");
             }
             Count::Instructions(Source::Valgrind) => {
                 // One output file per process (%p): forks and execs of the tool each write
@@ -129,7 +137,9 @@ impl Launcher {
                 let mut log = std::ffi::OsString::from("--log-file=");
                 log.push(self.dir.join("valgrind.%p"));
                 cmd = Command::new("valgrind");
-                cmd.args(["--tool=cachegrind", "--cache-sim=no", "--trace-children=yes"]).arg(out).arg(log);
+                cmd.args(["--tool=cachegrind", "--cache-sim=no", "--trace-children=yes"])
+                    .arg(out)
+                    .arg(log);
             }
         }
         cmd.arg(program);
@@ -148,14 +158,28 @@ impl Launcher {
             Count::Instructions(Source::Perf) => "perf.",
             Count::Instructions(Source::Valgrind) => "cachegrind.",
         };
-        let mine: Vec<&PathBuf> =
-            files.iter().filter(|p| p.file_name().and_then(OsStr::to_str).is_some_and(|n| n.starts_with(prefix))).collect();
+        let mine: Vec<&PathBuf> = files
+            .iter()
+            .filter(|p| {
+                p.file_name().and_then(OsStr::to_str).is_some_and(|n| n.starts_with(prefix))
+            })
+            .collect();
         if mine.is_empty() {
-            return Err(format!("{}: no {prefix}* file: the counter wrote nothing", self.dir.display()));
+            return Err(format!(
+                "{}: no {prefix}* file: the counter wrote nothing",
+                self.dir.display()
+            ));
         }
         for path in mine {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let unreadable = || format!("{}: not the counter's output: {}", path.display(), text.lines().next().unwrap_or(""));
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let unreadable = || {
+                format!(
+                    "{}: not the counter's output: {}",
+                    path.display(),
+                    text.lines().next().unwrap_or("")
+                )
+            };
             match self.count {
                 Count::Syscalls => {
                     let calls = counts.syscalls.get_or_insert_with(BTreeMap::new);
@@ -172,7 +196,8 @@ impl Launcher {
                     }
                 }
                 Count::Instructions(Source::Valgrind) => {
-                    *counts.user_instructions.get_or_insert(0) += cachegrind_summary(&text).ok_or_else(unreadable)?;
+                    *counts.user_instructions.get_or_insert(0) +=
+                        cachegrind_summary(&text).ok_or_else(unreadable)?;
                 }
             }
         }
@@ -199,7 +224,14 @@ pub struct Counts {
 
 impl Counts {
     fn new(entries: u64, source: Source) -> Counts {
-        Counts { entries, source, user_instructions: None, kernel_instructions: None, syscalls: None, errors: Vec::new() }
+        Counts {
+            entries,
+            source,
+            user_instructions: None,
+            kernel_instructions: None,
+            syscalls: None,
+            errors: Vec::new(),
+        }
     }
 
     /// Instructions (user, and kernel where counted) per entry.
@@ -222,14 +254,22 @@ impl Counts {
 /// The entries of `workload`'s archives, as dpkg-deb lists them.
 pub fn entries(workload: &Workload) -> Result<u64> {
     workload.packages.iter().try_fold(0u64, |sum, p| {
-        let listing = command::output(Command::new("dpkg-deb").arg("--contents").arg(&p.path), &p.path)?;
+        let listing =
+            command::output(Command::new("dpkg-deb").arg("--contents").arg(&p.path), &p.path)?;
         Ok(sum + listing.lines().count() as u64)
     })
 }
 
 /// The counting runs of `tool` on `row`, each on a fresh filesystem like a timed run; the
 /// counters' files live in a directory of the bench's scratch, removed afterwards.
-pub fn count_cell(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, source: Source, entries: u64) -> Result<Counts> {
+pub fn count_cell(
+    ctx: &Context,
+    workload: &Workload,
+    row: &Row,
+    tool: &Tool,
+    source: Source,
+    entries: u64,
+) -> Result<Counts> {
     let mut counts = Counts::new(entries, source);
     for count in [Count::Syscalls, Count::Instructions(source)] {
         let dir = ctx.scratch.join("counts");
@@ -269,7 +309,9 @@ fn strace_summary(text: &str) -> Option<Vec<(String, u64)>> {
 /// The `summary:` line of a cachegrind output file (its only event is `Ir` with
 /// `--cache-sim=no`).
 fn cachegrind_summary(text: &str) -> Option<u64> {
-    text.lines().find_map(|l| l.strip_prefix("summary:")).and_then(|n| n.split_whitespace().next()?.parse().ok())
+    text.lines()
+        .find_map(|l| l.strip_prefix("summary:"))
+        .and_then(|n| n.split_whitespace().next()?.parse().ok())
 }
 
 /// `perf stat -x,` lines of `instructions:u` and `instructions:k`: (user, kernel), each absent
@@ -278,7 +320,9 @@ fn perf_instructions(text: &str) -> (Option<u64>, Option<u64>) {
     let value = |event: &str| {
         text.lines().find_map(|l| {
             let fields: Vec<&str> = l.split(',').collect();
-            (fields.get(2).is_some_and(|e| *e == event || e.starts_with(&format!("{event}/")))).then(|| fields[0].parse().ok()).flatten()
+            (fields.get(2).is_some_and(|e| *e == event || e.starts_with(&format!("{event}/"))))
+                .then(|| fields[0].parse().ok())
+                .flatten()
         })
     };
     (value("instructions:u"), value("instructions:k"))
@@ -324,13 +368,25 @@ mod tests {
     fn every_program_of_a_tool_gets_its_own_tally_file() {
         let dir = Path::new("/counts");
         let strace = Launcher::new(Count::Syscalls, dir);
-        let args = |c: &Command| c.get_args().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>();
+        let args = |c: &Command| {
+            c.get_args().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>()
+        };
         let (first, second) = (strace.command("dpkg-deb".as_ref()), strace.command("tar".as_ref()));
         assert_eq!(first.get_program(), "strace");
-        assert!(args(&first).ends_with(&["/counts/strace.0".to_string(), "--".to_string(), "dpkg-deb".to_string()]), "{first:?}");
+        assert!(
+            args(&first).ends_with(&[
+                "/counts/strace.0".to_string(),
+                "--".to_string(),
+                "dpkg-deb".to_string()
+            ]),
+            "{first:?}"
+        );
         assert!(args(&second).contains(&"/counts/strace.1".to_string()), "{second:?}");
         let vg = Launcher::new(Count::Instructions(Source::Valgrind), dir).command("dpkg".as_ref());
-        assert!(args(&vg).contains(&"--cachegrind-out-file=/counts/cachegrind.%p".to_string()), "{vg:?}");
+        assert!(
+            args(&vg).contains(&"--cachegrind-out-file=/counts/cachegrind.%p".to_string()),
+            "{vg:?}"
+        );
         assert_eq!(args(&vg).last().map(String::as_str), Some("dpkg"));
     }
 }

@@ -48,7 +48,13 @@ pub trait Device {
 
     /// Makes `fstype` on a fresh device of `size` bytes and mounts it with `options`; the
     /// backing file and mount point live under `scratch`.
-    fn fresh_filesystem(&self, fstype: &str, options: &str, size: u64, scratch: &Path) -> io::Result<DeviceFs>;
+    fn fresh_filesystem(
+        &self,
+        fstype: &str,
+        options: &str,
+        size: u64,
+        scratch: &Path,
+    ) -> io::Result<DeviceFs>;
 }
 
 /// One run's mounted filesystem on its device. Dropping it unmounts first, then lets the device
@@ -90,8 +96,20 @@ impl Device for Native {
         "native (sparse backing file on the host filesystem)".to_string()
     }
 
-    fn fresh_filesystem(&self, fstype: &str, options: &str, size: u64, scratch: &Path) -> io::Result<DeviceFs> {
-        let fs = ScratchFs::create(fstype, &scratch.join("disk.img"), size, &scratch.join("mnt"), options)?;
+    fn fresh_filesystem(
+        &self,
+        fstype: &str,
+        options: &str,
+        size: u64,
+        scratch: &Path,
+    ) -> io::Result<DeviceFs> {
+        let fs = ScratchFs::create(
+            fstype,
+            &scratch.join("disk.img"),
+            size,
+            &scratch.join("mnt"),
+            options,
+        )?;
         Ok(DeviceFs::new(fs, None))
     }
 }
@@ -106,14 +124,28 @@ pub struct Virtual {
 
 impl Device for Virtual {
     fn describe(&self) -> String {
-        let bandwidth = self.profile.bandwidth().map_or("unlimited".to_string(), |b| format!("{} MB/s", b / 1_000_000));
-        format!("{} (virtual disk: flush {:?}, bandwidth {bandwidth})", self.profile.name(), self.profile.flush_latency())
+        let bandwidth = self
+            .profile
+            .bandwidth()
+            .map_or("unlimited".to_string(), |b| format!("{} MB/s", b / 1_000_000));
+        format!(
+            "{} (virtual disk: flush {:?}, bandwidth {bandwidth})",
+            self.profile.name(),
+            self.profile.flush_latency()
+        )
     }
 
-    fn fresh_filesystem(&self, fstype: &str, options: &str, size: u64, scratch: &Path) -> io::Result<DeviceFs> {
+    fn fresh_filesystem(
+        &self,
+        fstype: &str,
+        options: &str,
+        size: u64,
+        scratch: &Path,
+    ) -> io::Result<DeviceFs> {
         let dir = scratch.join("vdisk");
         std::fs::create_dir_all(&dir)?;
-        let disk = VDisk::start(&self.profile, size, &dir, None).map_err(|e| io::Error::other(unpack::error::one_line(&e)))?;
+        let disk = VDisk::start(&self.profile, size, &dir, None)
+            .map_err(|e| io::Error::other(unpack::error::one_line(&e)))?;
         // The filesystem is dropped before the disk (DeviceFs's field order).
         let fs = ScratchFs::on_existing(fstype, disk.image(), &scratch.join("mnt"), options)?;
         Ok(DeviceFs::new(fs, Some(Box::new(disk))))

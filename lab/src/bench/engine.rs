@@ -7,12 +7,12 @@
 //! library's [`unpack::durability::ALL`], which the binary is built from.)
 
 use super::{command, Error, Result};
-use unpack::report::Phases;
-use unpack::syscalls::{FlushLatencies, SyscallCounts};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use unpack::report::Phases;
+use unpack::syscalls::{FlushLatencies, SyscallCounts};
 
 /// The `unpack` binary.
 #[derive(Debug, Clone)]
@@ -34,7 +34,8 @@ pub struct Report {
 impl Report {
     /// Parses the engine's `--json` stdout.
     pub fn parse(stdout: &[u8]) -> std::result::Result<Report, String> {
-        serde_json::from_slice(stdout).map_err(|e| format!("unreadable --json report from unpack: {e}"))
+        serde_json::from_slice(stdout)
+            .map_err(|e| format!("unreadable --json report from unpack: {e}"))
     }
 }
 
@@ -45,8 +46,13 @@ impl Engine {
     pub fn find() -> Result<Engine> {
         let exe = std::env::current_exe().map_err(Error::io("/proc/self/exe"))?;
         let beside = exe.with_file_name("unpack");
-        let on_path = std::env::var_os("PATH").into_iter().flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>());
-        match std::iter::once(beside.clone()).chain(on_path.map(|dir| dir.join("unpack"))).find(|p| p.is_file()) {
+        let on_path = std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>());
+        match std::iter::once(beside.clone())
+            .chain(on_path.map(|dir| dir.join("unpack")))
+            .find(|p| p.is_file())
+        {
             Some(path) => Ok(Engine { path }),
             None => Err(Error::MissingEngine { path: beside }),
         }
@@ -59,19 +65,44 @@ impl Engine {
 
     /// The measured command: unpack `packages` into `root` with `strategy`, reporting JSON; the
     /// binary started by `launch` (`Command::new`, or under a counter).
-    pub fn unpack_command(&self, launch: &dyn Fn(&OsStr) -> Command, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
+    pub fn unpack_command(
+        &self,
+        launch: &dyn Fn(&OsStr) -> Command,
+        strategy: &str,
+        packages: &[PathBuf],
+        root: &Path,
+    ) -> Command {
         self.measured(launch, &[], strategy, packages, root)
     }
 
     /// The measured command of the minbase scenario: `unpack --bootstrap` of `packages` into
     /// the empty `root` (both of its stages), reporting JSON, started by `launch`.
-    pub fn bootstrap_command(&self, launch: &dyn Fn(&OsStr) -> Command, strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
+    pub fn bootstrap_command(
+        &self,
+        launch: &dyn Fn(&OsStr) -> Command,
+        strategy: &str,
+        packages: &[PathBuf],
+        root: &Path,
+    ) -> Command {
         self.measured(launch, &["--bootstrap"], strategy, packages, root)
     }
 
-    fn measured(&self, launch: &dyn Fn(&OsStr) -> Command, mode: &[&str], strategy: &str, packages: &[PathBuf], root: &Path) -> Command {
+    fn measured(
+        &self,
+        launch: &dyn Fn(&OsStr) -> Command,
+        mode: &[&str],
+        strategy: &str,
+        packages: &[PathBuf],
+        root: &Path,
+    ) -> Command {
         let mut cmd = launch(self.path.as_os_str());
-        cmd.arg("--json").arg("--quiet").args(mode).arg("--strategy").arg(strategy).args(packages).arg(root);
+        cmd.arg("--json")
+            .arg("--quiet")
+            .args(mode)
+            .arg("--strategy")
+            .arg(strategy)
+            .args(packages)
+            .arg(root);
         cmd
     }
 
@@ -95,10 +126,30 @@ mod tests {
             strategy: "fsync".into(),
             root: "/r".into(),
             filesystem: None,
-            phases: unpack::report::Phases { extract_s: 0.5, barrier_s: 0.25, rename_s: 0.125, dirsync_s: 0.0625, total_s: 1.0 },
-            syscalls: unpack::syscalls::SyscallCounts { fsync: 2, fdatasync: 3, sync: 4, syncfs: 5, syncfs_early: 8, sync_file_range: 6, rename: 7 },
+            phases: unpack::report::Phases {
+                extract_s: 0.5,
+                barrier_s: 0.25,
+                rename_s: 0.125,
+                dirsync_s: 0.0625,
+                total_s: 1.0,
+            },
+            syscalls: unpack::syscalls::SyscallCounts {
+                fsync: 2,
+                fdatasync: 3,
+                sync: 4,
+                syncfs: 5,
+                syncfs_early: 8,
+                sync_file_range: 6,
+                rename: 7,
+            },
             flush_latency: unpack::syscalls::FlushLatencies {
-                all: unpack::syscalls::LatencySummary { count: 3, total_s: 0.03, p50_s: Some(0.01), p99_s: Some(0.0125), max_s: Some(0.0125) },
+                all: unpack::syscalls::LatencySummary {
+                    count: 3,
+                    total_s: 0.03,
+                    p50_s: Some(0.01),
+                    p99_s: Some(0.0125),
+                    max_s: Some(0.0125),
+                },
                 ..Default::default()
             },
             peak_rss_bytes: 4096,
@@ -107,7 +158,10 @@ mod tests {
         };
         let ours = Report::parse(serde_json::to_string(&theirs).unwrap().as_bytes()).unwrap();
         let s = &ours.syscalls;
-        assert_eq!([s.fsync, s.fdatasync, s.sync, s.syncfs, s.syncfs_early, s.sync_file_range, s.rename], [2, 3, 4, 5, 8, 6, 7]);
+        assert_eq!(
+            [s.fsync, s.fdatasync, s.sync, s.syncfs, s.syncfs_early, s.sync_file_range, s.rename],
+            [2, 3, 4, 5, 8, 6, 7]
+        );
         assert_eq!(ours.phases.barrier_s, 0.25);
         assert_eq!(ours.phases.total_s, 1.0);
         assert_eq!(ours.peak_rss_bytes, 4096);

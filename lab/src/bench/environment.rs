@@ -5,9 +5,9 @@
 //! Everything here is read from the kernel, never assumed.
 
 use super::plan::Workload;
-use unpack::mountinfo::{self, MountInfo};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use unpack::mountinfo::{self, MountInfo};
 
 /// The environment of a matrix.
 #[derive(Debug, Clone, Serialize)]

@@ -65,11 +65,13 @@ pub fn run_bench(argv: &[OsString], out: Option<&Path>) -> Result<u8> {
     };
     write("init.sh", INIT.as_bytes())?;
     let init = dir.join("init.sh");
-    std::fs::set_permissions(&init, std::fs::Permissions::from_mode(0o755)).map_err(Error::io(&init))?;
+    std::fs::set_permissions(&init, std::fs::Permissions::from_mode(0o755))
+        .map_err(Error::io(&init))?;
     let exe = std::env::current_exe().map_err(Error::io("/proc/self/exe"))?;
     let mut guest_argv = vec![exe.into_os_string()];
     guest_argv.extend(without_out(&argv[1.min(argv.len())..]));
-    guest_argv.extend([OsString::from("--out"), Path::new(SHARE_IN_GUEST).join("out").into_os_string()]);
+    guest_argv
+        .extend([OsString::from("--out"), Path::new(SHARE_IN_GUEST).join("out").into_os_string()]);
     write("argv", &nul_separated(&guest_argv))?;
     let cwd = std::env::current_dir().map_err(Error::io("."))?;
     write("cwd", cwd.as_os_str().as_bytes())?;
@@ -89,12 +91,14 @@ pub fn run_bench(argv: &[OsString], out: Option<&Path>) -> Result<u8> {
         .process_group(0);
     let guest = Guest(Some(boot.spawn().map_err(Error::io("linux"))?));
     guest.wait()?;
-    let status = std::fs::read_to_string(dir.join("status")).ok().and_then(|s| s.trim().parse::<u8>().ok());
+    let status =
+        std::fs::read_to_string(dir.join("status")).ok().and_then(|s| s.trim().parse::<u8>().ok());
     let Some(status) = status else {
         return Err(Error::Command {
             path: dir.to_path_buf(),
             command: "the user-mode-linux guest".to_string(),
-            message: "it ended without the bench's exit status (its console output is above)".to_string(),
+            message: "it ended without the bench's exit status (its console output is above)"
+                .to_string(),
         });
     };
     let made = dir.join("out");
@@ -103,7 +107,10 @@ pub fn run_bench(argv: &[OsString], out: Option<&Path>) -> Result<u8> {
         None if made.is_dir() => {
             let md = made.join("matrix.md");
             let text = std::fs::read_to_string(&md).map_err(Error::io(&md))?;
-            unpack::cli::print(&text).map_err(|e| Error::Output { path: PathBuf::from("stdout"), message: e.to_string() })?;
+            unpack::cli::print(&text).map_err(|e| Error::Output {
+                path: PathBuf::from("stdout"),
+                message: e.to_string(),
+            })?;
         }
         _ => {}
     }
@@ -190,8 +197,13 @@ mod tests {
 
     #[test]
     fn the_out_option_is_taken_out_in_both_spellings() {
-        let args: Vec<OsString> = ["a.deb", "--out", "x", "--fs", "nfs", "--out=y", "-o", "vers=3"].map(OsString::from).to_vec();
-        assert_eq!(without_out(&args), ["a.deb", "--fs", "nfs", "-o", "vers=3"].map(OsString::from));
+        let args: Vec<OsString> = ["a.deb", "--out", "x", "--fs", "nfs", "--out=y", "-o", "vers=3"]
+            .map(OsString::from)
+            .to_vec();
+        assert_eq!(
+            without_out(&args),
+            ["a.deb", "--fs", "nfs", "-o", "vers=3"].map(OsString::from)
+        );
         assert_eq!(nul_separated(&[OsString::from("a b"), OsString::from("c")]), b"a b\0c\0");
     }
 }

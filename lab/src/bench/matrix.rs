@@ -22,13 +22,13 @@ use super::run::{run_once, Context, RunRecord, Site};
 use super::scenario::{make_old_version, Scenario};
 use super::stats::Spread;
 use super::synthetic;
-use crate::workdir::Workdir;
 use super::{command, Error, Result};
 use crate::scratchfs;
-use unpack::{durability, mountinfo};
+use crate::workdir::Workdir;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::path::PathBuf;
+use unpack::{durability, mountinfo};
 
 /// What the user asked for.
 pub struct Config {
@@ -100,7 +100,8 @@ pub struct Cell {
 impl Cell {
     fn new(tool: &Tool, runs: Vec<RunRecord>) -> Cell {
         let ok: Vec<&RunRecord> = runs.iter().filter(|r| r.ok).collect();
-        let times = |f: fn(&RunRecord) -> Option<f64>| ok.iter().filter_map(|r| f(r)).collect::<Vec<f64>>();
+        let times =
+            |f: fn(&RunRecord) -> Option<f64>| ok.iter().filter_map(|r| f(r)).collect::<Vec<f64>>();
         Cell {
             tool: tool.name().to_string(),
             kind: tool.kind(),
@@ -108,10 +109,16 @@ impl Cell {
             exit: Spread::of(&times(|r| r.exit_s)),
             stable: Spread::of(&times(|r| r.stable_s)),
             configured: Spread::of(&times(|r| r.configured_s)),
-            device_flushes_at_exit: median_u64(ok.iter().filter_map(|r| r.device_at_exit.map(|d| d.flushes)).collect()),
-            device_flushes: median_u64(ok.iter().filter_map(|r| r.device.map(|d| d.flushes)).collect()),
+            device_flushes_at_exit: median_u64(
+                ok.iter().filter_map(|r| r.device_at_exit.map(|d| d.flushes)).collect(),
+            ),
+            device_flushes: median_u64(
+                ok.iter().filter_map(|r| r.device.map(|d| d.flushes)).collect(),
+            ),
             writer_mib_s: median_f64(ok.iter().filter_map(|r| r.writer.map(|w| w.mib_s)).collect()),
-            flush_p99_s: median_f64(ok.iter().filter_map(|r| r.engine.as_ref()?.flush_latency.all.p99_s).collect()),
+            flush_p99_s: median_f64(
+                ok.iter().filter_map(|r| r.engine.as_ref()?.flush_latency.all.p99_s).collect(),
+            ),
             rpcs: median_rpcs(&ok.iter().filter_map(|r| r.rpcs.as_ref()).collect::<Vec<_>>()),
             runs,
             counts: None,
@@ -136,7 +143,9 @@ fn median_u64(mut values: Vec<u64>) -> Option<u64> {
 /// The median per operation over `runs` (an operation a run did not send counts 0 there).
 fn median_rpcs(runs: &[&RpcCounts]) -> Option<RpcCounts> {
     let ops: std::collections::BTreeSet<&String> = runs.iter().flat_map(|r| r.0.keys()).collect();
-    let medians = ops.into_iter().filter_map(|op| Some((op.clone(), median_u64(runs.iter().map(|r| r.get(op)).collect())?)));
+    let medians = ops
+        .into_iter()
+        .filter_map(|op| Some((op.clone(), median_u64(runs.iter().map(|r| r.get(op)).collect())?)));
     (!runs.is_empty()).then(|| RpcCounts(medians.filter(|&(_, n)| n > 0).collect()))
 }
 
@@ -165,7 +174,11 @@ impl Matrix {
     /// Counted runs that failed, counting runs included, over the whole matrix: a matrix with
     /// any is incomplete (`unpack-bench` exits 3).
     pub fn failed_runs(&self) -> usize {
-        self.rows.iter().flat_map(|r| &r.cells).map(|c| c.failed + c.counts.as_ref().map_or(0, |k| k.errors.len())).sum()
+        self.rows
+            .iter()
+            .flat_map(|r| &r.cells)
+            .map(|c| c.failed + c.counts.as_ref().map_or(0, |k| k.errors.len()))
+            .sum()
     }
 
     /// The cells with a failed run, each as `WORKLOAD on FS, SCENARIO, -o OPTIONS CACHE: TOOL`
@@ -173,7 +186,14 @@ impl Matrix {
     pub fn failed_cells(&self) -> Vec<String> {
         self.rows
             .iter()
-            .flat_map(|r| r.cells.iter().filter(|c| c.failed > 0 || c.counts.as_ref().is_some_and(|k| !k.errors.is_empty())).map(move |c| (r, c)))
+            .flat_map(|r| {
+                r.cells
+                    .iter()
+                    .filter(|c| {
+                        c.failed > 0 || c.counts.as_ref().is_some_and(|k| !k.errors.is_empty())
+                    })
+                    .map(move |c| (r, c))
+            })
             .map(|(r, c)| cell_label(&r.workload, &r.row, &c.tool))
             .collect()
     }
@@ -181,7 +201,8 @@ impl Matrix {
 
 /// A cell in words, as the progress bar and the list of failed cells name it.
 fn cell_label(workload: &str, row: &Row, tool: &str) -> String {
-    let (fs, scenario, options, cache) = (&row.filesystem_label(), row.scenario.name(), &row.mount_options, row.cache.name());
+    let (fs, scenario, options, cache) =
+        (&row.filesystem_label(), row.scenario.name(), &row.mount_options, row.cache.name());
     format!("{workload} on {fs}, {scenario}, -o {options} {cache}: {tool}")
 }
 
@@ -200,10 +221,14 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
         return Err(Error::NeedsRoot("--scenario busy-elsewhere needs root: it makes the writer's filesystem on a loop device".to_string()));
     }
     if config.caches.contains(&Cache::Cold) && !is_root {
-        return Err(Error::NeedsRoot("--cache cold needs root: it drops the page cache".to_string()));
+        return Err(Error::NeedsRoot(
+            "--cache cold needs root: it drops the page cache".to_string(),
+        ));
     }
     if config.packages.is_empty() && config.synthetic.is_empty() {
-        return Err(Error::Usage("nothing to unpack: give a PACKAGE or --synthetic N:SIZE".to_string()));
+        return Err(Error::Usage(
+            "nothing to unpack: give a PACKAGE or --synthetic N:SIZE".to_string(),
+        ));
     }
     if config.runs == 0 {
         return Err(Error::Usage("--runs must be at least 1".to_string()));
@@ -232,7 +257,11 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
 
     let (site, host, device) = match &config.dir {
         Some(dir) => (Site::Dir(dir.clone()), dir.clone(), format!("--dir {}", dir.display())),
-        None => (Site::Device(config.device.as_ref()), workdir.path().to_path_buf(), config.device.describe()),
+        None => (
+            Site::Device(config.device.as_ref()),
+            workdir.path().to_path_buf(),
+            config.device.describe(),
+        ),
     };
     let mut environment = Environment::read(device, &host, engine.path(), &plan.workloads);
     // The server lives as long as the matrix; every run exports its own fresh filesystem.
@@ -254,7 +283,11 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
     Ok(Matrix {
         environment,
         runs_per_cell: plan.runs,
-        columns: plan.tools.iter().map(|t| Column { name: t.name().to_string(), kind: t.kind() }).collect(),
+        columns: plan
+            .tools
+            .iter()
+            .map(|t| Column { name: t.name().to_string(), kind: t.kind() })
+            .collect(),
         rows,
     })
 }
@@ -268,9 +301,15 @@ fn choose_tools(config: &Config) -> Result<Vec<Tool>> {
         .unwrap_or_else(|| durability::names().into_iter().map(String::from).collect());
     let mut tools: Vec<Tool> = Vec::new();
     for s in strategies {
-        let info = durability::ALL.iter().find(|i| i.name == s || i.aliases.contains(&s.as_str())).ok_or_else(|| {
-            Error::Usage(format!("unknown strategy '{s}' (known: {})", durability::names().join(", ")))
-        })?;
+        let info = durability::ALL
+            .iter()
+            .find(|i| i.name == s || i.aliases.contains(&s.as_str()))
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "unknown strategy '{s}' (known: {})",
+                    durability::names().join(", ")
+                ))
+            })?;
         tools.push(Tool::Strategy(info.name.to_string()));
     }
     let peers = match &config.peers {
@@ -320,7 +359,11 @@ fn check_minbase(config: &Config) -> Result<()> {
 impl Config {
     /// The `-o` sets, or `defaults` when none are given.
     fn option_sets_or(&self, defaults: &[&str]) -> Vec<String> {
-        if self.option_sets.is_empty() { defaults.iter().map(|s| s.to_string()).collect() } else { self.option_sets.clone() }
+        if self.option_sets.is_empty() {
+            defaults.iter().map(|s| s.to_string()).collect()
+        } else {
+            self.option_sets.clone()
+        }
     }
 }
 
@@ -332,7 +375,11 @@ fn choose_filesystems(config: &Config) -> Result<Vec<FsRows>> {
             return Err(Error::Usage(format!("--dir {}: not a directory", dir.display())));
         }
         let info = mountinfo::for_path(dir).map_err(Error::io(dir))?;
-        return Ok(vec![FsRows { filesystem: info.fstype, option_sets: vec!["as mounted".to_string()], nfs: None }]);
+        return Ok(vec![FsRows {
+            filesystem: info.fstype,
+            option_sets: vec!["as mounted".to_string()],
+            nfs: None,
+        }]);
     }
     command::require("losetup", "mount")?;
     command::require("mount", "mount")?;
@@ -347,10 +394,20 @@ fn choose_filesystems(config: &Config) -> Result<Vec<FsRows>> {
         let backing = &config.nfs_backing;
         if !scratchfs::FILESYSTEMS.contains(&backing.filesystem.as_str()) {
             let known = scratchfs::FILESYSTEMS.join(", ");
-            return Err(Error::Usage(format!("--nfs-backing: unknown filesystem '{}' (known: {known})", backing.filesystem)));
+            return Err(Error::Usage(format!(
+                "--nfs-backing: unknown filesystem '{}' (known: {known})",
+                backing.filesystem
+            )));
         }
-        command::require(&format!("mkfs.{}", backing.filesystem), scratchfs::mkfs_package(&backing.filesystem))?;
-        let plain = FsRows { filesystem: backing.filesystem.clone(), option_sets: vec![backing.options.clone()], nfs: None };
+        command::require(
+            &format!("mkfs.{}", backing.filesystem),
+            scratchfs::mkfs_package(&backing.filesystem),
+        )?;
+        let plain = FsRows {
+            filesystem: backing.filesystem.clone(),
+            option_sets: vec![backing.options.clone()],
+            nfs: None,
+        };
         let exports = config.nfs_exports.iter().map(|&export| FsRows {
             filesystem: nfs::FS_NAME.to_string(),
             option_sets: config.option_sets_or(nfs::DEFAULT_CLIENT_SETS),
@@ -368,7 +425,11 @@ fn choose_filesystems(config: &Config) -> Result<Vec<FsRows>> {
             )));
         }
         command::require(&format!("mkfs.{fs}"), scratchfs::mkfs_package(fs))?;
-        let sets = if config.option_sets.is_empty() { default_option_sets(fs) } else { config.option_sets.clone() };
+        let sets = if config.option_sets.is_empty() {
+            default_option_sets(fs)
+        } else {
+            config.option_sets.clone()
+        };
         out.push(FsRows { filesystem: fs.clone(), option_sets: sets, nfs: None });
     }
     Ok(out)
@@ -383,11 +444,18 @@ fn prepare_workloads(config: &Config, scratch: &std::path::Path) -> Result<Vec<W
         let (paths, first_stage, dir) = match config.packages.as_slice() {
             [dir] if dir.is_dir() => {
                 let set = minbase::read_set(dir)?;
-                (set.packages, set.first_stage, dir.file_name().map(|n| n.to_string_lossy().into_owned()))
+                (
+                    set.packages,
+                    set.first_stage,
+                    dir.file_name().map(|n| n.to_string_lossy().into_owned()),
+                )
             }
             paths => {
                 if let Some(dir) = paths.iter().find(|p| p.is_dir()) {
-                    return Err(Error::Usage(format!("{}: a directory must be the only PACKAGE argument", dir.display())));
+                    return Err(Error::Usage(format!(
+                        "{}: a directory must be the only PACKAGE argument",
+                        dir.display()
+                    )));
                 }
                 (paths.to_vec(), Vec::new(), None)
             }
@@ -399,7 +467,13 @@ fn prepare_workloads(config: &Config, scratch: &std::path::Path) -> Result<Vec<W
             None if names.len() <= 3 => names.join("+"),
             None => format!("{}+{} more", names[0], names.len() - 1),
         };
-        workloads.push(Workload { label, synthetic_files: None, packages, old_packages: Vec::new(), first_stage });
+        workloads.push(Workload {
+            label,
+            synthetic_files: None,
+            packages,
+            old_packages: Vec::new(),
+            first_stage,
+        });
     }
     for spec in &config.synthetic {
         let deb = spec.generate(scratch)?;
@@ -413,8 +487,11 @@ fn prepare_workloads(config: &Config, scratch: &std::path::Path) -> Result<Vec<W
     }
     if config.scenarios.iter().any(|s| matches!(s, Scenario::Upgrade | Scenario::UpgradeDb)) {
         for workload in &mut workloads {
-            workload.old_packages =
-                workload.packages.iter().map(|p| make_old_version(&p.path, scratch)).collect::<Result<_>>()?;
+            workload.old_packages = workload
+                .packages
+                .iter()
+                .map(|p| make_old_version(&p.path, scratch))
+                .collect::<Result<_>>()?;
         }
     }
     Ok(workloads)
@@ -423,8 +500,10 @@ fn prepare_workloads(config: &Config, scratch: &std::path::Path) -> Result<Vec<W
 /// Every row's schedule, under a progress bar on stderr.
 fn run_plan(ctx: &Context, plan: &Plan) -> Result<Vec<RowResult>> {
     let bar = ProgressBar::new(plan.total_runs()).with_style(
-        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} runs, about {eta} left\n{wide_msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "[{elapsed_precise}] {bar:30} {pos}/{len} runs, about {eta} left\n{wide_msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let entries = match plan.counts {
         Some(_) => plan.workloads.iter().map(counts::entries).collect::<Result<Vec<u64>>>()?,
@@ -436,7 +515,11 @@ fn run_plan(ctx: &Context, plan: &Plan) -> Result<Vec<RowResult>> {
         let mut runs: Vec<Vec<RunRecord>> = vec![Vec::new(); plan.tools.len()];
         for step in plan.schedule() {
             let tool = &plan.tools[step.tool];
-            let round = if step.is_warm_up() { "warm-up".to_string() } else { format!("run {}/{}", step.round, plan.runs) };
+            let round = if step.is_warm_up() {
+                "warm-up".to_string()
+            } else {
+                format!("run {}/{}", step.round, plan.runs)
+            };
             bar.set_message(format!("{} {round}", cell_label(&workload.label, row, tool.name())));
             stop_if_signalled(&bar)?;
             let record = run_once(ctx, workload, row, tool, step.round)?;
@@ -454,9 +537,19 @@ fn run_plan(ctx: &Context, plan: &Plan) -> Result<Vec<RowResult>> {
         });
         if let (Some(source), Some(result)) = (plan.counts, results.last_mut()) {
             for (tool, cell) in plan.tools.iter().zip(&mut result.cells) {
-                bar.set_message(format!("{} counting runs", cell_label(&workload.label, row, tool.name())));
+                bar.set_message(format!(
+                    "{} counting runs",
+                    cell_label(&workload.label, row, tool.name())
+                ));
                 stop_if_signalled(&bar)?;
-                cell.counts = Some(counts::count_cell(ctx, workload, row, tool, source, entries[row.workload])?);
+                cell.counts = Some(counts::count_cell(
+                    ctx,
+                    workload,
+                    row,
+                    tool,
+                    source,
+                    entries[row.workload],
+                )?);
                 bar.inc(COUNTING_RUNS);
             }
         }

@@ -69,20 +69,30 @@ pub fn read_set(dir: &Path) -> Result<Set> {
     }
     packages.sort();
     let list = dir.join(FIRST_STAGE_LIST);
-    let usage = |why: String| Error::Usage(format!("{}: {why}; make the directory with fixtures/fetch-minbase.sh DIR", dir.display()));
+    let usage = |why: String| {
+        Error::Usage(format!(
+            "{}: {why}; make the directory with fixtures/fetch-minbase.sh DIR",
+            dir.display()
+        ))
+    };
     if packages.is_empty() {
         return Err(usage("no *.deb in it".to_string()));
     }
     let text = match fs::read_to_string(&list) {
         Ok(text) => text,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(usage(format!("no {FIRST_STAGE_LIST}"))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(usage(format!("no {FIRST_STAGE_LIST}")))
+        }
         Err(e) => return Err(Error::io(&list)(e)),
     };
     let mut first_stage = Vec::new();
     for (n, name) in text.lines().map(str::trim).enumerate().filter(|(_, l)| !l.is_empty()) {
         let path = dir.join(name);
         if name.contains('/') || !packages.contains(&path) {
-            return Err(usage(format!("{FIRST_STAGE_LIST} line {}: '{name}' is not a package of the directory", n + 1)));
+            return Err(usage(format!(
+                "{FIRST_STAGE_LIST} line {}: '{name}' is not a package of the directory",
+                n + 1
+            )));
         }
         first_stage.push(path);
     }
@@ -111,7 +121,9 @@ pub fn prepare(tool: &Tool, workload: &Workload, root: &Path) -> io::Result<Vec<
     fs::create_dir_all(&inside)?;
     let mut named = Vec::with_capacity(workload.packages.len());
     for package in workload.package_paths() {
-        let name = package.file_name().ok_or_else(|| io::Error::other(format!("{}: no file name", package.display())))?;
+        let name = package
+            .file_name()
+            .ok_or_else(|| io::Error::other(format!("{}: no file name", package.display())))?;
         fs::copy(&package, inside.join(name))?;
         named.push(Path::new("/").join(DEBS_INSIDE).join(name));
     }
@@ -127,10 +139,15 @@ pub fn first_stage(packages: &[PathBuf], root: &Path) -> io::Result<()> {
     }
     peers::make_admin_dir(root)?;
     for package in packages {
-        let out = peers::tar_extract(&|p| Command::new(p), package, root, &["--keep-directory-symlink"])?;
+        let out =
+            peers::tar_extract(&|p| Command::new(p), package, root, &["--keep-directory-symlink"])?;
         if !out.status.success() {
             let said = String::from_utf8_lossy(&out.stderr);
-            return Err(io::Error::other(format!("{}: extracting the first stage: {}", package.display(), said.trim())));
+            return Err(io::Error::other(format!(
+                "{}: extracting the first stage: {}",
+                package.display(),
+                said.trim()
+            )));
         }
     }
     Ok(())
@@ -139,15 +156,30 @@ pub fn first_stage(packages: &[PathBuf], root: &Path) -> io::Result<()> {
 /// The measured command of `tool` on the prepared `root`: `unpack --bootstrap` for a strategy,
 /// `chroot ROOT dpkg --force-depends --unpack` with the peer's I/O mode for a dpkg peer; started
 /// by `launch` (`Command::new`, or under a counter for `--counts`).
-pub fn run(engine: &Engine, launch: &dyn Fn(&OsStr) -> Command, tool: &Tool, packages: &[PathBuf], root: &Path) -> io::Result<Output> {
+pub fn run(
+    engine: &Engine,
+    launch: &dyn Fn(&OsStr) -> Command,
+    tool: &Tool,
+    packages: &[PathBuf],
+    root: &Path,
+) -> io::Result<Output> {
     let mut cmd = match tool {
         Tool::Strategy(strategy) => engine.bootstrap_command(launch, strategy, packages, root),
         Tool::Peer(peer @ (Peer::Dpkg | Peer::DpkgUnsafe)) => {
             let mut cmd = launch("chroot".as_ref());
-            cmd.arg(root).args(["dpkg", "--force-depends"]).args(peer.io_mode()).arg("--unpack").args(packages);
+            cmd.arg(root)
+                .args(["dpkg", "--force-depends"])
+                .args(peer.io_mode())
+                .arg("--unpack")
+                .args(packages);
             cmd
         }
-        Tool::Peer(peer) => return Err(io::Error::other(format!("the {} peer does not install a system", peer.name()))),
+        Tool::Peer(peer) => {
+            return Err(io::Error::other(format!(
+                "the {} peer does not install a system",
+                peer.name()
+            )))
+        }
     };
     installer_env(&mut cmd).output()
 }
@@ -159,7 +191,11 @@ pub fn configure(root: &Path) -> io::Result<Output> {
 
 /// An installer's environment and no standard input.
 fn installer_env(cmd: &mut Command) -> &mut Command {
-    cmd.env_clear().env("PATH", PATH).env("LC_ALL", "C").env("DEBIAN_FRONTEND", "noninteractive").stdin(Stdio::null())
+    cmd.env_clear()
+        .env("PATH", PATH)
+        .env("LC_ALL", "C")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdin(Stdio::null())
 }
 
 #[cfg(test)]
@@ -176,7 +212,11 @@ mod tests {
         for name in ["pkg-v1_1.0_all.deb", "other_1.0_all.deb"] {
             fs::copy(fixture(name), dir.path().join(name)).unwrap();
         }
-        fs::write(dir.path().join(FIRST_STAGE_LIST), first.iter().map(|n| format!("{n}\n")).collect::<String>()).unwrap();
+        fs::write(
+            dir.path().join(FIRST_STAGE_LIST),
+            first.iter().map(|n| format!("{n}\n")).collect::<String>(),
+        )
+        .unwrap();
         dir
     }
 
@@ -184,7 +224,8 @@ mod tests {
     fn a_set_is_every_deb_of_the_directory_and_the_first_stage_its_list_names() {
         let dir = set_dir(&["other_1.0_all.deb"]);
         let set = read_set(dir.path()).unwrap();
-        let names: Vec<_> = set.packages.iter().map(|p| p.file_name().unwrap().to_str().unwrap()).collect();
+        let names: Vec<_> =
+            set.packages.iter().map(|p| p.file_name().unwrap().to_str().unwrap()).collect();
         assert_eq!(names, ["other_1.0_all.deb", "pkg-v1_1.0_all.deb"]);
         assert_eq!(set.first_stage, [set.packages[0].clone()]);
     }
@@ -198,7 +239,12 @@ mod tests {
         ] {
             let dir = set_dir(first);
             let err = read_set(dir.path()).unwrap_err();
-            assert!(err.is_usage() && err.to_string().contains(says) && err.to_string().contains("fetch-minbase.sh"), "{err}");
+            assert!(
+                err.is_usage()
+                    && err.to_string().contains(says)
+                    && err.to_string().contains("fetch-minbase.sh"),
+                "{err}"
+            );
         }
         let dir = set_dir(&[]);
         fs::remove_file(dir.path().join(FIRST_STAGE_LIST)).unwrap();
@@ -218,8 +264,14 @@ mod tests {
         }
         assert_eq!(fs::read(root.join("var/lib/dpkg/status")).unwrap(), b"");
         let listed = |deb: &str| {
-            let out = Command::new("dpkg-deb").arg("--contents").arg(fixture(deb)).output().unwrap();
-            String::from_utf8(out.stdout).unwrap().lines().filter(|l| l.starts_with('-')).map(|l| l.rsplit(' ').next().unwrap().trim_start_matches("./").to_string()).collect::<Vec<_>>()
+            let out =
+                Command::new("dpkg-deb").arg("--contents").arg(fixture(deb)).output().unwrap();
+            String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .filter(|l| l.starts_with('-'))
+                .map(|l| l.rsplit(' ').next().unwrap().trim_start_matches("./").to_string())
+                .collect::<Vec<_>>()
         };
         let (ours, theirs) = (listed("pkg-v1_1.0_all.deb"), listed("other_1.0_all.deb"));
         assert!(!ours.is_empty() && !theirs.is_empty());
@@ -231,18 +283,40 @@ mod tests {
     fn the_engine_keeps_an_empty_root_and_dpkg_gets_the_packages_inside_it() {
         let dir = set_dir(&["pkg-v1_1.0_all.deb"]);
         let set = read_set(dir.path()).unwrap();
-        let packages = set.packages.iter().map(|p| super::super::package::Package::inspect(p).unwrap()).collect();
-        let workload = Workload { label: "w".into(), synthetic_files: None, packages, old_packages: Vec::new(), first_stage: set.first_stage };
+        let packages = set
+            .packages
+            .iter()
+            .map(|p| super::super::package::Package::inspect(p).unwrap())
+            .collect();
+        let workload = Workload {
+            label: "w".into(),
+            synthetic_files: None,
+            packages,
+            old_packages: Vec::new(),
+            first_stage: set.first_stage,
+        };
         let (ours, theirs) = (dir.path().join("ours"), dir.path().join("theirs"));
         for root in [&ours, &theirs] {
             fs::create_dir(root).unwrap();
         }
-        assert_eq!(prepare(&Tool::Strategy("fsync".into()), &workload, &ours).unwrap(), set.packages);
+        assert_eq!(
+            prepare(&Tool::Strategy("fsync".into()), &workload, &ours).unwrap(),
+            set.packages
+        );
         assert_eq!(fs::read_dir(&ours).unwrap().count(), 0, "the engine bootstraps the empty root");
         let inside = prepare(&Tool::Peer(Peer::Dpkg), &workload, &theirs).unwrap();
-        assert_eq!(inside, [Path::new("/var/cache/minbase/other_1.0_all.deb"), Path::new("/var/cache/minbase/pkg-v1_1.0_all.deb")]);
+        assert_eq!(
+            inside,
+            [
+                Path::new("/var/cache/minbase/other_1.0_all.deb"),
+                Path::new("/var/cache/minbase/pkg-v1_1.0_all.deb")
+            ]
+        );
         for (copy, original) in inside.iter().zip(&set.packages) {
-            assert_eq!(fs::read(theirs.join(copy.strip_prefix("/").unwrap())).unwrap(), fs::read(original).unwrap());
+            assert_eq!(
+                fs::read(theirs.join(copy.strip_prefix("/").unwrap())).unwrap(),
+                fs::read(original).unwrap()
+            );
         }
         assert!(theirs.join("bin").is_symlink());
     }

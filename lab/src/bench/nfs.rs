@@ -85,7 +85,9 @@ impl std::str::FromStr for Backing {
     fn from_str(s: &str) -> std::result::Result<Backing, String> {
         let (filesystem, options) = s.split_once(':').unwrap_or((s, "defaults"));
         if filesystem.is_empty() || options.is_empty() {
-            return Err(format!("--nfs-backing '{s}': expected FS or FS:OPTIONS, e.g. ext4:data=journal"));
+            return Err(format!(
+                "--nfs-backing '{s}': expected FS or FS:OPTIONS, e.g. ext4:data=journal"
+            ));
         }
         Ok(Backing { filesystem: filesystem.to_string(), options: options.to_string() })
     }
@@ -126,7 +128,10 @@ pub fn describe(client_sets: &[String]) -> String {
         Err(_) => "on this kernel".to_string(),
     };
     let sets: Vec<String> = client_sets.iter().map(|s| format!("`{s}`")).collect();
-    format!("the kernel's NFS client and server (nfsd) over 127.0.0.1, {place}; client option sets {}", sets.join(", "))
+    format!(
+        "the kernel's NFS client and server (nfsd) over 127.0.0.1, {place}; client option sets {}",
+        sets.join(", ")
+    )
 }
 
 /// Linux 6.12+'s LOCALIO switch of the NFS client module.
@@ -141,7 +146,9 @@ impl LocalIoOff {
     fn new() -> Result<LocalIoOff> {
         let state = match std::fs::read_to_string(LOCALIO) {
             Ok(state) => state,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LocalIoOff { was_on: false }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(LocalIoOff { was_on: false })
+            }
             Err(e) => return Err(Error::io(LOCALIO)(e)),
         };
         let was_on = state.trim() == "Y";
@@ -191,10 +198,14 @@ impl Server {
             command::require(tool, package)?;
         }
         let localio = LocalIoOff::new()?;
-        let mut server = Server { daemons: Vec::new(), started_nfsd: false, nfsd_fs: None, _localio: localio };
+        let mut server =
+            Server { daemons: Vec::new(), started_nfsd: false, nfsd_fs: None, _localio: localio };
         let nfsd = Path::new(NFSD_FS);
         if !nfsd.join("threads").exists() {
-            server.nfsd_fs = Some(Mounted::mount("nfsd", Path::new("nfsd"), nfsd, "defaults").map_err(Error::io(nfsd))?);
+            server.nfsd_fs = Some(
+                Mounted::mount("nfsd", Path::new("nfsd"), nfsd, "defaults")
+                    .map_err(Error::io(nfsd))?,
+            );
         }
         if !answers("portmapper") {
             server.spawn(Command::new("rpcbind").args(["-f", "-w"]), "portmapper")?;
@@ -214,7 +225,10 @@ impl Server {
             end_grace().map_err(Error::io(nfsd))?;
         }
         if !answers("mountd") {
-            server.spawn(Command::new("rpc.mountd").args(["-F", "--no-nfs-version", "2"]), "mountd")?;
+            server.spawn(
+                Command::new("rpc.mountd").args(["-F", "--no-nfs-version", "2"]),
+                "mountd",
+            )?;
         }
         Ok(server)
     }
@@ -242,15 +256,24 @@ impl Server {
     /// Spawns a daemon in the foreground and waits until rpcbind lists `program`.
     fn spawn(&mut self, cmd: &mut Command, program: &str) -> Result<()> {
         let line = format!("{cmd:?}");
-        let child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| {
-            Error::Command { path: PathBuf::from(NFSD_FS), command: line.clone(), message: e.to_string() }
-        })?;
+        let child =
+            cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(
+                |e| Error::Command {
+                    path: PathBuf::from(NFSD_FS),
+                    command: line.clone(),
+                    message: e.to_string(),
+                },
+            )?;
         self.daemons.push(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         while !answers(program) {
             if Instant::now() > deadline {
                 let message = format!("rpcbind does not list {program} 30 s after the start");
-                return Err(Error::Command { path: PathBuf::from(NFSD_FS), command: line, message });
+                return Err(Error::Command {
+                    path: PathBuf::from(NFSD_FS),
+                    command: line,
+                    message,
+                });
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -287,7 +310,10 @@ fn end_grace() -> io::Result<()> {
 /// True when rpcbind on 127.0.0.1 lists `program` (and so answers at all).
 fn answers(program: &str) -> bool {
     let out = Command::new("rpcinfo").args(["-p", "127.0.0.1"]).stderr(Stdio::null()).output();
-    out.is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).split_whitespace().any(|w| w == program))
+    out.is_ok_and(|o| {
+        o.status.success()
+            && String::from_utf8_lossy(&o.stdout).split_whitespace().any(|w| w == program)
+    })
 }
 
 /// The NFS protocol version a client option set asks for: `vers=` or `nfsvers=`, else 4 (what
@@ -324,9 +350,15 @@ pub struct NfsMount {
 impl NfsMount {
     /// Exports `backing` (a mount point) with `export` and mounts it on `target` with
     /// `client_options` (`defaults` or a list such as `vers=3,sync`).
-    pub fn mount(backing: &Path, export: Export, client_options: &str, target: &Path) -> io::Result<NfsMount> {
+    pub fn mount(
+        backing: &Path,
+        export: Export,
+        client_options: &str,
+        target: &Path,
+    ) -> io::Result<NfsMount> {
         let spec = format!("127.0.0.1:{}", backing.display());
-        let options = format!("rw,no_root_squash,no_subtree_check,{},insecure,fsid=0", export.name());
+        let options =
+            format!("rw,no_root_squash,no_subtree_check,{},insecure,fsid=0", export.name());
         run(Command::new("exportfs").arg("-o").arg(&options).arg(&spec))?;
         let mut mount = NfsMount { client: None, export: spec };
         let client_options = if client_options == "defaults" { "vers=4.2" } else { client_options };
@@ -343,8 +375,9 @@ impl NfsMount {
     /// The client's RPC counts for this mount so far.
     pub fn rpc_counts(&self) -> io::Result<RpcCounts> {
         let text = std::fs::read_to_string("/proc/self/mountstats")?;
-        RpcCounts::parse(&text, self.path())
-            .ok_or_else(|| io::Error::other(format!("{}: not in /proc/self/mountstats", self.path().display())))
+        RpcCounts::parse(&text, self.path()).ok_or_else(|| {
+            io::Error::other(format!("{}: not in /proc/self/mountstats", self.path().display()))
+        })
     }
 
     /// Unmounts the client and withdraws the export, reporting failure; then unmounts the
@@ -382,12 +415,22 @@ impl RpcCounts {
     /// The counts of the mount on `mount_point` in a mountstats text.
     pub fn parse(text: &str, mount_point: &Path) -> Option<RpcCounts> {
         let wanted = format!(" mounted on {} with fstype nfs", escape(mount_point));
-        let mut lines = text.lines().skip_while(|l| !(l.starts_with("device ") && l.contains(&wanted)));
+        let mut lines =
+            text.lines().skip_while(|l| !(l.starts_with("device ") && l.contains(&wanted)));
         lines.next()?;
         let mut counts = BTreeMap::new();
-        for line in lines.take_while(|l| !l.starts_with("device ")).skip_while(|l| l.trim() != "per-op statistics").skip(1) {
+        for line in lines
+            .take_while(|l| !l.starts_with("device "))
+            .skip_while(|l| l.trim() != "per-op statistics")
+            .skip(1)
+        {
             let Some((op, rest)) = line.trim().split_once(':') else { continue };
-            if let Some(n) = rest.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()).filter(|&n| n > 0) {
+            if let Some(n) = rest
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .filter(|&n| n > 0)
+            {
                 counts.insert(op.to_string(), n);
             }
         }
@@ -485,14 +528,23 @@ device 127.0.0.1:/ mounted on /tmp/m\\0404 with fstype nfs4 statvers=1.1
     fn v4_mounts_the_pseudo_root_and_v3_the_path_without_the_lock_protocol() {
         let p = Path::new("/x/mnt");
         assert_eq!(client_source(p, "vers=4.2"), ("127.0.0.1:/".into(), "vers=4.2".into()));
-        assert_eq!(client_source(p, "vers=3,sync"), ("127.0.0.1:/x/mnt".into(), "vers=3,sync,nolock".into()));
-        assert_eq!(client_source(p, "nfsvers=3"), ("127.0.0.1:/x/mnt".into(), "nfsvers=3,nolock".into()));
+        assert_eq!(
+            client_source(p, "vers=3,sync"),
+            ("127.0.0.1:/x/mnt".into(), "vers=3,sync,nolock".into())
+        );
+        assert_eq!(
+            client_source(p, "nfsvers=3"),
+            ("127.0.0.1:/x/mnt".into(), "nfsvers=3,nolock".into())
+        );
         assert_eq!(major_version("noac"), 4);
     }
 
     #[test]
     fn backing_and_export_parse() {
-        assert_eq!("xfs".parse::<Backing>().unwrap(), Backing { filesystem: "xfs".into(), options: "defaults".into() });
+        assert_eq!(
+            "xfs".parse::<Backing>().unwrap(),
+            Backing { filesystem: "xfs".into(), options: "defaults".into() }
+        );
         let b: Backing = "ext4:data=journal,commit=30".parse().unwrap();
         assert_eq!(b.options, "data=journal,commit=30");
         assert!("ext4:".parse::<Backing>().is_err());

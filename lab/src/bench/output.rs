@@ -8,11 +8,11 @@
 //! shows a ratio against a `none` that failed.
 
 use super::busy;
-use super::counts::{Counts, Source};
 use super::chart;
+use super::counts::{Counts, Source};
+use super::matrix::{Cell, Matrix, RowResult};
 use super::nfs;
 use super::scenario::WriterSite;
-use super::matrix::{Cell, Matrix, RowResult};
 use super::stats::{ratio, Spread};
 use super::{Error, Result};
 use std::fmt::Write as _;
@@ -28,7 +28,9 @@ pub fn write_all(matrix: &Matrix, dir: &Path) -> Result<()> {
     }
     let json = serde_json::to_string_pretty(matrix)
         .map_err(|e| Error::Output { path: dir.join("matrix.json"), message: e.to_string() })?;
-    for (name, text) in [("matrix.md", markdown(matrix)), ("matrix.csv", csv(matrix)), ("matrix.json", json + "\n")] {
+    for (name, text) in
+        [("matrix.md", markdown(matrix)), ("matrix.csv", csv(matrix)), ("matrix.json", json + "\n")]
+    {
         let path = dir.join(name);
         std::fs::write(&path, text).map_err(Error::io(&path))?;
     }
@@ -69,32 +71,76 @@ pub fn markdown(matrix: &Matrix) -> String {
     let _ = writeln!(md, "- CPUs: {}", env.cpus);
     let _ = writeln!(md, "- device: {}", env.device);
     if let Some(host) = &env.host_filesystem {
-        let _ = writeln!(md, "- host filesystem: {} on {} ({})", host.fstype, host.source, host.options);
+        let _ = writeln!(
+            md,
+            "- host filesystem: {} on {} ({})",
+            host.fstype, host.source, host.options
+        );
     }
     if let Some(nfs) = &env.nfs {
         let _ = writeln!(md, "- NFS: {nfs}");
     }
-    let _ = writeln!(md, "- runs: {} counted per cell, after one warm-up round; tools alternate within each round", matrix.runs_per_cell);
+    let _ = writeln!(
+        md,
+        "- runs: {} counted per cell, after one warm-up round; tools alternate within each round",
+        matrix.runs_per_cell
+    );
     for w in &env.workloads {
-        let list: Vec<String> =
-            w.packages.iter().map(|p| format!("{} {} ({}), {} bytes", p.name, p.version, p.architecture, p.bytes)).collect();
+        let list: Vec<String> = w
+            .packages
+            .iter()
+            .map(|p| format!("{} {} ({}), {} bytes", p.name, p.version, p.architecture, p.bytes))
+            .collect();
         let _ = writeln!(md, "- workload {}: {}", w.label, list.join("; "));
     }
     for rows in tables(matrix) {
         let first = &rows[0];
-        let _ = writeln!(md, "\n## {} on {}, {}\n", first.workload, first.row.filesystem_label(), first.row.scenario.name());
+        let _ = writeln!(
+            md,
+            "\n## {} on {}, {}\n",
+            first.workload,
+            first.row.filesystem_label(),
+            first.row.scenario.name()
+        );
         let head = header(matrix);
-        let mut base_note = if rows.iter().any(|r| baseline(r).is_some()) { " (in brackets: ratio to `none` of the same row)" } else { "" }.to_string();
+        let mut base_note = if rows.iter().any(|r| baseline(r).is_some()) {
+            " (in brackets: ratio to `none` of the same row)"
+        } else {
+            ""
+        }
+        .to_string();
         if rows.iter().any(|r| r.cells.iter().any(|c| c.device_flushes.is_some())) {
             base_note += "; `fl`: device cache flushes per run (median)";
         }
         let _ = writeln!(md, "Until the unpacker exited, median seconds{base_note}:\n\n{head}");
         for row in rows {
-            md += &table_line(row, |c| c.exit, |c| with_ratio(c, |c| c.exit, baseline(row).and_then(|b| b.exit), c.device_flushes_at_exit));
+            md += &table_line(
+                row,
+                |c| c.exit,
+                |c| {
+                    with_ratio(
+                        c,
+                        |c| c.exit,
+                        baseline(row).and_then(|b| b.exit),
+                        c.device_flushes_at_exit,
+                    )
+                },
+            );
         }
         let _ = writeln!(md, "\nUntil the data was stable (exit + syncfs of the filesystem), median seconds{base_note}:\n\n{head}");
         for row in rows {
-            md += &table_line(row, |c| c.stable, |c| with_ratio(c, |c| c.stable, baseline(row).and_then(|b| b.stable), c.device_flushes));
+            md += &table_line(
+                row,
+                |c| c.stable,
+                |c| {
+                    with_ratio(
+                        c,
+                        |c| c.stable,
+                        baseline(row).and_then(|b| b.stable),
+                        c.device_flushes,
+                    )
+                },
+            );
         }
         if rows.iter().any(|r| r.cells.iter().any(|c| c.configured.is_some())) {
             let _ = writeln!(
@@ -104,23 +150,44 @@ pub fn markdown(matrix: &Matrix) -> String {
                 if rows.iter().any(|r| baseline(r).is_some()) { " (in brackets: ratio to `none` of the same row)" } else { "" }
             );
             for row in rows {
-                md += &table_line(row, |c| c.configured, |c| match c.configured {
-                    Some(s) => format!("{} · {}", with_ratio(c, |c| c.configured, baseline(row).and_then(|b| b.configured), None), times(&s)),
-                    None => "–".to_string(),
-                });
+                md += &table_line(
+                    row,
+                    |c| c.configured,
+                    |c| match c.configured {
+                        Some(s) => format!(
+                            "{} · {}",
+                            with_ratio(
+                                c,
+                                |c| c.configured,
+                                baseline(row).and_then(|b| b.configured),
+                                None
+                            ),
+                            times(&s)
+                        ),
+                        None => "–".to_string(),
+                    },
+                );
             }
         }
         let _ = writeln!(md, "\nSpread, min–max seconds (until exited / until stable):\n\n{head}");
         for row in rows {
-            md += &table_line(row, |c| c.exit, |c| match (c.exit, c.stable) {
-                (Some(e), Some(s)) => format!("{} / {}", times(&e), times(&s)),
-                _ => "–".to_string(),
-            });
+            md += &table_line(
+                row,
+                |c| c.exit,
+                |c| match (c.exit, c.stable) {
+                    (Some(e), Some(s)) => format!("{} / {}", times(&e), times(&s)),
+                    _ => "–".to_string(),
+                },
+            );
         }
         if rows.iter().any(|r| r.cells.iter().any(|c| c.flush_p99_s.is_some())) {
             let _ = writeln!(md, "\nThe 99th percentile of our flush calls' latency in a run (the engine's `flush_latency`), median ms:\n\n{head}");
             for row in rows {
-                md += &table_line(row, |c| c.exit, |c| c.flush_p99_s.map_or("–".to_string(), |s| secs(s * 1000.0)));
+                md += &table_line(
+                    row,
+                    |c| c.exit,
+                    |c| c.flush_p99_s.map_or("–".to_string(), |s| secs(s * 1000.0)),
+                );
             }
         }
         if rows.iter().any(|r| r.cells.iter().any(|c| c.writer_mib_s.is_some())) {
@@ -144,7 +211,11 @@ pub fn markdown(matrix: &Matrix) -> String {
         }
         let failures = failure_lines(rows);
         if !failures.is_empty() {
-            let _ = writeln!(md, "\nFailures (the first reason of each failed cell):\n\n{}", failures.join("\n"));
+            let _ = writeln!(
+                md,
+                "\nFailures (the first reason of each failed cell):\n\n{}",
+                failures.join("\n")
+            );
         }
     }
     md
@@ -163,7 +234,11 @@ fn writer_table(rows: &[RowResult], head: &str) -> String {
          writes, never flushing), median MiB/s:\n\n{head}\n"
     );
     for row in rows {
-        md += &table_line(row, |c| c.exit, |c| c.writer_mib_s.map_or("–".to_string(), |m| format!("{m:.0}")));
+        md += &table_line(
+            row,
+            |c| c.exit,
+            |c| c.writer_mib_s.map_or("–".to_string(), |m| format!("{m:.0}")),
+        );
     }
     md
 }
@@ -190,8 +265,16 @@ fn counts_tables(rows: &[RowResult], head: &str) -> String {
         Some(k) => f(k).unwrap_or_else(|| "–".to_string()),
         None => "–".to_string(),
     };
-    let source = rows.iter().flat_map(|r| &r.cells).find_map(|c| c.counts.as_ref().map(|k| k.source)).unwrap_or(Source::Valgrind);
-    let entries = rows.iter().flat_map(|r| &r.cells).find_map(|c| c.counts.as_ref().map(|k| k.entries)).unwrap_or(0);
+    let source = rows
+        .iter()
+        .flat_map(|r| &r.cells)
+        .find_map(|c| c.counts.as_ref().map(|k| k.source))
+        .unwrap_or(Source::Valgrind);
+    let entries = rows
+        .iter()
+        .flat_map(|r| &r.cells)
+        .find_map(|c| c.counts.as_ref().map(|k| k.entries))
+        .unwrap_or(0);
     let mut md = format!(
         "\nCounting runs, apart from the timed ones (one run per cell under strace -f, one counting instructions), \
          per entry of the archives ({entries} entries), the tool's programs and all their children together.\n\n\
@@ -214,13 +297,22 @@ fn counts_tables(rows: &[RowResult], head: &str) -> String {
         md += &counts_line(row, |c| text(c, &|k| k.syscalls_per_entry().map(per_entry)));
     }
     for row in rows {
-        let names: std::collections::BTreeSet<&str> =
-            row.cells.iter().filter_map(counted).filter_map(|k| k.syscalls.as_ref()).flat_map(|m| m.keys().map(String::as_str)).collect();
+        let names: std::collections::BTreeSet<&str> = row
+            .cells
+            .iter()
+            .filter_map(counted)
+            .filter_map(|k| k.syscalls.as_ref())
+            .flat_map(|m| m.keys().map(String::as_str))
+            .collect();
         if names.is_empty() {
             continue;
         }
         let total = |name: &str| -> u64 {
-            row.cells.iter().filter_map(counted).filter_map(|k| k.syscalls.as_ref()?.get(name)).sum()
+            row.cells
+                .iter()
+                .filter_map(counted)
+                .filter_map(|k| k.syscalls.as_ref()?.get(name))
+                .sum()
         };
         let mut names: Vec<&str> = names.into_iter().collect();
         names.sort_by_key(|n| (std::cmp::Reverse(total(n)), *n));
@@ -237,7 +329,15 @@ fn counts_tables(rows: &[RowResult], head: &str) -> String {
             let cells: Vec<String> = row
                 .cells
                 .iter()
-                .map(|c| text(c, &|k| k.syscalls.as_ref().map(|m| m.get(name).and_then(|n| k.per_entry(*n)).map_or("0".to_string(), |x| format!("{x:.3}")))))
+                .map(|c| {
+                    text(c, &|k| {
+                        k.syscalls.as_ref().map(|m| {
+                            m.get(name)
+                                .and_then(|n| k.per_entry(*n))
+                                .map_or("0".to_string(), |x| format!("{x:.3}"))
+                        })
+                    })
+                })
                 .collect();
             let _ = writeln!(md, "| {name} | {} |", cells.join(" | "));
         }
@@ -260,8 +360,20 @@ fn counts_line(row: &RowResult, text: impl Fn(&Cell) -> String) -> String {
 /// The columns of `counts.csv`: one line per cell and counter (instructions by kind of
 /// instruction, system calls by name and in all).
 pub const COUNTS_CSV_COLUMNS: &[&str] = &[
-    "workload", "filesystem", "scenario", "mount_options", "cache", "tool", "kind", "source", "entries", "counter", "name",
-    "count", "per_entry", "error",
+    "workload",
+    "filesystem",
+    "scenario",
+    "mount_options",
+    "cache",
+    "tool",
+    "kind",
+    "source",
+    "entries",
+    "counter",
+    "name",
+    "count",
+    "per_entry",
+    "error",
 ];
 
 /// The counting runs of every cell, one line per figure, so that any line stands on its own.
@@ -275,8 +387,14 @@ pub fn counts_csv(matrix: &Matrix) -> String {
             if k.source == Source::Perf {
                 figures.push(("instructions", "kernel".to_string(), k.kernel_instructions));
             }
-            figures.push(("syscalls", "all".to_string(), k.syscalls.as_ref().map(|m| m.values().sum())));
-            figures.extend(k.syscalls.iter().flatten().map(|(name, n)| ("syscalls", name.clone(), Some(*n))));
+            figures.push((
+                "syscalls",
+                "all".to_string(),
+                k.syscalls.as_ref().map(|m| m.values().sum()),
+            ));
+            figures.extend(
+                k.syscalls.iter().flatten().map(|(name, n)| ("syscalls", name.clone(), Some(*n))),
+            );
             let source = k.source.name();
             for (counter, name, count) in figures {
                 let fields = [
@@ -292,7 +410,10 @@ pub fn counts_csv(matrix: &Matrix) -> String {
                     counter.to_string(),
                     name,
                     count.map(|n| n.to_string()).unwrap_or_default(),
-                    count.and_then(|n| k.per_entry(n)).map(|x| format!("{x:.4}")).unwrap_or_default(),
+                    count
+                        .and_then(|n| k.per_entry(n))
+                        .map(|x| format!("{x:.4}"))
+                        .unwrap_or_default(),
                     k.errors.join("; "),
                 ];
                 out += &fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",");
@@ -326,7 +447,11 @@ fn rpc_table(matrix: &Matrix, row: &RowResult) -> String {
         vec!["---:"; names.len()].join(" | ")
     );
     let line = |label: &str, count: &dyn Fn(&nfs::RpcCounts) -> u64| {
-        let cells: Vec<String> = row.cells.iter().map(|c| c.rpcs.as_ref().map_or("–".to_string(), |r| count(r).to_string())).collect();
+        let cells: Vec<String> = row
+            .cells
+            .iter()
+            .map(|c| c.rpcs.as_ref().map_or("–".to_string(), |r| count(r).to_string()))
+            .collect();
         format!("| {label} | {} |\n", cells.join(" | "))
     };
     for (op, _) in &ops {
@@ -351,7 +476,12 @@ fn failure_lines(rows: &[RowResult]) -> Vec<String> {
     groups
         .iter()
         .map(|(row, error, tools)| {
-            format!("- `{}` {}, {}: {error}", row.row.mount_options, row.row.cache.name(), tools.join(", "))
+            format!(
+                "- `{}` {}, {}: {error}",
+                row.row.mount_options,
+                row.row.cache.name(),
+                tools.join(", ")
+            )
         })
         .collect()
 }
@@ -359,11 +489,19 @@ fn failure_lines(rows: &[RowResult]) -> Vec<String> {
 fn header(matrix: &Matrix) -> String {
     let names: Vec<&str> = matrix.columns.iter().map(|c| c.name.as_str()).collect();
     let aligns = vec!["---:"; names.len()];
-    format!("| mount options | cache | {} |\n| --- | --- | {} |", names.join(" | "), aligns.join(" | "))
+    format!(
+        "| mount options | cache | {} |\n| --- | --- | {} |",
+        names.join(" | "),
+        aligns.join(" | ")
+    )
 }
 
 /// One table line: a failed cell says so; a clean one shows `text`.
-fn table_line(row: &RowResult, present: fn(&Cell) -> Option<Spread>, text: impl Fn(&Cell) -> String) -> String {
+fn table_line(
+    row: &RowResult,
+    present: fn(&Cell) -> Option<Spread>,
+    text: impl Fn(&Cell) -> String,
+) -> String {
     let cells: Vec<String> = row
         .cells
         .iter()
@@ -382,7 +520,12 @@ fn table_line(row: &RowResult, present: fn(&Cell) -> Option<Spread>, text: impl 
 
 /// The median, its ratio to the baseline, and the device flushes per run where the device
 /// counts them.
-fn with_ratio(cell: &Cell, pick: fn(&Cell) -> Option<Spread>, base: Option<Spread>, flushes: Option<u64>) -> String {
+fn with_ratio(
+    cell: &Cell,
+    pick: fn(&Cell) -> Option<Spread>,
+    base: Option<Spread>,
+    flushes: Option<u64>,
+) -> String {
     let Some(s) = pick(cell) else { return "–".to_string() };
     let mut text = match base.and_then(|b| ratio(s.median, b.median)) {
         Some(r) => format!("{} ({r:.2}×)", secs(s.median)),
@@ -396,11 +539,47 @@ fn with_ratio(cell: &Cell, pick: fn(&Cell) -> Option<Spread>, base: Option<Sprea
 
 /// The CSV columns, one line per counted run.
 pub const CSV_COLUMNS: &[&str] = &[
-    "workload", "filesystem", "scenario", "mount_options", "applied_options", "cache", "tool", "kind", "run", "ok",
-    "exit_code", "exit_s", "stable_s", "configured_s", "extract_s", "barrier_s", "rename_s", "dirsync_s", "engine_total_s", "fsync",
-    "fdatasync", "sync", "syncfs", "syncfs_early", "sync_file_range", "rename", "peak_rss_bytes", "device_flushes", "device_bytes", "device_flushes_at_exit",
-    "nfs_rpcs", "nfs_rpc_ops",
-    "flush_p99_s", "writer_bytes", "writer_mib_s", "writer_device_flushes", "writer_device_bytes", "error", "kernel", "cpus", "packages",
+    "workload",
+    "filesystem",
+    "scenario",
+    "mount_options",
+    "applied_options",
+    "cache",
+    "tool",
+    "kind",
+    "run",
+    "ok",
+    "exit_code",
+    "exit_s",
+    "stable_s",
+    "configured_s",
+    "extract_s",
+    "barrier_s",
+    "rename_s",
+    "dirsync_s",
+    "engine_total_s",
+    "fsync",
+    "fdatasync",
+    "sync",
+    "syncfs",
+    "syncfs_early",
+    "sync_file_range",
+    "rename",
+    "peak_rss_bytes",
+    "device_flushes",
+    "device_bytes",
+    "device_flushes_at_exit",
+    "nfs_rpcs",
+    "nfs_rpc_ops",
+    "flush_p99_s",
+    "writer_bytes",
+    "writer_mib_s",
+    "writer_device_flushes",
+    "writer_device_bytes",
+    "error",
+    "kernel",
+    "cpus",
+    "packages",
 ];
 
 /// Every run of every cell, with the environment repeated on each line so that any line stands

@@ -30,7 +30,12 @@ impl Package {
         let bytes = path.metadata().map_err(Error::io(&path))?.len();
         command::require("dpkg-deb", "dpkg")?;
         let fields = command::output(
-            Command::new("dpkg-deb").arg("--field").arg(&path).args(["Package", "Version", "Architecture", "Installed-Size"]),
+            Command::new("dpkg-deb").arg("--field").arg(&path).args([
+                "Package",
+                "Version",
+                "Architecture",
+                "Installed-Size",
+            ]),
             &path,
         )?;
         let field = |name: &str| {

@@ -40,7 +40,8 @@ pub enum Peer {
 
 impl Peer {
     /// Every peer, in the order the table shows them.
-    pub const ALL: [Peer; 5] = [Peer::Dpkg, Peer::DpkgUnsafe, Peer::Tar, Peer::TarSync, Peer::Decompress];
+    pub const ALL: [Peer; 5] =
+        [Peer::Dpkg, Peer::DpkgUnsafe, Peer::Tar, Peer::TarSync, Peer::Decompress];
 
     /// The name users type.
     pub fn name(self) -> &'static str {
@@ -96,7 +97,12 @@ impl Peer {
 
     /// Unpacks `packages` into `root`: the measured part. Every program starts through
     /// `launch` (`Command::new`, or under a counter for `--counts`).
-    pub fn run(self, launch: &dyn Fn(&OsStr) -> Command, packages: &[PathBuf], root: &Path) -> io::Result<Output> {
+    pub fn run(
+        self,
+        launch: &dyn Fn(&OsStr) -> Command,
+        packages: &[PathBuf],
+        root: &Path,
+    ) -> io::Result<Output> {
         match self {
             Peer::Dpkg | Peer::DpkgUnsafe => {
                 let mut root_arg = std::ffi::OsString::from("--root=");
@@ -136,7 +142,10 @@ impl std::str::FromStr for Peer {
 
 /// Runs `one` for each package in turn, stopping at the first failure, whose output is
 /// returned.
-fn each_package(packages: &[PathBuf], one: impl Fn(&Path) -> io::Result<Output>) -> io::Result<Output> {
+fn each_package(
+    packages: &[PathBuf],
+    one: impl Fn(&Path) -> io::Result<Output>,
+) -> io::Result<Output> {
     let mut last = None;
     for package in packages {
         let out = one(package)?;
@@ -154,7 +163,12 @@ pub fn make_admin_dir(root: &Path) -> io::Result<()> {
     let admin = root.join(ADMIN_DIR);
     fs::create_dir_all(admin.join("updates"))?;
     fs::create_dir_all(admin.join("info"))?;
-    fs::OpenOptions::new().write(true).create(true).truncate(false).open(admin.join("status")).map(drop)
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(admin.join("status"))
+        .map(drop)
 }
 
 /// Installs and configures `packages` in `root` with the real dpkg (`--unpack`, then
@@ -176,7 +190,11 @@ pub fn install_configured(packages: &[PathBuf], root: &Path) -> io::Result<()> {
         if !out.status.success() {
             let said = String::from_utf8_lossy(&out.stderr);
             let code = out.status.code().unwrap_or(-1);
-            return Err(io::Error::other(format!("dpkg {} exited {code}: {}", action.join(" "), said.trim())));
+            return Err(io::Error::other(format!(
+                "dpkg {} exited {code}: {}",
+                action.join(" "),
+                said.trim()
+            )));
         }
     }
     Ok(())
@@ -194,7 +212,12 @@ fn decompress_one(launch: &dyn Fn(&OsStr) -> Command, package: &Path) -> io::Res
 }
 
 /// `dpkg-deb --fsys-tarfile PKG | tar -x -f - OPTIONS... -C ROOT`, each started by `launch`.
-pub fn tar_extract(launch: &dyn Fn(&OsStr) -> Command, package: &Path, root: &Path, options: &[&str]) -> io::Result<Output> {
+pub fn tar_extract(
+    launch: &dyn Fn(&OsStr) -> Command,
+    package: &Path,
+    root: &Path,
+    options: &[&str],
+) -> io::Result<Output> {
     let mut deb = launch("dpkg-deb".as_ref())
         .arg("--fsys-tarfile")
         .arg(package)
@@ -205,7 +228,13 @@ pub fn tar_extract(launch: &dyn Fn(&OsStr) -> Command, package: &Path, root: &Pa
     let Some(stream) = deb.stdout.take() else {
         return Err(io::Error::other("dpkg-deb has no stdout pipe"));
     };
-    let tar = launch("tar".as_ref()).args(["-x", "-f", "-"]).args(options).arg("-C").arg(root).stdin(stream).output();
+    let tar = launch("tar".as_ref())
+        .args(["-x", "-f", "-"])
+        .args(options)
+        .arg("-C")
+        .arg(root)
+        .stdin(stream)
+        .output();
     let tar = match tar {
         Ok(tar) => tar,
         Err(e) => {

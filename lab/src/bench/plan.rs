@@ -32,7 +32,8 @@ pub const EXT4_OPTION_SETS: &[&str] = &[
 ];
 
 /// The sets ext3's mount refuses: it has no delayed allocation, and no asynchronous commit.
-const NOT_ON_EXT3: &[&str] = &["nodelalloc", "noauto_da_alloc", "data=writeback,journal_async_commit"];
+const NOT_ON_EXT3: &[&str] =
+    &["nodelalloc", "noauto_da_alloc", "data=writeback,journal_async_commit"];
 
 /// The option sets benched on `fstype` when the user gives none: the ext4 matrix on ext4, the
 /// same without the sets ext3 refuses on ext3, `defaults` elsewhere, where ext4's
@@ -102,7 +103,12 @@ impl Workload {
     /// A generous estimate of the space one run needs (the old version and the new one side by
     /// side, as an upgrade has them for a moment).
     pub fn space_needed(&self) -> u64 {
-        let bytes = self.packages.iter().map(Package::unpacked_estimate).fold(0u64, u64::saturating_add).saturating_mul(3);
+        let bytes = self
+            .packages
+            .iter()
+            .map(Package::unpacked_estimate)
+            .fold(0u64, u64::saturating_add)
+            .saturating_mul(3);
         // Inodes run out before blocks on many small files: mkfs.ext4 makes one per 16 KiB, and
         // an upgrade holds two versions of each file at once.
         let inodes = self.synthetic_files.unwrap_or(0).saturating_mul(2 * BYTES_PER_INODE);
@@ -209,7 +215,8 @@ impl Plan {
     /// The order of runs within one row: warm-up round, then counted rounds, each running every
     /// tool once, in column order.
     pub fn schedule(&self) -> impl Iterator<Item = Step> + '_ {
-        (0..=self.runs).flat_map(move |round| (0..self.tools.len()).map(move |tool| Step { round, tool }))
+        (0..=self.runs)
+            .flat_map(move |round| (0..self.tools.len()).map(move |tool| Step { round, tool }))
     }
 
     /// Every run the matrix will make, warm-ups and counting runs included (for the progress
@@ -245,7 +252,11 @@ mod tests {
     #[test]
     fn counting_runs_are_two_more_runs_per_cell_in_the_progress() {
         let mut p = plan(2, 3);
-        let fs = [FsRows { filesystem: "ext4".to_string(), option_sets: vec!["defaults".to_string()], nfs: None }];
+        let fs = [FsRows {
+            filesystem: "ext4".to_string(),
+            option_sets: vec!["defaults".to_string()],
+            nfs: None,
+        }];
         p.rows = Plan::rows_for(1, &fs, &[Scenario::Install], &[Cache::Warm]);
         assert_eq!(p.total_runs(), 9, "a warm-up and two counted rounds of three tools");
         p.counts = Some(Source::Valgrind);
@@ -256,9 +267,17 @@ mod tests {
     fn rows_cover_every_combination_in_table_order() {
         let options = vec!["defaults".to_string(), "nodelalloc".to_string()];
         let fs = vec![FsRows { filesystem: "ext4".to_string(), option_sets: options, nfs: None }];
-        let rows = Plan::rows_for(1, &fs, &[Scenario::Install, Scenario::Upgrade], &[Cache::Warm, Cache::Cold]);
+        let rows = Plan::rows_for(
+            1,
+            &fs,
+            &[Scenario::Install, Scenario::Upgrade],
+            &[Cache::Warm, Cache::Cold],
+        );
         assert_eq!(rows.len(), 8);
-        assert_eq!((rows[0].scenario, rows[0].mount_options.as_str(), rows[0].cache), (Scenario::Install, "defaults", Cache::Warm));
+        assert_eq!(
+            (rows[0].scenario, rows[0].mount_options.as_str(), rows[0].cache),
+            (Scenario::Install, "defaults", Cache::Warm)
+        );
         assert_eq!((rows[1].scenario, rows[1].cache), (Scenario::Install, Cache::Cold));
         assert_eq!(rows[2].mount_options, "nodelalloc");
         assert_eq!(rows[4].scenario, Scenario::Upgrade);

@@ -11,21 +11,21 @@
 use super::busy::{Writer, WriterUsage};
 use super::counts::Launcher;
 use super::device::{Device, DeviceFs, DeviceUsage};
-use crate::vdisk::Counters;
 use super::engine::{self, Engine};
+use super::minbase;
 use super::nfs::{NfsMount, RpcCounts, Server};
 use super::plan::{Row, Tool, Workload};
-use super::minbase;
 use super::scenario::{Scenario, WriterSite};
 use super::{Error, Result};
-use unpack::mountinfo;
+use crate::vdisk::Counters;
 use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
+use std::ffi::OsStr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::ffi::OsStr;
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
+use unpack::mountinfo;
 
 /// Where runs happen.
 #[derive(Clone)]
@@ -119,7 +119,13 @@ const FS_SLACK_BYTES: u64 = 256 << 20;
 
 /// Runs `tool` once on `row`, numbered `run` within its cell; for `busy-elsewhere`, on a fresh
 /// filesystem of the writer's own beside the run's, taken down afterwards whatever happened.
-pub fn run_once(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run: u64) -> Result<RunRecord> {
+pub fn run_once(
+    ctx: &Context,
+    workload: &Workload,
+    row: &Row,
+    tool: &Tool,
+    run: u64,
+) -> Result<RunRecord> {
     if row.scenario.writer() != Some(WriterSite::OtherFilesystem) {
         return run_on_site(ctx, workload, row, tool, run, None);
     }
@@ -130,7 +136,9 @@ pub fn run_once(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run:
     });
     let other = match made {
         Ok(fs) => fs,
-        Err(e) => return Ok(RunRecord::failed(run, None, format!("making the busy writer's ext4: {e}"))),
+        Err(e) => {
+            return Ok(RunRecord::failed(run, None, format!("making the busy writer's ext4: {e}")))
+        }
     };
     let record = run_on_site(ctx, workload, row, tool, run, Some(&other));
     let mount = other.path().to_path_buf();
@@ -139,11 +147,26 @@ pub fn run_once(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run:
 }
 
 /// [`run_once`] on the run's own filesystem or directory; `other` is the busy writer's.
-fn run_on_site(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run: u64, other: Option<&DeviceFs>) -> Result<RunRecord> {
+fn run_on_site(
+    ctx: &Context,
+    workload: &Workload,
+    row: &Row,
+    tool: &Tool,
+    run: u64,
+    other: Option<&DeviceFs>,
+) -> Result<RunRecord> {
     match &ctx.site {
         Site::Device(device) => {
-            let same = if row.scenario.writer() == Some(WriterSite::SameFilesystem) { super::busy::SPAN } else { 0 };
-            let size = workload.space_needed().saturating_add(same).saturating_add(FS_SLACK_BYTES).max(MIN_FS_BYTES);
+            let same = if row.scenario.writer() == Some(WriterSite::SameFilesystem) {
+                super::busy::SPAN
+            } else {
+                0
+            };
+            let size = workload
+                .space_needed()
+                .saturating_add(same)
+                .saturating_add(FS_SLACK_BYTES)
+                .max(MIN_FS_BYTES);
             let (fstype, options) = match &row.nfs {
                 Some(nfs) => (&nfs.backing.filesystem, &nfs.backing.options),
                 None => (&row.filesystem, &row.mount_options),
@@ -157,19 +180,45 @@ fn run_on_site(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run: 
             };
             let counters = || fs.counters();
             let record = match &row.nfs {
-                None => measure(ctx, &Place { base: fs.path(), counters: &counters, other, nfs: None }, workload, row, tool, run),
-                Some(nfs) => match NfsMount::mount(fs.path(), nfs.export, &row.mount_options, &ctx.scratch.join("nfs")) {
+                None => measure(
+                    ctx,
+                    &Place { base: fs.path(), counters: &counters, other, nfs: None },
+                    workload,
+                    row,
+                    tool,
+                    run,
+                ),
+                Some(nfs) => match NfsMount::mount(
+                    fs.path(),
+                    nfs.export,
+                    &row.mount_options,
+                    &ctx.scratch.join("nfs"),
+                ) {
                     Ok(client) => {
-                        let place = Place { base: client.path(), counters: &counters, other, nfs: Some(&client) };
+                        let place = Place {
+                            base: client.path(),
+                            counters: &counters,
+                            other,
+                            nfs: Some(&client),
+                        };
                         let record = measure(ctx, &place, workload, row, tool, run);
                         let mount = client.path().to_path_buf();
-                        client.teardown(ctx.nfs_server, fs.path()).map_err(|source| Error::Teardown { path: mount, source })?;
+                        client
+                            .teardown(ctx.nfs_server, fs.path())
+                            .map_err(|source| Error::Teardown { path: mount, source })?;
                         record
                     }
                     Err(e) => {
                         // The failed mount withdrew its export; nfsd may still hold it.
-                        ctx.nfs_server.map(|s| s.unmount_backing(fs.path())).transpose().map_err(Error::io(fs.path()))?;
-                        let why = format!("mounting {fstype} over NFS ({}) with '{}': {e}", nfs.export.name(), row.mount_options);
+                        ctx.nfs_server
+                            .map(|s| s.unmount_backing(fs.path()))
+                            .transpose()
+                            .map_err(Error::io(fs.path()))?;
+                        let why = format!(
+                            "mounting {fstype} over NFS ({}) with '{}': {e}",
+                            nfs.export.name(),
+                            row.mount_options
+                        );
                         Ok(RunRecord::failed(run, None, why))
                     }
                 },
@@ -181,7 +230,14 @@ fn run_on_site(ctx: &Context, workload: &Workload, row: &Row, tool: &Tool, run: 
         Site::Dir(dir) => {
             let base = dir.join(format!("unpack-bench.{}.run", std::process::id()));
             std::fs::create_dir(&base).map_err(Error::io(&base))?;
-            let record = measure(ctx, &Place { base: &base, counters: &|| None, other, nfs: None }, workload, row, tool, run);
+            let record = measure(
+                ctx,
+                &Place { base: &base, counters: &|| None, other, nfs: None },
+                workload,
+                row,
+                tool,
+                run,
+            );
             std::fs::remove_dir_all(&base).map_err(Error::io(&base))?;
             record
         }
@@ -203,7 +259,14 @@ struct Place<'a> {
 }
 
 /// The run proper, in `place.base`.
-fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &Tool, run: u64) -> Result<RunRecord> {
+fn measure(
+    ctx: &Context,
+    place: &Place,
+    workload: &Workload,
+    row: &Row,
+    tool: &Tool,
+    run: u64,
+) -> Result<RunRecord> {
     let (base, counters) = (place.base, place.counters);
     let applied = mountinfo::for_path(base).map(|m| m.options).ok();
     let fail = |why: String| Ok(RunRecord::failed(run, applied.clone(), why));
@@ -228,8 +291,9 @@ fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &
     } else {
         workload.package_paths()
     };
-    let fs_fd = rustix::fs::open(base, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| Error::io(base)(e.into()))?;
+    let fs_fd =
+        rustix::fs::open(base, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| Error::io(base)(e.into()))?;
     row.cache.settle()?;
     let writer_dir = match row.scenario.writer() {
         Some(WriterSite::SameFilesystem) => Some(base),
@@ -246,9 +310,11 @@ fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &
     let start = Instant::now();
     let output = match tool {
         _ if is_minbase => minbase::run(ctx.engine, &|p| ctx.command(p), tool, &packages, &root),
-        Tool::Strategy(strategy) => {
-            ctx.engine.unpack_command(&|p| ctx.command(p), strategy, &packages, &root).stdin(Stdio::null()).output()
-        }
+        Tool::Strategy(strategy) => ctx
+            .engine
+            .unpack_command(&|p| ctx.command(p), strategy, &packages, &root)
+            .stdin(Stdio::null())
+            .output(),
         Tool::Peer(peer) => peer.run(&|p| ctx.command(p), &packages, &root),
     };
     let exit_s = start.elapsed().as_secs_f64();
@@ -267,7 +333,8 @@ fn measure(ctx: &Context, place: &Place, workload: &Workload, row: &Row, tool: &
         Ok(output) => output,
         Err(e) => return fail(format!("cannot run {}: {e}", tool.name())),
     };
-    let configured = (is_minbase && output.status.success() && synced.is_ok()).then(|| configure(&root, &fs_fd));
+    let configured =
+        (is_minbase && output.status.success() && synced.is_ok()).then(|| configure(&root, &fs_fd));
     let mut record = RunRecord {
         run,
         exit_code: output.status.code(),
@@ -315,8 +382,12 @@ fn configure(root: &Path, fs_fd: &rustix::fd::OwnedFd) -> std::result::Result<f6
     let seconds = start.elapsed().as_secs_f64();
     match output {
         Err(e) => Err(format!("cannot run chroot ROOT dpkg --configure -a: {e}")),
-        Ok(out) if !out.status.success() => Err(format!("chroot ROOT dpkg --configure -a: {}", failure_text(&out))),
-        Ok(_) => synced.map(|()| seconds).map_err(|e| format!("syncfs after dpkg --configure -a: {e}")),
+        Ok(out) if !out.status.success() => {
+            Err(format!("chroot ROOT dpkg --configure -a: {}", failure_text(&out)))
+        }
+        Ok(_) => {
+            synced.map(|()| seconds).map_err(|e| format!("syncfs after dpkg --configure -a: {e}"))
+        }
     }
 }
 
@@ -333,13 +404,21 @@ impl<'a> Background<'a> {
     /// Starts the writer in `dir` and returns once it has its lead.
     fn start(dir: &Path, other: Option<&'a DeviceFs>) -> std::io::Result<Background<'a>> {
         let writer = Writer::start(dir)?;
-        Ok(Background { written: writer.written(), counters: other.and_then(DeviceFs::counters), writer, other })
+        Ok(Background {
+            written: writer.written(),
+            counters: other.and_then(DeviceFs::counters),
+            writer,
+            other,
+        })
     }
 
     /// What it did since [`Background::start`], over the unpacker's `seconds`; stops it.
     fn finish(self, seconds: f64) -> std::io::Result<WriterUsage> {
         let bytes = self.writer.written() - self.written;
-        let device = self.counters.zip(self.other.and_then(DeviceFs::counters)).map(|(b, a)| a.since(&b).into());
+        let device = self
+            .counters
+            .zip(self.other.and_then(DeviceFs::counters))
+            .map(|(b, a)| a.since(&b).into());
         self.writer.stop()?;
         Ok(WriterUsage::new(bytes, seconds, device))
     }
@@ -374,7 +453,10 @@ mod tests {
 
     #[test]
     fn a_failure_shows_the_status_and_the_last_lines_of_stderr() {
-        let out = Command::new("sh").args(["-c", "echo one >&2; echo two >&2; echo three >&2; echo four >&2; exit 3"]).output().unwrap();
+        let out = Command::new("sh")
+            .args(["-c", "echo one >&2; echo two >&2; echo three >&2; echo four >&2; exit 3"])
+            .output()
+            .unwrap();
         assert_eq!(failure_text(&out), "exit status 3: two | three | four");
         let out = Command::new("sh").args(["-c", "kill -9 $$"]).output().unwrap();
         assert_eq!(failure_text(&out), "killed by signal 9");

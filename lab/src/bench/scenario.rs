@@ -87,7 +87,11 @@ impl Scenario {
         match self {
             Scenario::Busy => Some(WriterSite::SameFilesystem),
             Scenario::BusyElsewhere => Some(WriterSite::OtherFilesystem),
-            Scenario::Install | Scenario::Upgrade | Scenario::UpgradeDb | Scenario::Minbase | Scenario::Bootstrap => None,
+            Scenario::Install
+            | Scenario::Upgrade
+            | Scenario::UpgradeDb
+            | Scenario::Minbase
+            | Scenario::Bootstrap => None,
         }
     }
 
@@ -97,9 +101,13 @@ impl Scenario {
     /// refused: [`refuse_crash_only`] keeps them from getting here.
     pub fn prepare(self, engine: &Engine, old: &[PathBuf], root: &Path) -> Result<()> {
         match self {
-            Scenario::Install | Scenario::Busy | Scenario::BusyElsewhere | Scenario::Minbase => Ok(()),
+            Scenario::Install | Scenario::Busy | Scenario::BusyElsewhere | Scenario::Minbase => {
+                Ok(())
+            }
             Scenario::Upgrade => engine.install_unsafely(old, root),
-            Scenario::UpgradeDb => super::peers::install_configured(old, root).map_err(Error::io(root)),
+            Scenario::UpgradeDb => {
+                super::peers::install_configured(old, root).map_err(Error::io(root))
+            }
             Scenario::Bootstrap => refuse_crash_only(&[self]),
         }
     }
@@ -109,13 +117,10 @@ impl std::str::FromStr for Scenario {
     type Err = String;
 
     fn from_str(s: &str) -> std::result::Result<Scenario, String> {
-        Scenario::ALL
-            .into_iter()
-            .find(|c| c.name() == s)
-            .ok_or_else(|| {
-                let known: Vec<&str> = Scenario::ALL.iter().map(|c| c.name()).collect();
-                format!("unknown scenario '{s}' (known: {})", known.join(", "))
-            })
+        Scenario::ALL.into_iter().find(|c| c.name() == s).ok_or_else(|| {
+            let known: Vec<&str> = Scenario::ALL.iter().map(|c| c.name()).collect();
+            format!("unknown scenario '{s}' (known: {})", known.join(", "))
+        })
     }
 }
 
@@ -147,7 +152,10 @@ pub fn make_old_version(package: &Path, dir: &Path) -> Result<PathBuf> {
     let stem = package.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let stage = dir.join(format!("{stem}.old-tree"));
     let out = dir.join(format!("{stem}.old.deb"));
-    command::output(Command::new("dpkg-deb").arg("--raw-extract").arg(package).arg(&stage), package)?;
+    command::output(
+        Command::new("dpkg-deb").arg("--raw-extract").arg(package).arg(&stage),
+        package,
+    )?;
     rewrite_tree(&stage, &stage.join("DEBIAN"))?;
     // -Znone: it is only installed in the untimed preparation, so make it fast to build.
     command::output(
@@ -183,7 +191,12 @@ fn rewrite_tree(dir: &Path, skip: &Path) -> Result<()> {
 /// a few bytes more for the tiniest files), so the upgrade changes sizes as well as bytes.
 fn old_content(len: u64) -> Vec<u8> {
     let new_len = if len > 2 { len / 2 + 1 } else { len + 3 };
-    b"unpack-bench: the old version of this file\n".iter().copied().cycle().take(new_len as usize).collect()
+    b"unpack-bench: the old version of this file\n"
+        .iter()
+        .copied()
+        .cycle()
+        .take(new_len as usize)
+        .collect()
 }
 
 #[cfg(test)]
@@ -207,7 +220,8 @@ mod tests {
         }
         use super::super::peers::{install_configured, Peer};
         let dir = tempfile::tempdir().unwrap();
-        let deb = super::super::synthetic::Spec { files: 3, size: 100 }.generate(dir.path()).unwrap();
+        let deb =
+            super::super::synthetic::Spec { files: 3, size: 100 }.generate(dir.path()).unwrap();
         let old = make_old_version(&deb, dir.path()).unwrap();
         let root = dir.path().join("root");
         fs::create_dir(&root).unwrap();
@@ -240,8 +254,10 @@ mod tests {
             let out = Command::new("dpkg-deb").arg("--contents").arg(p).output().unwrap();
             assert!(out.status.success());
             let text = String::from_utf8(out.stdout).unwrap();
-            let mut names: Vec<String> =
-                text.lines().map(|l| l.rsplit(' ').next().unwrap_or_default().to_string()).collect();
+            let mut names: Vec<String> = text
+                .lines()
+                .map(|l| l.rsplit(' ').next().unwrap_or_default().to_string())
+                .collect();
             names.sort();
             names
         };

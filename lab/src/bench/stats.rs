@@ -41,7 +41,10 @@ mod tests {
     #[test]
     fn median_of_odd_and_even_counts() {
         assert_eq!(Spread::of(&[3.0, 1.0, 2.0]), Some(Spread { median: 2.0, min: 1.0, max: 3.0 }));
-        assert_eq!(Spread::of(&[4.0, 1.0, 2.0, 3.0]), Some(Spread { median: 2.5, min: 1.0, max: 4.0 }));
+        assert_eq!(
+            Spread::of(&[4.0, 1.0, 2.0, 3.0]),
+            Some(Spread { median: 2.5, min: 1.0, max: 4.0 })
+        );
         assert_eq!(Spread::of(&[0.5]), Some(Spread { median: 0.5, min: 0.5, max: 0.5 }));
     }
 

@@ -31,7 +31,8 @@ impl std::str::FromStr for Spec {
 
     /// `N:SIZE`, SIZE in bytes with an optional binary suffix k, m or g (`10000:4k`).
     fn from_str(s: &str) -> std::result::Result<Spec, String> {
-        let bad = |why: &str| format!("synthetic package '{s}': {why} (expected N:SIZE, e.g. 10000:4k)");
+        let bad =
+            |why: &str| format!("synthetic package '{s}': {why} (expected N:SIZE, e.g. 10000:4k)");
         let (files, size) = s.split_once(':').ok_or_else(|| bad("no ':'"))?;
         let files: u64 = files.parse().map_err(|_| bad("N is not a number"))?;
         if files == 0 {
@@ -135,7 +136,13 @@ impl Spec {
         );
         let mut tar = tar::Builder::new(GzEncoder::new(out, flate2::Compression::fast()));
         append(&mut tar, tar::EntryType::Directory, "./", 0, io::empty())?;
-        append(&mut tar, tar::EntryType::Regular, "./control", control.len() as u64, control.as_bytes())?;
+        append(
+            &mut tar,
+            tar::EntryType::Regular,
+            "./control",
+            control.len() as u64,
+            control.as_bytes(),
+        )?;
         tar.into_inner()?.finish().map(drop)
     }
 
@@ -151,7 +158,13 @@ impl Spec {
                 append(&mut tar, tar::EntryType::Directory, &dir, 0, io::empty())?;
             }
             let name = format!("{base}/d{:04}/f{i:07}", i / FILES_PER_DIR);
-            append(&mut tar, tar::EntryType::Regular, &name, self.size, Noise::new(i).take(self.size))?;
+            append(
+                &mut tar,
+                tar::EntryType::Regular,
+                &name,
+                self.size,
+                Noise::new(i).take(self.size),
+            )?;
         }
         tar.into_inner()?.finish().map(drop)
     }
@@ -159,12 +172,21 @@ impl Spec {
 
 /// Appends one entry owned by root, its name written as dpkg-deb writes it (`./usr/...`, a
 /// trailing `/` on directories): the `tar` crate's own path setter would drop the `./`.
-fn append<W: Write>(tar: &mut tar::Builder<W>, kind: tar::EntryType, path: &str, size: u64, data: impl Read) -> io::Result<()> {
+fn append<W: Write>(
+    tar: &mut tar::Builder<W>,
+    kind: tar::EntryType,
+    path: &str,
+    size: u64,
+    data: impl Read,
+) -> io::Result<()> {
     not_stopped()?;
     let mut h = tar::Header::new_gnu();
     let name = &mut h.as_old_mut().name;
     if path.len() > name.len() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("tar entry name too long: {path}")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("tar entry name too long: {path}"),
+        ));
     }
     name[..path.len()].copy_from_slice(path.as_bytes());
     h.set_entry_type(kind);
@@ -201,7 +223,6 @@ fn ar_member<W: Write + Seek>(
     }
     Ok(())
 }
-
 
 /// An error once SIGINT, SIGTERM or SIGHUP came: checked before each entry and each piece of
 /// a file's data, so that neither many files nor one huge one keep a stopped bench writing.
@@ -264,7 +285,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let spec: Spec = "100000000000:1g".parse().unwrap();
         match spec.generate(dir.path()) {
-            Err(Error::Usage(message)) => assert!(message.contains("'100000000000:1g'") && message.contains("free"), "{message}"),
+            Err(Error::Usage(message)) => assert!(
+                message.contains("'100000000000:1g'") && message.contains("free"),
+                "{message}"
+            ),
             other => panic!("{other:?}"),
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
@@ -284,7 +308,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let spec = Spec { files: 1003, size: 777 };
         let deb = spec.generate(dir.path()).unwrap();
-        let info = Command::new("dpkg-deb").arg("--field").arg(&deb).arg("Package").output().unwrap();
+        let info =
+            Command::new("dpkg-deb").arg("--field").arg(&deb).arg("Package").output().unwrap();
         assert!(info.status.success(), "{}", String::from_utf8_lossy(&info.stderr));
         assert_eq!(String::from_utf8_lossy(&info.stdout).trim(), "synthetic-1003-777");
         let x = dir.path().join("x");

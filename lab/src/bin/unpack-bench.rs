@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use unpack::cli::Invocation;
 use unpack_lab::bench::cache::Cache;
 use unpack_lab::bench::device;
 use unpack_lab::bench::guest;
@@ -15,7 +16,6 @@ use unpack_lab::bench::nfs::{self, Backing, Export};
 use unpack_lab::bench::peers::Peer;
 use unpack_lab::bench::scenario::Scenario;
 use unpack_lab::bench::{output, run_matrix, synthetic, Config};
-use unpack::cli::Invocation;
 
 const FAIRNESS: &str = "\
 How the numbers are made (fairness rules):
@@ -60,7 +60,13 @@ struct Args {
     /// exporting the backing filesystem (--nfs-backing) on 127.0.0.1 and its client mounting it,
     /// with -o as the client's option sets (default vers=3 and vers=4.2), beside a row of the
     /// backing filesystem itself. Where this kernel has no NFS, in a user-mode-linux guest.
-    #[arg(long = "fs", value_name = "LIST", value_delimiter = ',', default_value = "ext4", conflicts_with = "dir")]
+    #[arg(
+        long = "fs",
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "ext4",
+        conflicts_with = "dir"
+    )]
     filesystems: Vec<String>,
 
     /// A mount option set, one row per set; repeatable (-o defaults -o 'data=journal,commit=30').
@@ -142,7 +148,9 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             unpack::stderr!("unpack-bench: {}", unpack::error::one_line(e.as_ref()));
-            ExitCode::from(e.downcast_ref::<unpack_lab::bench::Error>().map_or(1, |e| e.exit_status()))
+            ExitCode::from(
+                e.downcast_ref::<unpack_lab::bench::Error>().map_or(1, |e| e.exit_status()),
+            )
         }
     }
 }
@@ -154,7 +162,9 @@ fn run(args: Args) -> anyhow::Result<u8> {
         Some(list) => Some(names(list).map(str::parse).collect::<Result<Vec<Peer>, _>>()?),
     };
     if args.filesystems.iter().any(|f| f == nfs::FS_NAME) && !nfs::kernel_has_nfs() {
-        unpack::stderr!("unpack-bench: this kernel has no NFS; running the matrix in a user-mode-linux guest");
+        unpack::stderr!(
+            "unpack-bench: this kernel has no NFS; running the matrix in a user-mode-linux guest"
+        );
         let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
         return Ok(guest::run_bench(&argv, args.out.as_deref())?);
     }
@@ -178,11 +188,20 @@ fn run(args: Args) -> anyhow::Result<u8> {
     let matrix = run_matrix(config)?;
     match &args.out {
         Some(dir) => {
-            output::write_all(&matrix, dir).with_context(|| format!("writing the matrix to {}", dir.display()))?;
-            let files = if output::has_counts(&matrix) { "matrix.json, matrix.svg and counts.csv" } else { "matrix.json and matrix.svg" };
-            unpack::stderr!("unpack-bench: wrote matrix.md, matrix.csv, {files} to {}", dir.display());
+            output::write_all(&matrix, dir)
+                .with_context(|| format!("writing the matrix to {}", dir.display()))?;
+            let files = if output::has_counts(&matrix) {
+                "matrix.json, matrix.svg and counts.csv"
+            } else {
+                "matrix.json and matrix.svg"
+            };
+            unpack::stderr!(
+                "unpack-bench: wrote matrix.md, matrix.csv, {files} to {}",
+                dir.display()
+            );
         }
-        None => unpack::cli::print(&output::markdown(&matrix)).context("printing the matrix on stdout")?,
+        None => unpack::cli::print(&output::markdown(&matrix))
+            .context("printing the matrix on stdout")?,
     }
     let failed = matrix.failed_runs();
     if failed == 0 {

@@ -100,7 +100,9 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             unpack::stderr!("unpack-crashtest: {}", unpack::error::one_line(e.as_ref()));
-            ExitCode::from(e.downcast_ref::<crash::CrashError>().map_or(1, crash::CrashError::exit_code))
+            ExitCode::from(
+                e.downcast_ref::<crash::CrashError>().map_or(1, crash::CrashError::exit_code),
+            )
         }
     }
 }
@@ -112,10 +114,16 @@ fn run(args: Args) -> anyhow::Result<u8> {
         let (cell, state) = spec
             .rsplit_once(':')
             .and_then(|(c, s)| Some((c, s.parse::<usize>().ok()?)))
-            .ok_or_else(|| crash::CrashError::Usage(format!("--replay {spec}: expected CELL:STATE")))?;
+            .ok_or_else(|| {
+                crash::CrashError::Usage(format!("--replay {spec}: expected CELL:STATE"))
+            })?;
         let (image, fs) = crash::replay(out, cell, state)?;
         let mount = if fs == "xfs" { " -o nouuid" } else { "" };
-        let text = format!("{}\nlook at it with: mount{mount} -o loop {} /mnt\n", image.display(), image.display());
+        let text = format!(
+            "{}\nlook at it with: mount{mount} -o loop {} /mnt\n",
+            image.display(),
+            image.display()
+        );
         unpack::cli::print(&text).context("printing the image's path on stdout")?;
         return Ok(0);
     }
@@ -160,7 +168,9 @@ fn run(args: Args) -> anyhow::Result<u8> {
         };
         let disturbed = match cell.foreign_flushes {
             0 => String::new(),
-            n => format!(" (disturbed: {n} flushes after the exit came from another process's sync)"),
+            n => {
+                format!(" (disturbed: {n} flushes after the exit came from another process's sync)")
+            }
         };
         unpack::stderr!("unpack-crashtest: {}: {status}{disturbed}", cell.id);
     })?;
@@ -176,7 +186,8 @@ fn run(args: Args) -> anyhow::Result<u8> {
                 dir.display()
             );
         }
-        None => unpack::cli::print(&report::markdown(&matrix)).context("printing the matrix on stdout")?,
+        None => unpack::cli::print(&report::markdown(&matrix))
+            .context("printing the matrix on stdout")?,
     }
     let unfinished = matrix.unfinished();
     if unfinished.is_empty() {
@@ -193,6 +204,8 @@ fn run(args: Args) -> anyhow::Result<u8> {
 }
 
 fn random_seed() -> u64 {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     nanos ^ (u64::from(std::process::id()) << 32)
 }

@@ -58,7 +58,10 @@ fn run(args: Args) -> Result<()> {
     }
     say(format!("attach and mount it:\n  dev=$(losetup --find --show {image})\n  mkfs.ext4 -q $dev && mount $dev /mnt"));
     if let Some(log) = disk.log_path() {
-        say(format!("write log: {}\n  add a mark: setfattr -n {MARK_XATTR} -v LABEL {image}", log.display()));
+        say(format!(
+            "write log: {}\n  add a mark: setfattr -n {MARK_XATTR} -v LABEL {image}",
+            log.display()
+        ));
     }
     say("stop: umount /mnt; losetup -d $dev; then Ctrl-C".to_string());
     loop {

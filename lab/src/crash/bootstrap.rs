@@ -75,7 +75,11 @@ impl Bootstrap {
     /// Writes the call's two packages into `dir` (a new directory) from `package`, and reads
     /// what they hold.
     pub fn write(package: &Path, dir: &Path) -> Result<Bootstrap, CrashError> {
-        std::fs::create_dir(dir).map_err(|source| CrashError::Io { path: dir.to_path_buf(), what: "creating", source })?;
+        std::fs::create_dir(dir).map_err(|source| CrashError::Io {
+            path: dir.to_path_buf(),
+            what: "creating",
+            source,
+        })?;
         let essential = dir.join("essential.deb");
         let yes = |_: Option<&str>| Some("yes".to_string());
         let all = |_: Option<&str>| Some("all".to_string());
@@ -89,11 +93,15 @@ impl Bootstrap {
         };
         database::rebuild(package, &essential, dir, &edit)?;
         let second = second_package(dir)?;
-        let registered = |deb: &Path| Ok::<_, CrashError>((database::field(deb, "Package")?, Version::of_deb(deb)?));
+        let registered = |deb: &Path| {
+            Ok::<_, CrashError>((database::field(deb, "Package")?, Version::of_deb(deb)?))
+        };
         let registered = [registered(&essential)?, registered(&second)?];
         let [(name, copy), (second_name, own)] = &registered;
         if name.is_empty() || name == second_name {
-            let reason = format!("a package named '{name}' cannot be bootstrapped beside the crash test's own");
+            let reason = format!(
+                "a package named '{name}' cannot be bootstrapped beside the crash test's own"
+            );
             return Err(CrashError::Package { path: package.to_path_buf(), reason });
         }
         let stages = stages(copy, own);
@@ -122,7 +130,12 @@ impl Bootstrap {
     pub fn check(&self, root: &Path, expected: &Expected<'_>, side: usize, id: usize) -> Checked {
         let dir = match open_root(root) {
             Ok(dir) => dir,
-            Err(why) => return Checked { violations: vec![database::unreadable_root(id, why)], redone: false },
+            Err(why) => {
+                return Checked {
+                    violations: vec![database::unreadable_root(id, why)],
+                    redone: false,
+                }
+            }
         };
         let listed = status(&dir);
         let mut violations = self.registration(&dir, &listed, side, id);
@@ -134,24 +147,37 @@ impl Bootstrap {
     }
 
     /// Invariant (b): what the database registers agrees with stage `side`.
-    fn registration(&self, dir: &OwnedFd, listed: &Result<Option<Vec<Listed>>, String>, side: usize, id: usize) -> Vec<Violation> {
+    fn registration(
+        &self,
+        dir: &OwnedFd,
+        listed: &Result<Option<Vec<Listed>>, String>,
+        side: usize,
+        id: usize,
+    ) -> Vec<Violation> {
         let status = Path::new(ADMIN_DIR).join("status");
         let complete = side == STAGES.len() - 1;
         let found = match listed {
             Ok(None) if side == 0 => return Vec::new(),
             Ok(None) => "no status file".to_string(),
             Ok(Some(l)) if l.is_empty() && !complete => return self.no_info_files(dir, id),
-            Ok(Some(l)) if complete && sorted(l.clone()) == self.expected_status() => return self.info_files(dir, id),
+            Ok(Some(l)) if complete && sorted(l.clone()) == self.expected_status() => {
+                return self.info_files(dir, id)
+            }
             Ok(Some(l)) => describe(l),
             Err(e) => e.clone(),
         };
-        let what = format!("{found}, where recovery left the tree at: {}", STAGES.get(side).copied().unwrap_or("?"));
+        let what = format!(
+            "{found}, where recovery left the tree at: {}",
+            STAGES.get(side).copied().unwrap_or("?")
+        );
         vec![self.registration_violation(id, &status, what)]
     }
 
     /// `Package Status Version` of both packages, as the second stage registers them.
     fn expected_status(&self) -> Vec<Listed> {
-        let unpacked = |(name, v): &(String, Version)| (name.clone(), "install ok unpacked".to_string(), v.version.clone());
+        let unpacked = |(name, v): &(String, Version)| {
+            (name.clone(), "install ok unpacked".to_string(), v.version.clone())
+        };
         sorted(self.registered.iter().map(unpacked).collect())
     }
 
@@ -163,7 +189,11 @@ impl Bootstrap {
             .filter(|name| read_db_file(dir, name).is_ok())
             .map(|name| {
                 let path = Path::new(ADMIN_DIR).join(&name);
-                self.registration_violation(id, &path, format!("{name}, where the status lists no package"))
+                self.registration_violation(
+                    id,
+                    &path,
+                    format!("{name}, where the status lists no package"),
+                )
             })
             .collect()
     }
@@ -180,14 +210,19 @@ impl Bootstrap {
                     Err(e) => e,
                 };
                 let path = Path::new(ADMIN_DIR).join(format!("info/{name}.{suffix}"));
-                found.push(self.registration_violation(id, &path, format!("{what}, where the status lists {name}")));
+                found.push(self.registration_violation(
+                    id,
+                    &path,
+                    format!("{what}, where the status lists {name}"),
+                ));
             }
         }
         found
     }
 
     fn registration_violation(&self, id: usize, path: &Path, found: String) -> Violation {
-        let listed: Vec<String> = self.expected_status().iter().map(|(n, s, v)| format!("{n} {v} {s}")).collect();
+        let listed: Vec<String> =
+            self.expected_status().iter().map(|(n, s, v)| format!("{n} {v} {s}")).collect();
         let (old, new) = ("no package".to_string(), listed.join(", "));
         database::db_violation(id, path, Kind::HalfRegistered, old, new, Content::Other(found))
     }
@@ -195,13 +230,25 @@ impl Bootstrap {
     /// Invariant (c): `unpack --bootstrap` again on the recovered root exits 0 and leaves the
     /// whole system, its tree and its database.
     fn redo(&self, root: &Path, expected: &Expected<'_>, id: usize) -> Vec<Violation> {
-        let redone = super::record::unpack(expected.unpack, expected.strategy, &FLAGS, &self.packages, root);
+        let redone =
+            super::record::unpack(expected.unpack, expected.strategy, &FLAGS, &self.packages, root);
         if let Err(e) = redone {
             let ok = Content::Other("unpack --bootstrap exits 0".into());
-            return vec![violation(id, Path::new(""), Kind::RedoFailed, &ok, &ok, &Content::Other(e.to_string()), None)];
+            return vec![violation(
+                id,
+                Path::new(""),
+                Kind::RedoFailed,
+                &ok,
+                &ok,
+                &Content::Other(e.to_string()),
+                None,
+            )];
         }
-        let mut found: Vec<Violation> =
-            survey(root, expected).iter().filter(|r| r.found != r.new).map(|r| row_violation(id, r, Kind::RedoFailed, None)).collect();
+        let mut found: Vec<Violation> = survey(root, expected)
+            .iter()
+            .filter(|r| r.found != r.new)
+            .map(|r| row_violation(id, r, Kind::RedoFailed, None))
+            .collect();
         let registered = match open_root(root) {
             Ok(dir) => self.registration(&dir, &status(&dir), STAGES.len() - 1, id),
             Err(why) => vec![database::unreadable_root(id, why)],
@@ -226,9 +273,16 @@ fn listed(status: &str) -> Vec<Listed> {
         .split("\n\n")
         .filter_map(|stanza| {
             let field = |name: &str| {
-                stanza.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(|v| v.trim().to_string())
+                stanza
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                    .map(|v| v.trim().to_string())
             };
-            Some((field("Package")?, field("Status").unwrap_or_default(), field("Version").unwrap_or_default()))
+            Some((
+                field("Package")?,
+                field("Status").unwrap_or_default(),
+                field("Version").unwrap_or_default(),
+            ))
         })
         .collect()
 }
@@ -241,17 +295,27 @@ fn sorted(mut listed: Vec<Listed>) -> Vec<Listed> {
 /// A status's packages on one line.
 fn describe(listed: &[Listed]) -> String {
     let each: Vec<String> = listed.iter().map(|(n, s, v)| format!("{n} {v} {s}")).collect();
-    format!("the status lists {}", if each.is_empty() { "no package".to_string() } else { each.join(", ") })
+    format!(
+        "the status lists {}",
+        if each.is_empty() { "no package".to_string() } else { each.join(", ") }
+    )
 }
 
 /// The test's own package: a few generated files (the bench's synthetic package of six files
 /// of 3,000 bytes) and [`CONFFILE`], named [`SECOND_PACKAGE`], shipping no md5sums.
 fn second_package(dir: &Path) -> Result<PathBuf, CrashError> {
     let spec = crate::bench::synthetic::Spec { files: 6, size: 3000 };
-    let generated = spec.generate(dir).map_err(|e| CrashError::Package { path: dir.to_path_buf(), reason: e.to_string() })?;
+    let generated = spec
+        .generate(dir)
+        .map_err(|e| CrashError::Package { path: dir.to_path_buf(), reason: e.to_string() })?;
     let second = dir.join("second.deb");
     let name = |_: Option<&str>| Some(SECOND_PACKAGE.to_string());
-    let edit = Rebuild { conffile: (CONFFILE, "the second stage's conffile\n"), files: &[], fields: &[("Package", &name)], md5sums: false };
+    let edit = Rebuild {
+        conffile: (CONFFILE, "the second stage's conffile\n"),
+        files: &[],
+        fields: &[("Package", &name)],
+        md5sums: false,
+    };
     database::rebuild(&generated, &second, dir, &edit)?;
     Ok(second)
 }
@@ -263,7 +327,8 @@ fn second_package(dir: &Path) -> Result<PathBuf, CrashError> {
 fn stages(essential: &Version, second: &Version) -> [Tree; STAGES.len()] {
     let layout = layout();
     let first = over(&layout, &essential.tree);
-    let nothing_before = Version { version: String::new(), tree: Tree::default(), conffiles: Default::default() };
+    let nothing_before =
+        Version { version: String::new(), tree: Tree::default(), conffiles: Default::default() };
     let adopted = Db { package: String::new(), old: essential.clone(), new: essential.clone() };
     let fresh = Db { package: String::new(), old: nothing_before, new: second.clone() };
     let whole = over(&over(&first, &adopted.new_tree()), &fresh.new_tree());
@@ -293,7 +358,8 @@ fn layout() -> Tree {
 fn over(base: &Tree, package: &Tree) -> Tree {
     let mut tree = base.clone();
     for (path, content) in &package.0 {
-        let keeps_link = *content == Content::Dir && matches!(base.0.get(path), Some(Content::Symlink(_)));
+        let keeps_link =
+            *content == Content::Dir && matches!(base.0.get(path), Some(Content::Symlink(_)));
         if !keeps_link {
             tree.0.insert(path.clone(), content.clone());
         }
@@ -319,18 +385,34 @@ mod tests {
 
     #[test]
     fn each_stage_adds_to_the_one_before_and_the_second_writes_conffiles_as_dpkg_new() {
-        let essential = version(&[("bin", Content::Dir), ("bin/sh", file(1, 1)), ("etc/e.conf", file(2, 2))], &["etc/e.conf"]);
-        let second = version(&[("usr/share/s", file(3, 3)), ("etc/s.conf", file(4, 4))], &["etc/s.conf"]);
+        let essential = version(
+            &[("bin", Content::Dir), ("bin/sh", file(1, 1)), ("etc/e.conf", file(2, 2))],
+            &["etc/e.conf"],
+        );
+        let second =
+            version(&[("usr/share/s", file(3, 3)), ("etc/s.conf", file(4, 4))], &["etc/s.conf"]);
         let [nothing, layout, first, whole] = &stages(&essential, &second);
         assert!(nothing.0.is_empty());
         assert_eq!(layout.get(Path::new("bin")), Content::Symlink("usr/bin".into()));
         assert_eq!(layout.get(Path::new("var/lib/dpkg/info")), Content::Dir);
-        assert_eq!(first.get(Path::new("bin")), Content::Symlink("usr/bin".into()), "a package's directory keeps the layout's link");
+        assert_eq!(
+            first.get(Path::new("bin")),
+            Content::Symlink("usr/bin".into()),
+            "a package's directory keeps the layout's link"
+        );
         assert_eq!(first.get(Path::new("bin/sh")), file(1, 1));
-        assert_eq!(first.get(Path::new("etc/e.conf")), file(2, 2), "the first stage writes a conffile at its name");
+        assert_eq!(
+            first.get(Path::new("etc/e.conf")),
+            file(2, 2),
+            "the first stage writes a conffile at its name"
+        );
         assert_eq!(first.get(Path::new("usr/share/s")), Content::Absent);
         assert_eq!(whole.get(Path::new("etc/e.conf")), file(2, 2));
-        assert_eq!(whole.get(Path::new("etc/e.conf.dpkg-new")), file(2, 2), "and the second again, beside it");
+        assert_eq!(
+            whole.get(Path::new("etc/e.conf.dpkg-new")),
+            file(2, 2),
+            "and the second again, beside it"
+        );
         assert_eq!(whole.get(Path::new("etc/s.conf")), Content::Absent);
         assert!(whole.0.contains_key(Path::new("etc/s.conf")), "whose absence is checked");
         assert_eq!(whole.get(Path::new("etc/s.conf.dpkg-new")), file(4, 4));
@@ -346,8 +428,12 @@ mod tests {
         let text = "Package: a\nStatus: install ok unpacked\nVersion: 1\nDescription: x\n more\n\nPackage: b\nVersion: 2\nStatus: install ok unpacked\n";
         assert_eq!(
             listed(text),
-            [("a".into(), "install ok unpacked".into(), "1".into()), ("b".into(), "install ok unpacked".into(), "2".into())]
+            [
+                ("a".into(), "install ok unpacked".into(), "1".into()),
+                ("b".into(), "install ok unpacked".into(), "2".into())
+            ]
         );
         assert!(listed("").is_empty());
         assert_eq!(describe(&[]), "the status lists no package");
-    }}
+    }
+}

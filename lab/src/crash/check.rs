@@ -34,13 +34,13 @@ use super::expect::{content_hash, Content, Tree};
 use super::CrashError;
 use crate::scratchfs::{LoopDevice, Mounted};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
-use std::os::fd::{AsFd, OwnedFd};
-use unpack::{INTENT, JOURNAL, STATE_DIR};
 use serde::Serialize;
 use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use unpack::{INTENT, JOURNAL, STATE_DIR};
 
 /// How a path broke an invariant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -221,7 +221,9 @@ pub fn check_state(
     id: usize,
     after_returned: bool,
 ) -> Result<Outcome, CrashError> {
-    let io = |what: &'static str| move |source| CrashError::Io { path: image.to_path_buf(), what, source };
+    let io = |what: &'static str| {
+        move |source| CrashError::Io { path: image.to_path_buf(), what, source }
+    };
     let mut outcome = Outcome::default();
     {
         let device = LoopDevice::attach(image).map_err(io("attaching a loop device to"))?;
@@ -244,7 +246,11 @@ pub fn check_state(
                     return Err(io("unmounting")(e));
                 }
             }
-            Err(e) => outcome.fs_failures.push(FsFailure { state: id, stage: "mount", detail: e.to_string() }),
+            Err(e) => outcome.fs_failures.push(FsFailure {
+                state: id,
+                stage: "mount",
+                detail: e.to_string(),
+            }),
         }
         drop(device);
     }
@@ -273,7 +279,8 @@ pub(super) fn open_root(root: &Path) -> Result<OwnedFd, String> {
 pub(super) fn survey(root: &Path, expected: &Expected<'_>) -> Vec<Row> {
     let root = open_root(root);
     let sides = expected.sides();
-    let paths: std::collections::BTreeSet<&PathBuf> = sides.iter().flat_map(|t| t.0.keys()).collect();
+    let paths: std::collections::BTreeSet<&PathBuf> =
+        sides.iter().flat_map(|t| t.0.keys()).collect();
     let between = sides.get(1..sides.len().saturating_sub(1)).unwrap_or_default();
     paths
         .into_iter()
@@ -298,7 +305,8 @@ fn invariants(survey: &[Row], id: usize, after_returned: bool) -> Vec<Violation>
     survey
         .iter()
         .filter_map(|r| {
-            classify(&r.old, &r.new, &r.found, after_returned).map(|kind| row_violation(id, r, kind, None))
+            classify(&r.old, &r.new, &r.found, after_returned)
+                .map(|kind| row_violation(id, r, kind, None))
         })
         .collect()
 }
@@ -324,19 +332,34 @@ pub fn after_recovery(root: &Path, expected: &Expected<'_>, id: usize) -> Recove
 /// no side. Returns the violations and the side the root is nearest to (none when recovery
 /// failed).
 fn recover(root: &Path, expected: &Expected<'_>, id: usize) -> (Vec<Violation>, Option<usize>) {
-    let ran = Command::new(expected.unpack).args(["-s", expected.strategy, "--recover"]).arg(root).output();
+    let ran = Command::new(expected.unpack)
+        .args(["-s", expected.strategy, "--recover"])
+        .arg(root)
+        .output();
     let said = match ran {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),
         other => {
             let why = match other {
                 Ok(out) => {
-                    format!("exit {}: {}", out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).trim())
+                    format!(
+                        "exit {}: {}",
+                        out.status.code().unwrap_or(-1),
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    )
                 }
                 Err(e) => format!("cannot run it: {e}"),
             };
             let expected_ok = Content::Other("unpack --recover exits 0".into());
             let found = Content::Other(why.clone());
-            let failed = violation(id, Path::new(""), Kind::RecoverFailed, &expected_ok, &expected_ok, &found, Some(why));
+            let failed = violation(
+                id,
+                Path::new(""),
+                Kind::RecoverFailed,
+                &expected_ok,
+                &expected_ok,
+                &found,
+                Some(why),
+            );
             return (vec![failed], None);
         }
     };
@@ -344,7 +367,9 @@ fn recover(root: &Path, expected: &Expected<'_>, id: usize) -> (Vec<Violation>, 
     let (side, off) = one_side(&survey);
     let found = off
         .into_iter()
-        .filter_map(|(i, kind)| survey.get(i).map(|r| row_violation(id, r, kind, Some(said.clone()))))
+        .filter_map(|(i, kind)| {
+            survey.get(i).map(|r| row_violation(id, r, kind, Some(said.clone())))
+        })
         .collect();
     (found, Some(side))
 }
@@ -357,13 +382,17 @@ fn recover(root: &Path, expected: &Expected<'_>, id: usize) -> (Vec<Violation>, 
 fn one_side(survey: &[Row]) -> (usize, Vec<(usize, Kind)>) {
     let sides = survey.first().map_or(2, |r| r.between.len() + 2);
     let sided: Vec<usize> = (0..survey.len()).filter(|&i| !survey[i].unchanged()).collect();
-    let off = |k: usize| -> Vec<usize> { sided.iter().copied().filter(|&i| survey[i].found != *survey[i].side(k)).collect() };
+    let off = |k: usize| -> Vec<usize> {
+        sided.iter().copied().filter(|&i| survey[i].found != *survey[i].side(k)).collect()
+    };
     if let Some(k) = (0..sides).rev().find(|&k| off(k).is_empty()) {
         return (k, Vec::new());
     }
     let leftover_dir = |i: usize, k: usize| {
         let r = &survey[i];
-        *r.side(k) == Content::Absent && r.found == Content::Dir && (k + 1..sides).any(|later| *r.side(later) == Content::Dir)
+        *r.side(k) == Content::Absent
+            && r.found == Content::Dir
+            && (k + 1..sides).any(|later| *r.side(later) == Content::Dir)
     };
     for k in 0..sides - 1 {
         let off = off(k);
@@ -376,7 +405,12 @@ fn one_side(survey: &[Row]) -> (usize, Vec<(usize, Kind)>) {
 }
 
 /// A violation of a surveyed path.
-pub(super) fn row_violation(id: usize, row: &Row, kind: Kind, recover: Option<String>) -> Violation {
+pub(super) fn row_violation(
+    id: usize,
+    row: &Row,
+    kind: Kind,
+    recover: Option<String>,
+) -> Violation {
     violation(id, &row.path, kind, &row.old, &row.new, &row.found, recover)
 }
 
@@ -401,7 +435,12 @@ pub(super) fn violation(
 }
 
 /// The invariants for one path; `None` when it holds.
-pub fn classify(old: &Content, new: &Content, found: &Content, after_returned: bool) -> Option<Kind> {
+pub fn classify(
+    old: &Content,
+    new: &Content,
+    found: &Content,
+    after_returned: bool,
+) -> Option<Kind> {
     if found == new {
         None
     } else if found == old {
@@ -424,9 +463,15 @@ pub(super) fn probe(root: &OwnedFd, path: &Path) -> Content {
     let dir = match rustix::fs::openat2(root, parent, flags, Mode::empty(), confined) {
         Ok(dir) => dir,
         Err(rustix::io::Errno::NOENT) => return Content::Absent,
-        Err(rustix::io::Errno::NOTDIR) => return Content::Other(format!("{} is not a directory", parent.display())),
-        Err(rustix::io::Errno::LOOP) => return Content::Other(format!("symlink loop in {}", parent.display())),
-        Err(e) => return Content::Other(format!("unreadable: resolving {}: {e}", parent.display())),
+        Err(rustix::io::Errno::NOTDIR) => {
+            return Content::Other(format!("{} is not a directory", parent.display()))
+        }
+        Err(rustix::io::Errno::LOOP) => {
+            return Content::Other(format!("symlink loop in {}", parent.display()))
+        }
+        Err(e) => {
+            return Content::Other(format!("unreadable: resolving {}: {e}", parent.display()))
+        }
     };
     let dir = dir.as_fd();
     let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -448,7 +493,9 @@ pub(super) fn probe(root: &OwnedFd, path: &Path) -> Content {
         }
         FileType::Directory => Content::Dir,
         FileType::Symlink => match rustix::fs::readlinkat(dir, name, Vec::new()) {
-            Ok(target) => Content::Symlink(std::ffi::OsStr::from_bytes(target.as_bytes()).to_os_string()),
+            Ok(target) => {
+                Content::Symlink(std::ffi::OsStr::from_bytes(target.as_bytes()).to_os_string())
+            }
             Err(e) => Content::Other(format!("unreadable symlink: {e}")),
         },
         FileType::Fifo => Content::Fifo,
@@ -485,7 +532,8 @@ fn fsck(fstype: &str, image: &Path) -> Result<Option<String>, CrashError> {
     if out.status.success() {
         return Ok(None);
     }
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     let tail: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let tail = tail[tail.len().saturating_sub(8)..].join(" | ");
     Ok(Some(format!("{:?} exited {}: {tail}", cmd.get_program(), out.status.code().unwrap_or(-1))))
@@ -508,16 +556,26 @@ mod tests {
         assert_eq!(classify(&old, &new, &new, true), None);
         assert_eq!(classify(&old, &new, &file(0, 9), false), Some(Kind::ZeroLength));
         assert_eq!(classify(&old, &new, &file(15, 3), false), Some(Kind::Torn));
-        assert_eq!(classify(&old, &new, &file(20, 3), false), Some(Kind::Torn), "right length, wrong bytes");
+        assert_eq!(
+            classify(&old, &new, &file(20, 3), false),
+            Some(Kind::Torn),
+            "right length, wrong bytes"
+        );
         assert_eq!(classify(&old, &new, &Content::Absent, false), Some(Kind::LostOld));
         assert_eq!(classify(&old, &new, &Content::Dir, false), Some(Kind::Torn));
     }
 
     fn survey(rows: &[(Content, Content, Content)]) -> Vec<Row> {
-        rows.iter().map(|(o, n, f)| (o.clone(), vec![], n.clone(), f.clone())).enumerate().map(row).collect()
+        rows.iter()
+            .map(|(o, n, f)| (o.clone(), vec![], n.clone(), f.clone()))
+            .enumerate()
+            .map(row)
+            .collect()
     }
 
-    fn row((i, (old, between, new, found)): (usize, (Content, Vec<Content>, Content, Content))) -> Row {
+    fn row(
+        (i, (old, between, new, found)): (usize, (Content, Vec<Content>, Content, Content)),
+    ) -> Row {
         Row { path: PathBuf::from(format!("p{i}")), old, between, new, found }
     }
 
@@ -527,16 +585,30 @@ mod tests {
         let absent = Content::Absent;
         let dir = Content::Dir;
         // Entirely new, entirely old; unchanged paths (the directory in an upgrade) take no side.
-        assert!(
-            one_side(&survey(&[(a.clone(), b.clone(), b.clone()), (dir.clone(), dir.clone(), dir.clone())])).1.is_empty()
-        );
-        assert!(one_side(&survey(&[(a.clone(), b.clone(), a.clone()), (a.clone(), b.clone(), a.clone())])).1.is_empty());
+        assert!(one_side(&survey(&[
+            (a.clone(), b.clone(), b.clone()),
+            (dir.clone(), dir.clone(), dir.clone())
+        ]))
+        .1
+        .is_empty());
+        assert!(one_side(&survey(&[
+            (a.clone(), b.clone(), a.clone()),
+            (a.clone(), b.clone(), a.clone())
+        ]))
+        .1
+        .is_empty());
         // A rolled-back install whose new directories stayed.
-        let rows = [(absent.clone(), dir.clone(), dir.clone()), (absent.clone(), b.clone(), absent.clone())];
+        let rows = [
+            (absent.clone(), dir.clone(), dir.clone()),
+            (absent.clone(), b.clone(), absent.clone()),
+        ];
         assert_eq!(one_side(&survey(&rows)), (0, vec![(0, Kind::LeftoverDirs)]));
         // Files on both sides: the side fewer paths took is mixed.
-        let rows =
-            [(a.clone(), b.clone(), b.clone()), (a.clone(), b.clone(), b.clone()), (a.clone(), b.clone(), a.clone())];
+        let rows = [
+            (a.clone(), b.clone(), b.clone()),
+            (a.clone(), b.clone(), b.clone()),
+            (a.clone(), b.clone(), a.clone()),
+        ];
         assert_eq!(one_side(&survey(&rows)), (1, vec![(2, Kind::Mixed)]));
         // A torn file after recovery is on no side.
         let rows = [(a.clone(), b.clone(), b.clone()), (a.clone(), b.clone(), file(0, 0))];
@@ -554,15 +626,32 @@ mod tests {
             (absent.clone(), vec![absent.clone(), absent.clone()], b.clone()),
         ];
         let at = |found: [&Content; 3]| -> Vec<Row> {
-            sides.iter().zip(found).map(|((o, m, n), f)| (o.clone(), m.clone(), n.clone(), f.clone())).enumerate().map(row).collect()
+            sides
+                .iter()
+                .zip(found)
+                .map(|((o, m, n), f)| (o.clone(), m.clone(), n.clone(), f.clone()))
+                .enumerate()
+                .map(row)
+                .collect()
         };
-        for (k, found) in [[&absent, &absent, &absent], [&dir, &absent, &absent], [&dir, &a, &absent], [&dir, &a, &b]].into_iter().enumerate() {
+        for (k, found) in [
+            [&absent, &absent, &absent],
+            [&dir, &absent, &absent],
+            [&dir, &a, &absent],
+            [&dir, &a, &b],
+        ]
+        .into_iter()
+        .enumerate()
+        {
             assert_eq!(one_side(&at(found)), (k, vec![]), "at side {k}");
         }
         // The second stage's file without the first stage's.
         assert_eq!(one_side(&at([&dir, &absent, &b])), (3, vec![(1, Kind::Mixed)]));
         // A roll-back to nothing that left a directory only a later side has.
-        let only_dir = vec![row((0, (absent.clone(), vec![absent.clone()], dir.clone(), dir.clone()))), row((1, (absent.clone(), vec![absent.clone()], a.clone(), absent.clone())))];
+        let only_dir = vec![
+            row((0, (absent.clone(), vec![absent.clone()], dir.clone(), dir.clone()))),
+            row((1, (absent.clone(), vec![absent.clone()], a.clone(), absent.clone()))),
+        ];
         assert_eq!(one_side(&only_dir), (0, vec![(0, Kind::LeftoverDirs)]));
     }
 
@@ -570,7 +659,10 @@ mod tests {
     fn for_an_install_absent_is_the_old_version_and_an_empty_new_file_is_no_loss() {
         let new = file(5, 1);
         assert_eq!(classify(&Content::Absent, &new, &Content::Absent, false), None);
-        assert_eq!(classify(&Content::Absent, &new, &Content::Absent, true), Some(Kind::NotDurable));
+        assert_eq!(
+            classify(&Content::Absent, &new, &Content::Absent, true),
+            Some(Kind::NotDurable)
+        );
         assert_eq!(classify(&Content::Absent, &new, &file(0, 0), false), Some(Kind::ZeroLength));
         let empty = file(0, 7);
         assert_eq!(classify(&Content::Absent, &empty, &empty, true), None);

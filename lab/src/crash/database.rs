@@ -72,18 +72,21 @@ impl Version {
     pub fn of_deb(deb: &Path) -> Result<Version, CrashError> {
         let tree = Tree::of_deb(deb)?;
         let version = field(deb, "Version")?;
-        let conffiles = match Command::new("dpkg-deb").arg("--info").arg(deb).arg("conffiles").output() {
-            Ok(out) if out.status.success() => {
-                lines(&text(&out)).map(|l| PathBuf::from(l.trim_start_matches('/'))).collect()
-            }
-            _ => BTreeSet::new(),
-        };
+        let conffiles =
+            match Command::new("dpkg-deb").arg("--info").arg(deb).arg("conffiles").output() {
+                Ok(out) if out.status.success() => {
+                    lines(&text(&out)).map(|l| PathBuf::from(l.trim_start_matches('/'))).collect()
+                }
+                _ => BTreeSet::new(),
+            };
         Ok(Version { version, tree, conffiles })
     }
 
     /// The `info/PKG.list` dpkg writes for this version: `/.` and every path, absolute.
     fn list(&self) -> BTreeSet<String> {
-        std::iter::once("/.".to_string()).chain(self.tree.0.keys().map(|p| format!("/{}", p.display()))).collect()
+        std::iter::once("/.".to_string())
+            .chain(self.tree.0.keys().map(|p| format!("/{}", p.display())))
+            .collect()
     }
 
     /// The lines of `info/PKG.conffiles`: its conffiles, absolute.
@@ -105,7 +108,11 @@ impl Version {
 impl Db {
     /// The package pair `older` (installed and configured before the transaction) and `newer`.
     pub fn of_debs(older: &Path, newer: &Path) -> Result<Db, CrashError> {
-        Ok(Db { package: field(newer, "Package")?, old: Version::of_deb(older)?, new: Version::of_deb(newer)? })
+        Ok(Db {
+            package: field(newer, "Package")?,
+            old: Version::of_deb(older)?,
+            new: Version::of_deb(newer)?,
+        })
     }
 
     /// The tree a root holds once the older version is configured: the older package's.
@@ -158,8 +165,16 @@ pub fn check(root: &Path, db: &Db, id: usize) -> Vec<Violation> {
         Err(found) => {
             let status = Path::new(ADMIN_DIR).join("status");
             let want = |v: &Version, s: &str| format!("Version {}, Status {s}", v.version);
-            let (old, new) = (want(&db.old, "install ok installed"), want(&db.new, "install ok unpacked"));
-            return vec![db_violation(id, &status, Kind::HalfRegistered, old, new, Content::Other(found))];
+            let (old, new) =
+                (want(&db.old, "install ok installed"), want(&db.new, "install ok unpacked"));
+            return vec![db_violation(
+                id,
+                &status,
+                Kind::HalfRegistered,
+                old,
+                new,
+                Content::Other(found),
+            )];
         }
     };
     let mut found = info_files(&dir, db, side, id);
@@ -172,7 +187,14 @@ pub fn check(root: &Path, db: &Db, id: usize) -> Vec<Violation> {
 /// The violation for a root that cannot be opened to read its database.
 pub(super) fn unreadable_root(id: usize, why: String) -> Violation {
     let root = "a root".to_string();
-    db_violation(id, Path::new(""), Kind::HalfRegistered, root.clone(), root, Content::Other(format!("unreadable root: {why}")))
+    db_violation(
+        id,
+        Path::new(""),
+        Kind::HalfRegistered,
+        root.clone(),
+        root,
+        Content::Other(format!("unreadable root: {why}")),
+    )
 }
 
 /// The side the package's status registers, as `dpkg-query` reads it (`status` with the
@@ -187,7 +209,9 @@ fn registered_side(root: &Path, db: &Db) -> Result<Side, String> {
         .output();
     let said = match out {
         Ok(out) if out.status.success() => text(&out),
-        Ok(out) => return Err(format!("dpkg-query: {}", one_line(&String::from_utf8_lossy(&out.stderr)))),
+        Ok(out) => {
+            return Err(format!("dpkg-query: {}", one_line(&String::from_utf8_lossy(&out.stderr))))
+        }
         Err(e) => return Err(format!("cannot run dpkg-query: {e}")),
     };
     let mut fields = said.split('\n');
@@ -195,13 +219,16 @@ fn registered_side(root: &Path, db: &Db) -> Result<Side, String> {
     let (version, status, config) = (field(), field(), field());
     match status.as_str() {
         "install ok installed" if version == db.old.version => Ok(Side::Old),
-        "install ok unpacked" if version == db.new.version && config == db.old.version => Ok(Side::New),
+        "install ok unpacked" if version == db.new.version && config == db.old.version => {
+            Ok(Side::New)
+        }
         _ => Err(format!("Version {version}, Status {status}, Config-Version {config}")),
     }
 }
 
 /// An info file's suffix, the paths a version says it holds, and how to read them from it.
-pub(super) type InfoFile = (&'static str, fn(&Version) -> BTreeSet<String>, fn(&str) -> BTreeSet<String>);
+pub(super) type InfoFile =
+    (&'static str, fn(&Version) -> BTreeSet<String>, fn(&str) -> BTreeSet<String>);
 
 /// The info files dpkg keeps of a package's paths: its list, md5sums and conffiles.
 pub(super) const INFO_FILES: [InfoFile; 3] = [
@@ -220,10 +247,16 @@ fn md5sum_lines(text: &str) -> BTreeSet<String> {
 
 /// The paths `info/PACKAGE.SUFFIX` names, read without leaving the root, or why it could not
 /// be read. A package without conffiles has no conffiles file: none is an empty list.
-pub(super) fn read_info(dir: &OwnedFd, package: &str, (suffix, _, parse): &InfoFile) -> Result<BTreeSet<String>, String> {
+pub(super) fn read_info(
+    dir: &OwnedFd,
+    package: &str,
+    (suffix, _, parse): &InfoFile,
+) -> Result<BTreeSet<String>, String> {
     match read_db_file(dir, &format!("info/{package}.{suffix}")) {
         Ok(text) => Ok(parse(&text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && *suffix == "conffiles" => Ok(BTreeSet::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && *suffix == "conffiles" => {
+            Ok(BTreeSet::new())
+        }
         Err(e) => Err(e.to_string()),
     }
 }
@@ -237,14 +270,24 @@ fn info_files(dir: &OwnedFd, db: &Db, side: Side, id: usize) -> Vec<Violation> {
         let (suffix, expected, _) = file;
         let what = match read_info(dir, &db.package, file) {
             Ok(paths) if paths == expected(want) => continue,
-            Ok(paths) if paths == expected(other) => format!("the {suffix} of version {}", other.version),
+            Ok(paths) if paths == expected(other) => {
+                format!("the {suffix} of version {}", other.version)
+            }
             Ok(paths) => differ(&paths, &expected(want)),
             Err(e) => e,
         };
         let says = |v: &Version| format!("the {suffix} of version {}", v.version);
-        let what = Content::Other(format!("{what}, where the status registers version {}", want.version));
+        let what =
+            Content::Other(format!("{what}, where the status registers version {}", want.version));
         let path = Path::new(ADMIN_DIR).join(format!("info/{}.{suffix}", db.package));
-        found.push(db_violation(id, &path, Kind::HalfRegistered, says(&db.old), says(&db.new), what));
+        found.push(db_violation(
+            id,
+            &path,
+            Kind::HalfRegistered,
+            says(&db.old),
+            says(&db.new),
+            what,
+        ));
     }
     found
 }
@@ -265,8 +308,9 @@ fn tree(dir: &OwnedFd, db: &Db, side: Side, id: usize) -> Vec<Violation> {
         .into_iter()
         .filter_map(|path| {
             let found = probe(dir, path);
-            (found != want.get(path))
-                .then(|| violation(id, path, Kind::DbTree, &old.get(path), &new.get(path), &found, None))
+            (found != want.get(path)).then(|| {
+                violation(id, path, Kind::DbTree, &old.get(path), &new.get(path), &found, None)
+            })
         })
         .collect()
 }
@@ -306,12 +350,16 @@ fn audit(root: &Path, db: &Db, side: Side, id: usize) -> Vec<Violation> {
         Ok(out) => text(&out),
         Err(why) => return vec![tool_violation(id, "dpkg --audit", Kind::DbAudit, why)],
     };
-    let listed: BTreeSet<&str> =
-        said.lines().filter(|l| l.starts_with(' ')).filter_map(|l| l.split_whitespace().next()).collect();
+    let listed: BTreeSet<&str> = said
+        .lines()
+        .filter(|l| l.starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
     let fine = match side {
         Side::Old => said.trim().is_empty(),
         Side::New => {
-            said.contains("unpacked but not yet configured") && listed == BTreeSet::from([db.package.as_str()])
+            said.contains("unpacked but not yet configured")
+                && listed == BTreeSet::from([db.package.as_str()])
         }
     };
     if fine {
@@ -345,10 +393,24 @@ fn dpkg(root: &Path, args: &[&str]) -> Result<Output, String> {
 
 fn tool_violation(id: usize, what: &str, kind: Kind, why: String) -> Violation {
     let says = format!("{what} runs");
-    db_violation(id, Path::new(ADMIN_DIR), kind, says.clone(), says, Content::Other(format!("{what}: {why}")))
+    db_violation(
+        id,
+        Path::new(ADMIN_DIR),
+        kind,
+        says.clone(),
+        says,
+        Content::Other(format!("{what}: {why}")),
+    )
 }
 
-pub(super) fn db_violation(id: usize, path: &Path, kind: Kind, old: String, new: String, found: Content) -> Violation {
+pub(super) fn db_violation(
+    id: usize,
+    path: &Path,
+    kind: Kind,
+    old: String,
+    new: String,
+    found: Content,
+) -> Violation {
     violation(id, path, kind, &Content::Other(old), &Content::Other(new), &found, None)
 }
 
@@ -357,8 +419,13 @@ pub(super) fn db_violation(id: usize, path: &Path, kind: Kind, old: String, new:
 pub(super) fn read_db_file(dir: &OwnedFd, name: &str) -> std::io::Result<String> {
     let path = Path::new(ADMIN_DIR).join(name);
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd =
-        rustix::fs::openat2(dir, &path, flags, Mode::empty(), ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS)?;
+    let fd = rustix::fs::openat2(
+        dir,
+        &path,
+        flags,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+    )?;
     let mut bytes = Vec::new();
     std::fs::File::from(fd).take(MAX_DB_FILE + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_DB_FILE {
@@ -378,7 +445,9 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
 
 /// A control field of `deb`, as `dpkg-deb --field` reads it.
 pub(super) fn field(deb: &Path, name: &str) -> Result<String, CrashError> {
-    Ok(text(&tool(Command::new("dpkg-deb").arg("--field").arg(deb).arg(name), deb)?).trim().to_string())
+    Ok(text(&tool(Command::new("dpkg-deb").arg("--field").arg(deb).arg(name), deb)?)
+        .trim()
+        .to_string())
 }
 
 fn text(out: &Output) -> String {
@@ -388,8 +457,10 @@ fn text(out: &Output) -> String {
 /// Runs a tool that must succeed, about `path`.
 pub(super) fn tool(cmd: &mut Command, path: &Path) -> Result<Output, CrashError> {
     let program = PathBuf::from(cmd.get_program());
-    let out =
-        cmd.output().map_err(|e| CrashError::Tool { path: program.clone(), reason: format!("cannot run it: {e}") })?;
+    let out = cmd.output().map_err(|e| CrashError::Tool {
+        path: program.clone(),
+        reason: format!("cannot run it: {e}"),
+    })?;
     if out.status.success() {
         return Ok(out);
     }
@@ -418,7 +489,12 @@ pub fn write_pair(package: &Path, dir: &Path) -> Result<(PathBuf, PathBuf), Cras
         md5sums: false,
     };
     rebuild(&rewritten, &older, dir, &older_edit)?;
-    let newer_edit = Rebuild { conffile: (CONFFILE, "the newer version's conffile, longer\n"), files: &[], fields: &[], md5sums: false };
+    let newer_edit = Rebuild {
+        conffile: (CONFFILE, "the newer version's conffile, longer\n"),
+        files: &[],
+        fields: &[],
+        md5sums: false,
+    };
     rebuild(package, &newer, dir, &newer_edit)?;
     Ok((older, newer))
 }
@@ -442,7 +518,12 @@ pub(super) struct Rebuild<'a> {
 }
 
 /// Takes `from` apart with dpkg-deb, makes the changes of `edit`, builds `to`.
-pub(super) fn rebuild(from: &Path, to: &Path, dir: &Path, edit: &Rebuild<'_>) -> Result<(), CrashError> {
+pub(super) fn rebuild(
+    from: &Path,
+    to: &Path,
+    dir: &Path,
+    edit: &Rebuild<'_>,
+) -> Result<(), CrashError> {
     let stage = dir.join("stage");
     if stage.exists() {
         std::fs::remove_dir_all(&stage).map_err(io_error(&stage, "removing"))?;
@@ -451,7 +532,8 @@ pub(super) fn rebuild(from: &Path, to: &Path, dir: &Path, edit: &Rebuild<'_>) ->
     let control_dir = stage.join("DEBIAN");
     for (path, content) in edit.files.iter().chain([&edit.conffile]) {
         let file = stage.join(path);
-        std::fs::create_dir_all(file.parent().unwrap_or(&stage)).map_err(io_error(&file, "creating the parent of"))?;
+        std::fs::create_dir_all(file.parent().unwrap_or(&stage))
+            .map_err(io_error(&file, "creating the parent of"))?;
         std::fs::write(&file, content).map_err(io_error(&file, "writing"))?;
     }
     let list = control_dir.join("conffiles");
@@ -469,7 +551,8 @@ pub(super) fn rebuild(from: &Path, to: &Path, dir: &Path, edit: &Rebuild<'_>) ->
     if !edit.fields.is_empty() {
         let control = control_dir.join("control");
         let text = std::fs::read_to_string(&control).map_err(io_error(&control, "reading"))?;
-        std::fs::write(&control, edit_fields(&text, edit.fields)).map_err(io_error(&control, "writing"))?;
+        std::fs::write(&control, edit_fields(&text, edit.fields))
+            .map_err(io_error(&control, "writing"))?;
     }
     tool(Command::new("dpkg-deb").args(["-Zgzip", "--build"]).arg(&stage).arg(to), from)?;
     std::fs::remove_dir_all(&stage).map_err(io_error(&stage, "removing"))
@@ -483,7 +566,8 @@ fn io_error(path: &Path, what: &'static str) -> impl FnOnce(std::io::Error) -> C
 
 /// `control` with the fields of `edits` changed, removed or (at the end) added.
 fn edit_fields(control: &str, edits: &[(&str, FieldEdit<'_>)]) -> String {
-    let name_of = |line: &str| line.split_once(':').map(|(name, _)| name.trim().to_ascii_lowercase());
+    let name_of =
+        |line: &str| line.split_once(':').map(|(name, _)| name.trim().to_ascii_lowercase());
     let edit_of = |line: &str| {
         let name = name_of(line)?;
         edits.iter().find(|(n, _)| n.eq_ignore_ascii_case(&name))
@@ -531,7 +615,10 @@ fn md5sums_of(stage: &Path, package: &Path) -> Result<String, CrashError> {
     files.sort();
     let mut sums = String::new();
     for chunk in files.chunks(1000) {
-        let out = tool(Command::new("md5sum").arg("--zero").arg("--").args(chunk).current_dir(stage), package)?;
+        let out = tool(
+            Command::new("md5sum").arg("--zero").arg("--").args(chunk).current_dir(stage),
+            package,
+        )?;
         for line in text(&out).split('\0').filter(|l| !l.is_empty()) {
             sums.push_str(line);
             sums.push('\n');
@@ -576,7 +663,8 @@ mod tests {
     }
 
     #[test]
-    fn after_dpkg_unpack_a_conffile_keeps_its_old_content_beside_the_new_one_and_dropped_files_go() {
+    fn after_dpkg_unpack_a_conffile_keeps_its_old_content_beside_the_new_one_and_dropped_files_go()
+    {
         let old = version(
             "1",
             &[
@@ -590,14 +678,23 @@ mod tests {
         );
         let new = version(
             "2",
-            &[("etc", Content::Dir), ("etc/a", file(5, 5)), ("etc/b", file(6, 6)), ("usr/f", file(7, 7))],
+            &[
+                ("etc", Content::Dir),
+                ("etc/a", file(5, 5)),
+                ("etc/b", file(6, 6)),
+                ("usr/f", file(7, 7)),
+            ],
             &["etc/a", "etc/b"],
         );
         let db = Db { package: "p".into(), old, new };
         let tree = db.new_tree();
         assert_eq!(tree.get(Path::new("etc/a")), file(1, 1), "the old conffile stays");
         assert_eq!(tree.get(Path::new("etc/a.dpkg-new")), file(5, 5));
-        assert_eq!(tree.get(Path::new("etc/b")), Content::Absent, "a new conffile is only .dpkg-new");
+        assert_eq!(
+            tree.get(Path::new("etc/b")),
+            Content::Absent,
+            "a new conffile is only .dpkg-new"
+        );
         assert!(tree.0.contains_key(Path::new("etc/b")), "and its absence is checked");
         assert_eq!(tree.get(Path::new("etc/b.dpkg-new")), file(6, 6));
         assert_eq!(tree.get(Path::new("etc/gone")), file(2, 2), "an obsolete conffile stays");
@@ -645,7 +742,8 @@ mod tests {
         let yes = |_: Option<&str>| Some("yes".to_string());
         let bump = |v: Option<&str>| Some(format!("{}~older", v.unwrap_or_default()));
         let none = |_: Option<&str>| None;
-        let edited = edit_fields(control, &[("Version", &bump), ("Multi-Arch", &none), ("Essential", &yes)]);
+        let edited =
+            edit_fields(control, &[("Version", &bump), ("Multi-Arch", &none), ("Essential", &yes)]);
         assert_eq!(edited, "Package: p\nVersion: 1~older\nDescription: d\n long\nEssential: yes\n");
     }
 }

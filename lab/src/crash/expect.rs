@@ -8,8 +8,6 @@
 //! memory. This module never touches a filesystem but to read packages.
 
 use super::CrashError;
-use unpack::deb::Deb;
-use unpack::entry::{self, Kind};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -17,6 +15,8 @@ use std::fmt;
 use std::hash::{DefaultHasher, Hasher};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use unpack::deb::Deb;
+use unpack::entry::{self, Kind};
 
 /// What a path holds, as far as the invariants care: the type, and a file's bytes, a symlink's
 /// target or a device's number.
@@ -73,7 +73,9 @@ impl Tree {
         let mut tree = BTreeMap::new();
         for item in archive.entries().map_err(|e| bad(format!("{member}: {e}")))? {
             let mut item = item.map_err(|e| bad(format!("{member}: {e}")))?;
-            let Some(entry) = entry::validate(&mut item).map_err(|e| bad(format!("{member}: {e}")))? else {
+            let Some(entry) =
+                entry::validate(&mut item).map_err(|e| bad(format!("{member}: {e}")))?
+            else {
                 continue;
             };
             if entry.path.as_os_str().is_empty() {
@@ -81,16 +83,24 @@ impl Tree {
             }
             let content = match entry.kind {
                 Kind::File { size } => {
-                    let (len, hash) = content_hash(&mut item).map_err(|e| bad(format!("{member}: {e}")))?;
+                    let (len, hash) =
+                        content_hash(&mut item).map_err(|e| bad(format!("{member}: {e}")))?;
                     if len != size {
-                        return Err(bad(format!("{}: {len} bytes where the header says {size}", entry.path.display())));
+                        return Err(bad(format!(
+                            "{}: {len} bytes where the header says {size}",
+                            entry.path.display()
+                        )));
                     }
                     Content::File { len, hash }
                 }
                 Kind::Dir => Content::Dir,
                 Kind::Symlink { target } => Content::Symlink(target),
                 Kind::Hardlink { target } => tree.get(&target).cloned().ok_or_else(|| {
-                    bad(format!("{}: hard link to {}, not an earlier entry", entry.path.display(), target.display()))
+                    bad(format!(
+                        "{}: hard link to {}, not an earlier entry",
+                        entry.path.display(),
+                        target.display()
+                    ))
                 })?,
                 Kind::Fifo => Content::Fifo,
                 Kind::CharDevice { major, minor } => Content::CharDevice(major, minor),

@@ -28,8 +28,14 @@ pub struct Image {
 impl Image {
     /// A new image of `size` bytes, all zeros (a hole).
     pub fn create(path: &Path, size: u64) -> Result<Image, CrashError> {
-        let io_err = |source| CrashError::Io { path: path.to_path_buf(), what: "creating an image", source };
-        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path).map_err(io_err)?;
+        let io_err =
+            |source| CrashError::Io { path: path.to_path_buf(), what: "creating an image", source };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(io_err)?;
         file.set_len(size).map_err(io_err)?;
         Ok(Image { path: path.to_path_buf(), file })
     }
@@ -38,7 +44,8 @@ impl Image {
     pub fn copy_to(&self, path: &Path) -> Result<Image, CrashError> {
         let size = self.file.metadata().map_err(|e| self.err("stat", e))?.len();
         let copy = Image::create(path, size)?;
-        copy_data(&self.file, &copy.file, size).map_err(|e| copy.err("copying an image into", e))?;
+        copy_data(&self.file, &copy.file, size)
+            .map_err(|e| copy.err("copying an image into", e))?;
         Ok(copy)
     }
 
@@ -58,11 +65,12 @@ impl Image {
             path: self.path.clone(),
             reason: format!("entry {}: sectors {sector}+{sectors} lie beyond any disk", e.index),
         };
-        let (offset, len) = sector.checked_mul(unit).zip(sectors.checked_mul(unit)).ok_or_else(beyond)?;
+        let (offset, len) =
+            sector.checked_mul(unit).zip(sectors.checked_mul(unit)).ok_or_else(beyond)?;
         let data = match sector.checked_sub(e.sector).filter(|_| !e.is_discard()) {
-            Some(skip) => {
-                usize::try_from(skip * unit).ok().and_then(|from| e.data.get(from..from.checked_add(len as usize)?))
-            }
+            Some(skip) => usize::try_from(skip * unit)
+                .ok()
+                .and_then(|from| e.data.get(from..from.checked_add(len as usize)?)),
             None => None,
         };
         match data {
@@ -107,7 +115,10 @@ fn copy_data(from: &File, to: &File, size: u64) -> io::Result<()> {
             let want = (end - src) as usize;
             let n = rustix::fs::copy_file_range(from, Some(&mut src), to, Some(&mut dst), want)?;
             if n == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the image shrank while it was copied"));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the image shrank while it was copied",
+                ));
             }
         }
         pos = end;
@@ -155,7 +166,9 @@ pub fn build_states(
     let result = (|| {
         let mut reader = LogReader::open(log)?;
         loop {
-            let e = reader.next_entry()?.ok_or_else(|| ended("the log ends before the start mark".into()))?;
+            let e = reader
+                .next_entry()?
+                .ok_or_else(|| ended("the log ends before the start mark".into()))?;
             if e.index == first.opened_by {
                 break;
             }
@@ -170,21 +183,25 @@ pub fn build_states(
             let mut entries: Vec<LogEntry> = Vec::new();
             for w in &epoch.writes {
                 while entries.last().is_none_or(|e| e.index < w.index) {
-                    let e =
-                        reader.next_entry()?.ok_or_else(|| ended(format!("the log ends before entry {}", w.index)))?;
+                    let e = reader
+                        .next_entry()?
+                        .ok_or_else(|| ended(format!("the log ends before entry {}", w.index)))?;
                     if e.index == w.index {
                         entries.push(e);
                     }
                 }
             }
-            let entry =
-                |index: u64| entries.binary_search_by_key(&index, |e| e.index).ok().and_then(|i| entries.get(i));
+            let entry = |index: u64| {
+                entries.binary_search_by_key(&index, |e| e.index).ok().and_then(|i| entries.get(i))
+            };
             for &(id, state) in states.iter().filter(|(_, s)| s.epoch == k) {
                 let image = base.copy_to(&dir.join(format!("state-{id}.img")))?;
-                let applied = state.writes.iter().filter_map(|&i| epoch.writes.get(i)).try_for_each(|w| {
-                    let e = entry(w.index).ok_or_else(|| ended(format!("no entry {}", w.index)))?;
-                    image.apply_part(e, w.sector, w.sectors())
-                });
+                let applied =
+                    state.writes.iter().filter_map(|&i| epoch.writes.get(i)).try_for_each(|w| {
+                        let e =
+                            entry(w.index).ok_or_else(|| ended(format!("no entry {}", w.index)))?;
+                        image.apply_part(e, w.sector, w.sectors())
+                    });
                 let visited = applied.and_then(|()| visit(id, state, &image));
                 let removed = std::fs::remove_file(image.path()).map_err(|source| CrashError::Io {
                     path: image.path().to_path_buf(),
@@ -244,7 +261,9 @@ mod tests {
                 other => panic!("unexpected state {other:?}"),
             };
             assert_eq!((1..4).map(sector).collect::<Vec<_>>(), expected, "state {id}: {state:?}");
-            let blocks = std::fs::metadata(image.path()).map(|m| std::os::unix::fs::MetadataExt::blocks(&m)).unwrap();
+            let blocks = std::fs::metadata(image.path())
+                .map(|m| std::os::unix::fs::MetadataExt::blocks(&m))
+                .unwrap();
             assert!(blocks <= 64, "the copy is sparse: {blocks} blocks");
             seen.push(id);
             Ok(())
@@ -290,7 +309,8 @@ mod tests {
         std::fs::write(&from, &data).unwrap();
         copy_sparse(&from, &to).unwrap();
         assert_eq!(std::fs::read(&to).unwrap(), data);
-        let blocks = std::fs::metadata(&to).map(|m| std::os::unix::fs::MetadataExt::blocks(&m)).unwrap();
+        let blocks =
+            std::fs::metadata(&to).map(|m| std::os::unix::fs::MetadataExt::blocks(&m)).unwrap();
         assert!(blocks <= 32, "{blocks} blocks");
     }
 }

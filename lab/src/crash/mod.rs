@@ -32,18 +32,18 @@ pub mod record;
 pub mod report;
 pub mod states;
 
+pub use crate::bench::scenario::Scenario;
 use crate::vdisk::log::LogError;
 use crate::vdisk::VdiskError;
+use crate::workdir::Workdir;
 use check::{Expected, FsFailure, Kind, Violation};
 use expect::{Content, Tree};
-pub use crate::bench::scenario::Scenario;
 use serde::Serialize;
 use states::{State, StateInfo, Timeline};
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use crate::workdir::Workdir;
 
 /// What can go wrong in the crash test. Every variant but `Usage` names the path it is about.
 #[derive(Debug, thiserror::Error)]
@@ -67,7 +67,9 @@ pub enum CrashError {
     #[error("{0}")]
     Usage(String),
     /// SIGINT, SIGTERM or SIGHUP arrived; everything mounted or attached was taken down.
-    #[error("stopped by signal {signal}; every filesystem, loop device and virtual disk was taken down")]
+    #[error(
+        "stopped by signal {signal}; every filesystem, loop device and virtual disk was taken down"
+    )]
     Interrupted { signal: i32 },
     #[error(transparent)]
     Disk(#[from] VdiskError),
@@ -251,16 +253,33 @@ impl Prepared {
         } else {
             None
         };
-        let bootstrap =
-            if asks(Scenario::Bootstrap) { Some(bootstrap::Bootstrap::write(&config.package, &work.join("bootstrap"))?) } else { None };
-        Ok(Prepared { package: config.package.clone(), new, empty: Tree::default(), older, db, bootstrap })
+        let bootstrap = if asks(Scenario::Bootstrap) {
+            Some(bootstrap::Bootstrap::write(&config.package, &work.join("bootstrap"))?)
+        } else {
+            None
+        };
+        Ok(Prepared {
+            package: config.package.clone(),
+            new,
+            empty: Tree::default(),
+            older,
+            db,
+            bootstrap,
+        })
     }
 
     /// The bytes of every file of every tree, for the size of the disk.
     fn bytes(&self) -> u64 {
         let db = self.db.iter().flat_map(|(_, _, _, old, new)| [old, new]);
-        let trees = [&self.new].into_iter().chain(self.older.iter().map(|(_, t)| t)).chain(db).chain(self.bootstrap.as_ref().map(|b| b.last()));
-        trees.flat_map(|t| t.0.values()).map(|c| if let Content::File { len, .. } = c { *len } else { 0 }).sum()
+        let trees = [&self.new]
+            .into_iter()
+            .chain(self.older.iter().map(|(_, t)| t))
+            .chain(db)
+            .chain(self.bootstrap.as_ref().map(|b| b.last()));
+        trees
+            .flat_map(|t| t.0.values())
+            .map(|c| if let Content::File { len, .. } = c { *len } else { 0 })
+            .sum()
     }
 
     /// The package alone, over nothing or over `older` (the older version and its tree).
@@ -320,14 +339,22 @@ pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matr
         cells: Vec::new(),
     };
     for fs in &config.filesystems {
-        let sets = if config.option_sets.is_empty() { default_option_sets(fs) } else { config.option_sets.clone() };
+        let sets = if config.option_sets.is_empty() {
+            default_option_sets(fs)
+        } else {
+            config.option_sets.clone()
+        };
         for options in &sets {
             for &scenario in &config.scenarios {
-                let cast = prepared.cast(scenario).ok_or_else(|| CrashError::Usage(format!("scenario '{}' was not prepared", scenario.name())))?;
+                let cast = prepared.cast(scenario).ok_or_else(|| {
+                    CrashError::Usage(format!("scenario '{}' was not prepared", scenario.name()))
+                })?;
                 for strategy in &config.strategies {
                     let index = matrix.cells.len();
-                    let settle = config.settle.unwrap_or_else(|| record::default_settle(fs, options));
-                    let mut cell = CellResult::new(fs, options, scenario, strategy, settle, disk_bytes);
+                    let settle =
+                        config.settle.unwrap_or_else(|| record::default_settle(fs, options));
+                    let mut cell =
+                        CellResult::new(fs, options, scenario, strategy, settle, disk_bytes);
                     let dir = work.path().join(format!("cell-{index}"));
                     let setup = record::Setup {
                         fstype: fs,
@@ -453,7 +480,8 @@ fn run_cell(
         // A cell that checked nothing has no verdict: it is a cell that could not be run.
         return Err(CrashError::BadLog {
             path: recording.log.clone(),
-            reason: "no crash state to check between the start and the end of the settle time".into(),
+            reason: "no crash state to check between the start and the end of the settle time"
+                .into(),
         });
     }
     cell.log_entries = timeline.entries;
@@ -463,35 +491,50 @@ fn run_cell(
     cell.candidates = selection.candidates;
     cell.duplicates = selection.duplicates;
     cell.states = selection.states.len();
-    cell.states_after_returned = selection.states.iter().filter(|s| timeline.after_returned(s)).count();
+    cell.states_after_returned =
+        selection.states.iter().filter(|s| timeline.after_returned(s)).count();
     let chosen: Vec<(usize, &State)> = selection.states.iter().enumerate().collect();
     let mnt = setup.dir.join("check");
-    image::build_states(&recording.log, &timeline, &chosen, setup.disk_bytes, setup.dir, &mut |id, state, image| {
-        check_interrupt()?;
-        let outcome = check::check_state(image.path(), &mnt, expected, id, timeline.after_returned(state))?;
-        if !outcome.violations.is_empty() || !outcome.fs_failures.is_empty() {
-            cell.states_detail.push(timeline.describe(id, state));
-        }
-        if !outcome.violations.is_empty() {
-            cell.states_with_violations += 1;
-        }
-        cell.states_recovered += usize::from(outcome.recovered);
-        cell.states_with_journal += usize::from(outcome.left.journal);
-        cell.states_with_intent += usize::from(outcome.left.intent && !outcome.left.journal);
-        if let Some(counts) = cell.bootstrap.as_mut() {
-            counts.count(&outcome);
-        }
-        for v in &outcome.violations {
-            *cell.kinds.entry(v.kind).or_default() += 1;
-        }
-        let seen: std::collections::BTreeSet<Kind> = outcome.violations.iter().map(|v| v.kind).collect();
-        for kind in seen {
-            *cell.states_by_kind.entry(kind).or_default() += 1;
-        }
-        cell.violations.extend(outcome.violations);
-        cell.fs_failures.extend(outcome.fs_failures);
-        Ok(())
-    })?;
+    image::build_states(
+        &recording.log,
+        &timeline,
+        &chosen,
+        setup.disk_bytes,
+        setup.dir,
+        &mut |id, state, image| {
+            check_interrupt()?;
+            let outcome = check::check_state(
+                image.path(),
+                &mnt,
+                expected,
+                id,
+                timeline.after_returned(state),
+            )?;
+            if !outcome.violations.is_empty() || !outcome.fs_failures.is_empty() {
+                cell.states_detail.push(timeline.describe(id, state));
+            }
+            if !outcome.violations.is_empty() {
+                cell.states_with_violations += 1;
+            }
+            cell.states_recovered += usize::from(outcome.recovered);
+            cell.states_with_journal += usize::from(outcome.left.journal);
+            cell.states_with_intent += usize::from(outcome.left.intent && !outcome.left.journal);
+            if let Some(counts) = cell.bootstrap.as_mut() {
+                counts.count(&outcome);
+            }
+            for v in &outcome.violations {
+                *cell.kinds.entry(v.kind).or_default() += 1;
+            }
+            let seen: std::collections::BTreeSet<Kind> =
+                outcome.violations.iter().map(|v| v.kind).collect();
+            for kind in seen {
+                *cell.states_by_kind.entry(kind).or_default() += 1;
+            }
+            cell.violations.extend(outcome.violations);
+            cell.fs_failures.extend(outcome.fs_failures);
+            Ok(())
+        },
+    )?;
     cell.states_detail.sort_by_key(|s| s.id);
     cell.violations.sort_by(|a, b| (a.state, &a.path).cmp(&(b.state, &b.path)));
     cell.fs_failures.sort_by_key(|f| f.state);
@@ -512,8 +555,13 @@ fn validate(config: &Config) -> Result<(), CrashError> {
         unpack::durability::by_name(s, 1).map_err(|e| CrashError::Usage(e.to_string()))?;
     }
     if let Some(s) = config.scenarios.iter().find(|s| s.is_bench_only()) {
-        let ours: Vec<&str> = Scenario::ALL.iter().filter(|s| !s.is_bench_only()).map(|s| s.name()).collect();
-        return Err(CrashError::Usage(format!("scenario '{}' is unpack-bench's; the crash test runs {}", s.name(), ours.join(", "))));
+        let ours: Vec<&str> =
+            Scenario::ALL.iter().filter(|s| !s.is_bench_only()).map(|s| s.name()).collect();
+        return Err(CrashError::Usage(format!(
+            "scenario '{}' is unpack-bench's; the crash test runs {}",
+            s.name(),
+            ours.join(", ")
+        )));
     }
     let empty = |what: &str| Err(CrashError::Usage(format!("no {what} to test")));
     if config.strategies.is_empty() {
@@ -537,7 +585,10 @@ fn require_mkfs(fs: &str) -> Result<(), CrashError> {
         return Ok(());
     }
     let package = crate::scratchfs::mkfs_package(fs);
-    Err(CrashError::Tool { path: tool.into(), reason: format!("not found in PATH: install the Debian package {package}") })
+    Err(CrashError::Tool {
+        path: tool.into(),
+        reason: format!("not found in PATH: install the Debian package {package}"),
+    })
 }
 
 /// An error with all its causes, for one line of a report.
@@ -565,11 +616,16 @@ pub fn replay(out: &Path, cell: &str, state: usize) -> Result<(PathBuf, String),
         let ids: Vec<&str> = saved.cells.iter().map(|c| c.id.as_str()).collect();
         not_there(format!("no cell '{cell}' (cells: {})", ids.join(", ")))
     })?;
-    let log = out.join(found.log.as_ref().ok_or_else(|| not_there(format!("cell '{cell}' kept no write log")))?);
+    let log = out.join(
+        found.log.as_ref().ok_or_else(|| not_there(format!("cell '{cell}' kept no write log")))?,
+    );
     let timeline = Timeline::read(&log, found.disk_bytes)?;
     let selection = timeline.select(saved.states_per_cell, saved.seed);
     let chosen = selection.states.get(state).ok_or_else(|| {
-        not_there(format!("cell '{cell}' has states 0 to {}", selection.states.len().saturating_sub(1)))
+        not_there(format!(
+            "cell '{cell}' has states 0 to {}",
+            selection.states.len().saturating_sub(1)
+        ))
     })?;
     let dest_dir = out.join("replay");
     std::fs::create_dir_all(&dest_dir).map_err(|source| CrashError::Io {
@@ -586,14 +642,23 @@ pub fn replay(out: &Path, cell: &str, state: usize) -> Result<(PathBuf, String),
         })?;
     }
     let work = new_workdir()?;
-    image::build_states(&log, &timeline, &[(state, chosen)], found.disk_bytes, work.path(), &mut |_, _, image| {
-        image.copy_to(&dest).map(drop)
-    })?;
+    image::build_states(
+        &log,
+        &timeline,
+        &[(state, chosen)],
+        found.disk_bytes,
+        work.path(),
+        &mut |_, _, image| image.copy_to(&dest).map(drop),
+    )?;
     Ok((dest, found.fs.clone()))
 }
 
 /// The run's scratch directory under `$TMPDIR`.
 fn new_workdir() -> Result<Workdir, CrashError> {
     let temp = std::env::temp_dir();
-    Workdir::new(&temp, "unpack-crashtest").map_err(|source| CrashError::Io { path: temp, what: "creating the work directory", source })
+    Workdir::new(&temp, "unpack-crashtest").map_err(|source| CrashError::Io {
+        path: temp,
+        what: "creating the work directory",
+        source,
+    })
 }

@@ -15,11 +15,11 @@
 
 use super::expect::engine_error;
 use super::CrashError;
-use unpack::deb::Deb;
-use unpack::entry::{self, Kind};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
+use unpack::deb::Deb;
+use unpack::entry::{self, Kind};
 
 /// The biggest control member copied (real ones are a few KiB).
 const MAX_CONTROL: u64 = 16 << 20;
@@ -42,13 +42,19 @@ fn older_bytes(path: &Path, len: u64) -> Vec<u8> {
 /// Writes the older version of `package` to `out`.
 pub fn write(package: &Path, out: &Path) -> Result<(), CrashError> {
     let bad = |reason: String| CrashError::Package { path: package.to_path_buf(), reason };
-    let write_err =
-        |source: io::Error| CrashError::Io { path: out.to_path_buf(), what: "writing the older version", source };
+    let write_err = |source: io::Error| CrashError::Io {
+        path: out.to_path_buf(),
+        what: "writing the older version",
+        source,
+    };
     let mut deb = Deb::open(package).map_err(|e| engine_error(package, e))?;
     let mut control = Vec::new();
     {
         let (member, stream) = deb.control().map_err(|e| engine_error(package, e))?;
-        stream.take(MAX_CONTROL + 1).read_to_end(&mut control).map_err(|e| bad(format!("{member}: {e}")))?;
+        stream
+            .take(MAX_CONTROL + 1)
+            .read_to_end(&mut control)
+            .map_err(|e| bad(format!("{member}: {e}")))?;
         if control.len() as u64 > MAX_CONTROL {
             return Err(bad(format!("{member}: larger than {MAX_CONTROL} bytes")));
         }
@@ -68,8 +74,11 @@ pub fn write(package: &Path, out: &Path) -> Result<(), CrashError> {
         header.set_mtime(u64::try_from(e.mtime.0).unwrap_or(0));
         header.set_size(0);
         // Directories keep a trailing slash, as dpkg-deb writes them; `.` for the root.
-        let name =
-            if e.path.as_os_str().is_empty() { Path::new(".").to_path_buf() } else { Path::new(".").join(&e.path) };
+        let name = if e.path.as_os_str().is_empty() {
+            Path::new(".").to_path_buf()
+        } else {
+            Path::new(".").join(&e.path)
+        };
         let appended = match &e.kind {
             Kind::File { size } => {
                 let bytes = older_bytes(&e.path, older_len(*size));
@@ -95,23 +104,33 @@ pub fn write(package: &Path, out: &Path) -> Result<(), CrashError> {
             }
             Kind::CharDevice { major, minor } | Kind::BlockDevice { major, minor } => {
                 let block = matches!(e.kind, Kind::BlockDevice { .. });
-                header.set_entry_type(if block { tar::EntryType::Block } else { tar::EntryType::Char });
-                header.set_device_major(*major).and_then(|()| header.set_device_minor(*minor)).map_err(write_err)?;
+                header.set_entry_type(if block {
+                    tar::EntryType::Block
+                } else {
+                    tar::EntryType::Char
+                });
+                header
+                    .set_device_major(*major)
+                    .and_then(|()| header.set_device_minor(*minor))
+                    .map_err(write_err)?;
                 data.append_data(&mut header, &name, io::empty())
             }
         };
-        appended.map_err(|err| bad(format!("{}: cannot write its older version: {err}", e.path.display())))?;
+        appended.map_err(|err| {
+            bad(format!("{}: cannot write its older version: {err}", e.path.display()))
+        })?;
     }
     let data = data.into_inner().map_err(write_err)?;
     let file = File::create(out).map_err(write_err)?;
     let mut ar = BufWriter::new(file);
     ar.write_all(unpack::deb::AR_MAGIC).map_err(write_err)?;
-    for (name, bytes) in [("debian-binary", &b"2.0\n"[..]), ("control.tar", &control[..]), ("data.tar", &data[..])] {
+    for (name, bytes) in
+        [("debian-binary", &b"2.0\n"[..]), ("control.tar", &control[..]), ("data.tar", &data[..])]
+    {
         crate::ar::write_member(&mut ar, name, 0, bytes).map_err(write_err)?;
     }
     ar.into_inner().map_err(|e| write_err(e.into_error()))?.sync_all().map_err(write_err)
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -133,12 +152,18 @@ mod tests {
     #[test]
     fn the_older_version_has_the_same_paths_with_other_files_and_the_rest_unchanged() {
         let dir = tempfile::tempdir().unwrap();
-        for name in ["types_1.0_all.deb", "pkg-v2_2.0_all.deb", "gnulong_1.0_all.deb", "pax_1.0_all.deb"] {
+        for name in
+            ["types_1.0_all.deb", "pkg-v2_2.0_all.deb", "gnulong_1.0_all.deb", "pax_1.0_all.deb"]
+        {
             let out = dir.path().join(name);
             write(&fixture(name), &out).unwrap();
             let new = Tree::of_deb(&fixture(name)).unwrap();
             let old = Tree::of_deb(&out).unwrap();
-            assert_eq!(new.0.keys().collect::<Vec<_>>(), old.0.keys().collect::<Vec<_>>(), "{name}");
+            assert_eq!(
+                new.0.keys().collect::<Vec<_>>(),
+                old.0.keys().collect::<Vec<_>>(),
+                "{name}"
+            );
             for (path, n) in &new.0 {
                 let o = &old.0[path];
                 match (n, o) {
@@ -157,9 +182,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("old.deb");
         write(&fixture("pkg-v2_2.0_all.deb"), &out).unwrap();
-        let r = std::process::Command::new("dpkg-deb").arg("--contents").arg(&out).output().unwrap();
+        let r =
+            std::process::Command::new("dpkg-deb").arg("--contents").arg(&out).output().unwrap();
         assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-        let r = std::process::Command::new("dpkg-deb").arg("--field").arg(&out).arg("Version").output().unwrap();
+        let r = std::process::Command::new("dpkg-deb")
+            .arg("--field")
+            .arg(&out)
+            .arg("Version")
+            .output()
+            .unwrap();
         assert_eq!(String::from_utf8_lossy(&r.stdout).trim(), "2.0");
     }
 }

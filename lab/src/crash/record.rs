@@ -70,7 +70,8 @@ pub fn record(setup: &Setup<'_>) -> Result<Recording, CrashError> {
         source,
     })?;
     let log = setup.dir.join("write.log");
-    let profile: Profile = PROFILE.parse().map_err(|e| CrashError::Usage(format!("device profile {PROFILE}: {e}")))?;
+    let profile: Profile =
+        PROFILE.parse().map_err(|e| CrashError::Usage(format!("device profile {PROFILE}: {e}")))?;
     let disk = VDisk::start(&profile, setup.disk_bytes, &disk_dir, Some(&log))?;
     let io_flusher = disk.is_io_flusher();
     let ran = run_on(&disk, setup);
@@ -83,7 +84,11 @@ pub fn record(setup: &Setup<'_>) -> Result<Recording, CrashError> {
 fn run_on(disk: &VDisk, setup: &Setup<'_>) -> Result<(), CrashError> {
     let fs = disk.scratch_fs(setup.fstype, &setup.dir.join("mnt"), setup.options)?;
     let root = fs.path().join(ROOT_DIR);
-    std::fs::create_dir(&root).map_err(|source| CrashError::Io { path: root.clone(), what: "creating", source })?;
+    std::fs::create_dir(&root).map_err(|source| CrashError::Io {
+        path: root.clone(),
+        what: "creating",
+        source,
+    })?;
     match setup.older {
         Some(older) if setup.database => install_with_dpkg(older, &root)?,
         Some(older) => unpack(setup.unpack, "none", &[], &[older], &root)?,
@@ -128,11 +133,18 @@ pub(super) fn unpack(
         .args(&packages)
         .arg(root)
         .output()
-        .map_err(|e| CrashError::Tool { path: bin.to_path_buf(), reason: format!("cannot run it: {e}") })?;
+        .map_err(|e| CrashError::Tool {
+            path: bin.to_path_buf(),
+            reason: format!("cannot run it: {e}"),
+        })?;
     if out.status.success() {
         return Ok(());
     }
-    let args: Vec<String> = flags.iter().map(|f| f.to_string()).chain(packages.iter().map(|p| p.display().to_string())).collect();
+    let args: Vec<String> = flags
+        .iter()
+        .map(|f| f.to_string())
+        .chain(packages.iter().map(|p| p.display().to_string()))
+        .collect();
     Err(CrashError::Tool {
         path: bin.to_path_buf(),
         reason: format!(
@@ -147,17 +159,26 @@ pub(super) fn unpack(
 /// Makes dpkg's admin directory in `root` and installs `package` there as dpkg does:
 /// `dpkg --unpack`, then `dpkg --configure -a`, so that the old state is exactly dpkg's.
 pub fn install_with_dpkg(package: &Path, root: &Path) -> Result<(), CrashError> {
-    crate::bench::peers::install_configured(&[package.to_path_buf()], root).map_err(|e| CrashError::Tool {
-        path: "dpkg".into(),
-        reason: format!("installing {} in {}: {e}", package.display(), root.display()),
+    crate::bench::peers::install_configured(&[package.to_path_buf()], root).map_err(|e| {
+        CrashError::Tool {
+            path: "dpkg".into(),
+            reason: format!("installing {} in {}: {e}", package.display(), root.display()),
+        }
     })
 }
 
 fn syncfs(path: &Path) -> Result<(), CrashError> {
-    let err = |source: std::io::Error| CrashError::Io { path: path.to_path_buf(), what: "syncfs", source };
-    let fd =
-        rustix::fs::open(path, rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC, rustix::fs::Mode::empty())
-            .map_err(|e| err(e.into()))?;
+    let err = |source: std::io::Error| CrashError::Io {
+        path: path.to_path_buf(),
+        what: "syncfs",
+        source,
+    };
+    let fd = rustix::fs::open(
+        path,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| err(e.into()))?;
     rustix::fs::syncfs(&fd).map_err(|e| err(e.into()))
 }
 
@@ -165,12 +186,17 @@ fn syncfs(path: &Path) -> Result<(), CrashError> {
 /// seconds. ext3/ext4 commit every 5 s (`commit=`), btrfs every 30 s (`commit=`), and XFS
 /// pushes its log from the `xfssyncd` worker (`fs.xfs.xfssyncd_centisecs`, 30 s).
 pub fn default_settle(fstype: &str, options: &str) -> Duration {
-    let commit = options.split(',').find_map(|o| o.strip_prefix("commit=")).and_then(|v| v.parse::<u64>().ok());
+    let commit = options
+        .split(',')
+        .find_map(|o| o.strip_prefix("commit="))
+        .and_then(|v| v.parse::<u64>().ok());
     let interval = match fstype {
         "xfs" => std::fs::read_to_string("/proc/sys/fs/xfs/xfssyncd_centisecs")
             .ok()
             .and_then(|s| s.trim().parse::<u64>().ok())
-            .map_or(Duration::from_secs(30), |centis| Duration::from_millis(centis.saturating_mul(10))),
+            .map_or(Duration::from_secs(30), |centis| {
+                Duration::from_millis(centis.saturating_mul(10))
+            }),
         "btrfs" => Duration::from_secs(commit.unwrap_or(30)),
         _ => Duration::from_secs(commit.filter(|&c| c > 0).unwrap_or(5)),
     };

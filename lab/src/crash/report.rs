@@ -43,7 +43,8 @@ pub fn markdown(m: &Matrix) -> String {
     }
     for fs in &filesystems {
         for scenario in Scenario::ALL {
-            let cells: Vec<&CellResult> = m.cells.iter().filter(|c| c.fs == *fs && c.scenario == scenario).collect();
+            let cells: Vec<&CellResult> =
+                m.cells.iter().filter(|c| c.fs == *fs && c.scenario == scenario).collect();
             if cells.is_empty() {
                 continue;
             }
@@ -57,7 +58,8 @@ pub fn markdown(m: &Matrix) -> String {
                 .collect::<std::collections::BTreeSet<_>>()
                 .into_iter()
                 .collect();
-            let _ = writeln!(out, "## {fs}, {} (settle {} s)\n", scenario.name(), settle.join(", "));
+            let _ =
+                writeln!(out, "## {fs}, {} (settle {} s)\n", scenario.name(), settle.join(", "));
             table(&mut out, &rows, &strategies, &cells, cell_text);
             if scenario == Scenario::Bootstrap {
                 let names = super::bootstrap::STAGES.join(" / ");
@@ -70,8 +72,12 @@ pub fn markdown(m: &Matrix) -> String {
             }
         }
     }
-    let disturbed: Vec<String> =
-        m.cells.iter().filter(|c| c.foreign_flushes > 0).map(|c| format!("{} ({})", c.id, c.foreign_flushes)).collect();
+    let disturbed: Vec<String> = m
+        .cells
+        .iter()
+        .filter(|c| c.foreign_flushes > 0)
+        .map(|c| format!("{} ({})", c.id, c.foreign_flushes))
+        .collect();
     if !disturbed.is_empty() {
         let _ = writeln!(
             out,
@@ -85,12 +91,22 @@ pub fn markdown(m: &Matrix) -> String {
     if checked == 0 {
         let _ = writeln!(out, "No crash state was checked: this matrix has no verdict.");
     } else if failing.is_empty() {
-        let _ = writeln!(out, "Filesystem: each of the {checked} states checked mounted and fsck found nothing.");
+        let _ = writeln!(
+            out,
+            "Filesystem: each of the {checked} states checked mounted and fsck found nothing."
+        );
     } else {
         let _ = writeln!(out, "## Filesystem failures (mount or fsck)\n\n| cell | state | stage | what the tool said |\n| --- | --- | --- | --- |");
         for c in failing {
             for f in &c.fs_failures {
-                let _ = writeln!(out, "| {} | {} | {} | {} |", c.id, f.state, f.stage, f.detail.replace('|', "\\|"));
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} |",
+                    c.id,
+                    f.state,
+                    f.stage,
+                    f.detail.replace('|', "\\|")
+                );
             }
         }
     }
@@ -114,8 +130,10 @@ fn cell_text(c: &CellResult) -> String {
     if c.error.is_some() {
         return "error".to_string();
     }
-    let kinds: Vec<String> =
-        Kind::ALL.iter().filter_map(|k| c.states_by_kind.get(k).map(|n| format!("{} {n}", k.name()))).collect();
+    let kinds: Vec<String> = Kind::ALL
+        .iter()
+        .filter_map(|k| c.states_by_kind.get(k).map(|n| format!("{} {n}", k.name())))
+        .collect();
     let mut text = format!("{} / {}", c.states_with_violations, c.states);
     if !kinds.is_empty() {
         let _ = write!(text, " ({})", kinds.join(", "));
@@ -125,13 +143,24 @@ fn cell_text(c: &CellResult) -> String {
 
 /// A markdown table, rows by mount option set, columns by strategy, each cell `text` of its
 /// result (empty where the matrix has none), then a blank line.
-fn table(out: &mut String, rows: &[&str], strategies: &[&str], cells: &[&CellResult], text: fn(&CellResult) -> String) {
+fn table(
+    out: &mut String,
+    rows: &[&str],
+    strategies: &[&str],
+    cells: &[&CellResult],
+    text: fn(&CellResult) -> String,
+) {
     let _ = writeln!(out, "| mount options | {} |", strategies.join(" | "));
     let _ = writeln!(out, "| --- |{}", " --- |".repeat(strategies.len()));
     for row in rows {
         let texts: Vec<String> = strategies
             .iter()
-            .map(|s| cells.iter().find(|c| c.options == *row && c.strategy == *s).map_or(String::new(), |c| text(c)))
+            .map(|s| {
+                cells
+                    .iter()
+                    .find(|c| c.options == *row && c.strategy == *s)
+                    .map_or(String::new(), |c| text(c))
+            })
             .collect();
         let _ = writeln!(out, "| {row} | {} |", texts.join(" | "));
     }
@@ -140,7 +169,9 @@ fn table(out: &mut String, rows: &[&str], strategies: &[&str], cells: &[&CellRes
 
 /// `N / N / N / N (redone N)`: a bootstrap cell's states by stage, and its redos.
 fn stages_text(c: &CellResult) -> String {
-    let Some(counts) = c.bootstrap.as_ref().filter(|_| c.error.is_none()) else { return cell_text(c) };
+    let Some(counts) = c.bootstrap.as_ref().filter(|_| c.error.is_none()) else {
+        return cell_text(c);
+    };
     let stages: Vec<String> = super::bootstrap::STAGES
         .iter()
         .map(|s| counts.states_by_stage.get(s).copied().unwrap_or(0).to_string())
@@ -164,7 +195,8 @@ pub fn csv(m: &Matrix) -> String {
         kinds.join(",")
     );
     for c in &m.cells {
-        let kinds: Vec<String> = Kind::ALL.iter().map(|k| c.kinds.get(k).copied().unwrap_or(0).to_string()).collect();
+        let kinds: Vec<String> =
+            Kind::ALL.iter().map(|k| c.kinds.get(k).copied().unwrap_or(0).to_string()).collect();
         let fields = [
             c.fs.clone(),
             c.options.clone(),
@@ -182,8 +214,11 @@ pub fn csv(m: &Matrix) -> String {
             c.foreign_flushes.to_string(),
             c.error.clone().unwrap_or_default(),
         ];
-        let quoted: Vec<String> =
-            fields.iter().enumerate().map(|(i, f)| if i == 8 { f.clone() } else { csv_field(f) }).collect();
+        let quoted: Vec<String> = fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| if i == 8 { f.clone() } else { csv_field(f) })
+            .collect();
         let _ = writeln!(out, "{}", quoted.join(","));
     }
     out
@@ -223,8 +258,12 @@ pub fn write_all(m: &Matrix, dir: &Path) -> Result<(), CrashError> {
     let io = |path: PathBuf| move |source| CrashError::Io { path, what: "writing", source };
     std::fs::create_dir_all(dir).map_err(io(dir.to_path_buf()))?;
     let json = serde_json::to_string_pretty(m).map_err(|e| io(dir.join(JSON))(e.into()))?;
-    for (name, text) in [(MARKDOWN, markdown(m)), (CSV, csv(m)), (JSON, json + "\n"), (VIOLATIONS, violation_lines(m))]
-    {
+    for (name, text) in [
+        (MARKDOWN, markdown(m)),
+        (CSV, csv(m)),
+        (JSON, json + "\n"),
+        (VIOLATIONS, violation_lines(m)),
+    ] {
         std::fs::write(dir.join(name), text).map_err(io(dir.join(name)))?;
     }
     Ok(())
@@ -254,8 +293,10 @@ impl Saved {
             what: "reading",
             source,
         })?;
-        serde_json::from_str(&text)
-            .map_err(|e| CrashError::Replay { path: path.to_path_buf(), reason: format!("not a crash.json: {e}") })
+        serde_json::from_str(&text).map_err(|e| CrashError::Replay {
+            path: path.to_path_buf(),
+            reason: format!("not a crash.json: {e}"),
+        })
     }
 }
 
@@ -265,8 +306,21 @@ mod tests {
 
     #[test]
     fn every_csv_row_has_a_field_per_column() {
-        let cell = CellResult::new("ext4", "defaults", Scenario::Install, "none", std::time::Duration::from_secs(7), 1 << 29);
-        let m = Matrix { package: "p.deb".into(), seed: 1, states_per_cell: 1, io_flusher: true, cells: vec![cell] };
+        let cell = CellResult::new(
+            "ext4",
+            "defaults",
+            Scenario::Install,
+            "none",
+            std::time::Duration::from_secs(7),
+            1 << 29,
+        );
+        let m = Matrix {
+            package: "p.deb".into(),
+            seed: 1,
+            states_per_cell: 1,
+            io_flusher: true,
+            cells: vec![cell],
+        };
         let text = csv(&m);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");

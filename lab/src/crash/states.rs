@@ -154,10 +154,14 @@ impl Timeline {
     /// Reads the log at `path` of a disk of `disk_bytes`.
     pub fn read(path: &Path, disk_bytes: u64) -> Result<Timeline, CrashError> {
         let bad = |reason: String| CrashError::BadLog { path: path.to_path_buf(), reason };
-        let sectors = usize::try_from(disk_bytes / u64::from(SECTOR_SIZE)).map_err(|_| bad("disk too large".into()))?;
+        let sectors = usize::try_from(disk_bytes / u64::from(SECTOR_SIZE))
+            .map_err(|_| bad("disk too large".into()))?;
         let mut reader = LogReader::open(path)?;
         if reader.sector_size() != SECTOR_SIZE {
-            return Err(bad(format!("sector size {} (expected {SECTOR_SIZE})", reader.sector_size())));
+            return Err(bad(format!(
+                "sector size {} (expected {SECTOR_SIZE})",
+                reader.sector_size()
+            )));
         }
         let mut disk = vec![0u128; sectors];
         let mut total = 0u128;
@@ -172,7 +176,11 @@ impl Timeline {
             if !started {
                 if e.mark.as_deref() == Some(MARK_START) {
                     started = true;
-                    t.epochs.push(Epoch { opened_by: e.index, base_hash: total, ..Epoch::default() });
+                    t.epochs.push(Epoch {
+                        opened_by: e.index,
+                        base_hash: total,
+                        ..Epoch::default()
+                    });
                 } else {
                     apply(&mut disk, &mut total, &e).map_err(bad)?;
                 }
@@ -207,7 +215,11 @@ impl Timeline {
                 }
                 apply(&mut disk, &mut total, &e).map_err(bad)?;
                 if e.is_fua() {
-                    t.epochs.push(Epoch { opened_by: e.index, base_hash: total, ..Epoch::default() });
+                    t.epochs.push(Epoch {
+                        opened_by: e.index,
+                        base_hash: total,
+                        ..Epoch::default()
+                    });
                 }
             }
         }
@@ -248,7 +260,9 @@ impl Timeline {
             writes: state
                 .writes
                 .iter()
-                .filter_map(|&i| epoch.and_then(|e| e.writes.get(i)).map(|w| [w.index, w.sector, w.sectors()]))
+                .filter_map(|&i| {
+                    epoch.and_then(|e| e.writes.get(i)).map(|w| [w.index, w.sector, w.sectors()])
+                })
                 .collect(),
             of: epoch.map_or(0, |e| e.writes.len()),
             after_returned: self.after_returned(state),
@@ -281,7 +295,11 @@ impl Timeline {
             }
         }
         let last = n - 1;
-        let end = State { epoch: last, writes: (0..self.epochs[last].writes.len()).collect(), origin: Origin::End };
+        let end = State {
+            epoch: last,
+            writes: (0..self.epochs[last].writes.len()).collect(),
+            origin: Origin::End,
+        };
         if take(end, &mut sel) {
             return sel;
         }
@@ -313,7 +331,11 @@ impl Timeline {
     }
 
     fn prefix(&self, k: usize) -> State {
-        State { epoch: k, writes: Vec::new(), origin: if k == 0 { Origin::Start } else { Origin::Flush } }
+        State {
+            epoch: k,
+            writes: Vec::new(),
+            origin: if k == 0 { Origin::Start } else { Origin::Flush },
+        }
     }
 }
 
@@ -341,7 +363,11 @@ fn sector_hashes(e: &LogEntry) -> Vec<u128> {
     if e.is_discard() {
         return vec![0; e.nr_sectors as usize];
     }
-    e.data.chunks(SECTOR_SIZE as usize).enumerate().map(|(i, d)| sector_hash(e.sector + i as u64, d)).collect()
+    e.data
+        .chunks(SECTOR_SIZE as usize)
+        .enumerate()
+        .map(|(i, d)| sector_hash(e.sector + i as u64, d))
+        .collect()
 }
 
 /// A sector's content hash: zero for zeros, so an untouched (sparse) sector needs no hash.
@@ -362,7 +388,10 @@ fn sector_hash(sector: u64, data: &[u8]) -> u128 {
 /// Checks that a write or discard lies on a disk of `sectors` sectors.
 fn within(e: &LogEntry, sectors: usize) -> Result<u64, String> {
     e.sector.checked_add(e.nr_sectors).filter(|&end| end <= sectors as u64).ok_or_else(|| {
-        format!("entry {} covers sectors {}+{} beyond the disk's {sectors}", e.index, e.sector, e.nr_sectors)
+        format!(
+            "entry {} covers sectors {}+{} beyond the disk's {sectors}",
+            e.index, e.sector, e.nr_sectors
+        )
     })
 }
 
@@ -386,7 +415,14 @@ enum EpochStates {
     /// Every proper, non-empty subset as a bit mask: in-order prefixes first, then shuffled.
     All { epoch: usize, masks: Vec<u32>, next: usize },
     /// In-order prefixes (shuffled lengths) alternating with random subsets.
-    Sampled { epoch: usize, m: usize, prefixes: Vec<usize>, next: usize, random_left: usize, turn: bool },
+    Sampled {
+        epoch: usize,
+        m: usize,
+        prefixes: Vec<usize>,
+        next: usize,
+        random_left: usize,
+        turn: bool,
+    },
 }
 
 impl EpochStates {
@@ -412,7 +448,11 @@ impl EpochStates {
                 *next += 1;
                 let writes: Vec<usize> = (0..32).filter(|i| mask & (1 << i) != 0).collect();
                 let in_order = (mask + 1) & mask == 0;
-                Some(State { epoch: *epoch, writes, origin: if in_order { Origin::InOrder } else { Origin::Subset } })
+                Some(State {
+                    epoch: *epoch,
+                    writes,
+                    origin: if in_order { Origin::InOrder } else { Origin::Subset },
+                })
             }
             EpochStates::Sampled { epoch, m, prefixes, next, random_left, turn } => {
                 *turn = !*turn;
@@ -420,7 +460,11 @@ impl EpochStates {
                 if (*turn || *random_left == 0) && prefix_left {
                     let j = prefixes[*next];
                     *next += 1;
-                    return Some(State { epoch: *epoch, writes: (0..j).collect(), origin: Origin::InOrder });
+                    return Some(State {
+                        epoch: *epoch,
+                        writes: (0..j).collect(),
+                        origin: Origin::InOrder,
+                    });
                 }
                 while *random_left > 0 {
                     *random_left -= 1;
@@ -527,7 +571,8 @@ mod tests {
         let t = Timeline::read(&sample_log(dir.path()), DISK).unwrap();
         let opened: Vec<u64> = t.epochs.iter().map(|e| e.opened_by).collect();
         assert_eq!(opened, [2, 5, 10]);
-        let writes: Vec<Vec<u64>> = t.epochs.iter().map(|e| e.writes.iter().map(|w| w.index).collect()).collect();
+        let writes: Vec<Vec<u64>> =
+            t.epochs.iter().map(|e| e.writes.iter().map(|w| w.index).collect()).collect();
         assert_eq!(writes, [vec![3, 4], vec![6, 8, 9], vec![]]);
         assert_eq!(t.returned_epoch, Some(1));
         assert_eq!(t.flushes, 2);
@@ -629,14 +674,21 @@ mod tests {
         w.write(40, &block(2)).unwrap();
         w.finish().unwrap();
         let t = Timeline::read(&path, DISK).unwrap();
-        let units: Vec<(u64, u64, u64)> = t.epochs[0].writes.iter().map(|w| (w.index, w.sector, w.sectors())).collect();
+        let units: Vec<(u64, u64, u64)> =
+            t.epochs[0].writes.iter().map(|w| (w.index, w.sector, w.sectors())).collect();
         assert_eq!(units, [(1, 5, 3), (1, 8, 8), (1, 16, 8), (1, 24, 1), (2, 40, 1)]);
     }
 
     #[test]
     fn hashes_see_content_not_history() {
-        let e =
-            |index, sector, byte| LogEntry { index, sector, nr_sectors: 1, flags: 0, data: block(byte), mark: None };
+        let e = |index, sector, byte| LogEntry {
+            index,
+            sector,
+            nr_sectors: 1,
+            flags: 0,
+            data: block(byte),
+            mark: None,
+        };
         let mut disk = vec![0u128; 8];
         let mut total = 0;
         apply(&mut disk, &mut total, &e(0, 1, 7)).unwrap();

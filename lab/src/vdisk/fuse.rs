@@ -26,8 +26,9 @@ use super::counters::LiveCounters;
 use super::log::{check_mark, LogError, LogWriter, SECTOR_SIZE};
 use super::pacer::Pacer;
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, OpenFlags, ReplyAttr,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, OpenFlags,
+    ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request,
+    TimeOrNow,
 };
 use rustix::fs::FallocateFlags;
 use std::ffi::OsStr;
@@ -202,7 +203,8 @@ impl Server {
         }
         // The memfd's tmpfs only punches holes; a hole reads back as zeros, which is what both
         // a discard (any content is allowed) and a write-zeroes (zeros are required) leave.
-        rustix::fs::fallocate(&self.backing, punch, offset, length).map_err(|e| Errno::from_i32(e.raw_os_error()))?;
+        rustix::fs::fallocate(&self.backing, punch, offset, length)
+            .map_err(|e| Errno::from_i32(e.raw_os_error()))?;
         let (first, last) = (offset / sector, end.div_ceil(sector));
         if mode == punch {
             self.log(|l| l.discard(first, last - first))?;
@@ -215,7 +217,9 @@ impl Server {
                 let n = (last - sector_at).min(2048);
                 let mut chunk = vec![0u8; (n * sector) as usize];
                 // Partial sectors at either end keep their surviving bytes.
-                self.backing.read_exact_at(&mut chunk, sector_at * sector).map_err(|_| Errno::EIO)?;
+                self.backing
+                    .read_exact_at(&mut chunk, sector_at * sector)
+                    .map_err(|_| Errno::EIO)?;
                 self.log(|l| l.write(sector_at, &chunk))?;
                 sector_at += n;
             }
@@ -228,7 +232,9 @@ impl Server {
 impl Filesystem for Server {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match (parent, self.attr(IMAGE)) {
-            (INodeNo::ROOT, Some(attr)) if name == IMAGE_NAME => reply.entry(&TTL, &attr, Generation(0)),
+            (INodeNo::ROOT, Some(attr)) if name == IMAGE_NAME => {
+                reply.entry(&TTL, &attr, Generation(0))
+            }
             _ => reply.error(Errno::ENOENT),
         }
     }
@@ -317,12 +323,26 @@ impl Filesystem for Server {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: fuser::LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: fuser::LockOwner,
+        reply: ReplyEmpty,
+    ) {
         // close(2), not a cache flush: nothing reaches the device.
         reply.ok();
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         if ino != IMAGE {
             return reply.ok();
         }
@@ -332,11 +352,25 @@ impl Filesystem for Server {
         }
     }
 
-    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         if ino != INodeNo::ROOT {
             return reply.error(Errno::ENOTDIR);
         }

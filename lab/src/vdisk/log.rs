@@ -94,8 +94,13 @@ pub struct LogWriter {
 impl LogWriter {
     /// Creates (or truncates) `path` and writes an empty log's superblock.
     pub fn create(path: &Path) -> Result<LogWriter, LogError> {
-        let file = File::create(path).map_err(|source| LogError::Io { path: path.to_path_buf(), source })?;
-        let mut w = LogWriter { out: BufWriter::with_capacity(1 << 20, file), path: path.to_path_buf(), entries: 0 };
+        let file = File::create(path)
+            .map_err(|source| LogError::Io { path: path.to_path_buf(), source })?;
+        let mut w = LogWriter {
+            out: BufWriter::with_capacity(1 << 20, file),
+            path: path.to_path_buf(),
+            entries: 0,
+        };
         w.io(|out| out.write_all(&[0; SECTOR_SIZE as usize]))?;
         w.update_super()?;
         Ok(w)
@@ -112,7 +117,10 @@ impl LogWriter {
             return Err(LogError::Format {
                 path: self.path.clone(),
                 offset: 0,
-                reason: format!("a logged write must be whole {SECTOR_SIZE}-byte sectors, got {} bytes", data.len()),
+                reason: format!(
+                    "a logged write must be whole {SECTOR_SIZE}-byte sectors, got {} bytes",
+                    data.len()
+                ),
             });
         }
         self.entry(sector, data.len() as u64 / u64::from(SECTOR_SIZE), 0, &[])?;
@@ -149,7 +157,13 @@ impl LogWriter {
         Ok(entries)
     }
 
-    fn entry(&mut self, sector: u64, nr_sectors: u64, flags: u64, inline: &[u8]) -> Result<(), LogError> {
+    fn entry(
+        &mut self,
+        sector: u64,
+        nr_sectors: u64,
+        flags: u64,
+        inline: &[u8],
+    ) -> Result<(), LogError> {
         let mut block = [0u8; SECTOR_SIZE as usize];
         block[0..8].copy_from_slice(&sector.to_le_bytes());
         block[8..16].copy_from_slice(&nr_sectors.to_le_bytes());
@@ -176,7 +190,10 @@ impl LogWriter {
         })
     }
 
-    fn io(&mut self, f: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>) -> Result<(), LogError> {
+    fn io(
+        &mut self,
+        f: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+    ) -> Result<(), LogError> {
         f(&mut self.out).map_err(|source| LogError::Io { path: self.path.clone(), source })
     }
 }
@@ -264,7 +281,10 @@ impl LogReader {
         r.nr_entries = le64(&sb[16..24]);
         let sector_size = u32::from_le_bytes([sb[24], sb[25], sb[26], sb[27]]);
         if !(512..=65536).contains(&sector_size) || !sector_size.is_power_of_two() {
-            return Err(r.format(24, format!("sector size {sector_size} is not a power of two in 512..=65536")));
+            return Err(r.format(
+                24,
+                format!("sector size {sector_size} is not a power of two in 512..=65536"),
+            ));
         }
         r.sector_size = sector_size;
         r.seek(u64::from(sector_size))?;
@@ -296,23 +316,36 @@ impl LogReader {
         if flags == 0 && nr_sectors == 0 {
             return Err(self.format(start, "entry with neither flags nor sectors".to_string()));
         }
-        let mut entry = LogEntry { index: self.next, sector, nr_sectors, flags, data: Vec::new(), mark: None };
+        let mut entry =
+            LogEntry { index: self.next, sector, nr_sectors, flags, data: Vec::new(), mark: None };
         if flags & FLAG_MARK != 0 {
             let room = block.len() - ENTRY_HEADER - 1;
             let n = usize::try_from(data_len).ok().filter(|n| *n <= room).ok_or_else(|| {
-                self.format(start + 24, format!("mark of {data_len} bytes does not fit in a {}-byte sector", block.len()))
+                self.format(
+                    start + 24,
+                    format!(
+                        "mark of {data_len} bytes does not fit in a {}-byte sector",
+                        block.len()
+                    ),
+                )
             })?;
             let label = &block[ENTRY_HEADER..ENTRY_HEADER + n];
             entry.mark = Some(String::from_utf8_lossy(label).into_owned());
         } else if block[ENTRY_HEADER] != 0 {
-            return Err(self.format(start + ENTRY_HEADER as u64, "entry header is not zero-padded".to_string()));
+            return Err(self.format(
+                start + ENTRY_HEADER as u64,
+                "entry header is not zero-padded".to_string(),
+            ));
         }
         if flags & FLAG_DISCARD == 0 && nr_sectors > 0 {
             let bytes = nr_sectors
                 .checked_mul(u64::from(self.sector_size))
                 .filter(|b| *b <= self.len.saturating_sub(self.offset))
                 .ok_or_else(|| {
-                    self.format(start + 8, format!("{nr_sectors} sectors of data run past the end of the log"))
+                    self.format(
+                        start + 8,
+                        format!("{nr_sectors} sectors of data run past the end of the log"),
+                    )
                 })?;
             let mut data = vec![0u8; bytes as usize];
             self.read_exact(&mut data, "an entry's data")?;
@@ -336,7 +369,9 @@ impl LogReader {
     }
 
     fn seek(&mut self, to: u64) -> Result<(), LogError> {
-        self.input.seek(SeekFrom::Start(to)).map_err(|source| LogError::Io { path: self.path.clone(), source })?;
+        self.input
+            .seek(SeekFrom::Start(to))
+            .map_err(|source| LogError::Io { path: self.path.clone(), source })?;
         self.offset = to;
         Ok(())
     }
@@ -480,7 +515,9 @@ mod tests {
             std::fs::write(&path, bytes).unwrap();
             let got = match LogReader::open(&path) {
                 Err(e) => e.to_string(),
-                Ok(r) => r.filter_map(Result::err).map(|e| e.to_string()).collect::<Vec<_>>().join(";"),
+                Ok(r) => {
+                    r.filter_map(Result::err).map(|e| e.to_string()).collect::<Vec<_>>().join(";")
+                }
             };
             assert!(got.contains(want), "want '{want}', got '{got}'");
         };

@@ -129,7 +129,12 @@ impl VDisk {
     /// profile the FUSE filesystem is mounted on `dir` itself (an existing directory) and `log`,
     /// if given, receives the dm-log-writes log; for `native`, `dir/disk.img` is a new sparse
     /// file, removed again when the disk stops.
-    pub fn start(profile: &Profile, size: u64, dir: &Path, log: Option<&Path>) -> Result<VDisk, VdiskError> {
+    pub fn start(
+        profile: &Profile,
+        size: u64,
+        dir: &Path,
+        log: Option<&Path>,
+    ) -> Result<VDisk, VdiskError> {
         let dir = dir.canonicalize().map_err(|source| VdiskError::Io {
             path: dir.to_path_buf(),
             what: "the directory to serve the disk in",
@@ -140,13 +145,15 @@ impl VDisk {
             return Err(VdiskError::Size { path: image, size });
         }
         // `stopped` until there is something to take down, so an early error removes nothing.
-        let mut disk = VDisk { profile: profile.clone(), dir, image, log: None, server: None, stopped: true };
+        let mut disk =
+            VDisk { profile: profile.clone(), dir, image, log: None, server: None, stopped: true };
         match profile {
             Profile::Native => {
                 if let Some(log) = log {
                     return Err(VdiskError::LogNeedsEmulation { path: log.to_path_buf() });
                 }
-                let file = File::create_new(&disk.image).map_err(|source| disk.io("create", source))?;
+                let file =
+                    File::create_new(&disk.image).map_err(|source| disk.io("create", source))?;
                 disk.stopped = false;
                 file.set_len(size).map_err(|source| disk.io("set the size of", source))?;
             }
@@ -163,7 +170,8 @@ impl VDisk {
                 disk.server = Some(Running { shared, thread: Some(thread), fuse_dev, io_flusher });
                 disk.stopped = false;
                 // From here on, Drop takes the mount down if anything below fails.
-                let len = std::fs::metadata(&disk.image).map_err(|source| disk.io("stat", source))?.len();
+                let len =
+                    std::fs::metadata(&disk.image).map_err(|source| disk.io("stat", source))?.len();
                 if len != size {
                     return Err(VdiskError::Server {
                         path: disk.image.clone(),
@@ -213,19 +221,33 @@ impl VDisk {
     /// Adds a MARK entry labelled `label` to the write log, after every write that completed
     /// before the call. A no-op without a log. Labels are 1 to 479 bytes without NUL.
     pub fn mark(&self, label: &str) -> Result<(), VdiskError> {
-        let mark_err = |reason: String| VdiskError::Mark { path: self.image.clone(), label: label.to_string(), reason };
+        let mark_err = |reason: String| VdiskError::Mark {
+            path: self.image.clone(),
+            label: label.to_string(),
+            reason,
+        };
         log::check_mark(label).map_err(mark_err)?;
         if self.server.is_none() {
             return Ok(());
         }
         // In band, through the kernel, so the mark is ordered after the writes it follows.
-        rustix::fs::setxattr(&self.image, MARK_XATTR, label.as_bytes(), rustix::fs::XattrFlags::empty())
-            .map_err(|e| mark_err(io::Error::from(e).to_string()))
+        rustix::fs::setxattr(
+            &self.image,
+            MARK_XATTR,
+            label.as_bytes(),
+            rustix::fs::XattrFlags::empty(),
+        )
+        .map_err(|e| mark_err(io::Error::from(e).to_string()))
     }
 
     /// Makes `fstype` on the image (through a new loop device) and mounts it on `target` with
     /// `options`. The guard borrows the disk, so the filesystem always comes down first.
-    pub fn scratch_fs(&self, fstype: &str, target: &Path, options: &str) -> Result<DiskFs<'_>, VdiskError> {
+    pub fn scratch_fs(
+        &self,
+        fstype: &str,
+        target: &Path,
+        options: &str,
+    ) -> Result<DiskFs<'_>, VdiskError> {
         let fs = ScratchFs::on_existing(fstype, &self.image, target, options)
             .map_err(|source| VdiskError::Scratch { path: self.image.clone(), source })?;
         Ok(DiskFs { fs, _disk: PhantomData })
@@ -256,7 +278,10 @@ impl VDisk {
         let mut first: Option<VdiskError> = None;
         let left = self.release_holders();
         if !left.is_empty() {
-            unpack::stderr!("warning: {} still in use by {left:?}: taking them down first", self.image.display());
+            unpack::stderr!(
+                "warning: {} still in use by {left:?}: taking them down first",
+                self.image.display()
+            );
             first = Some(VdiskError::LeftAttached { path: self.image.clone(), devices: left });
         }
         let result = match self.server.take() {
@@ -273,7 +298,9 @@ impl VDisk {
     fn release_holders(&self) -> Vec<PathBuf> {
         let devices = self.holders();
         for dev in &devices {
-            let devno = std::fs::read_to_string(Path::new("/sys/block").join(dev.file_name().unwrap_or_default()).join("dev"));
+            let devno = std::fs::read_to_string(
+                Path::new("/sys/block").join(dev.file_name().unwrap_or_default()).join("dev"),
+            );
             let devno = devno.ok().and_then(|s| {
                 let (a, b) = s.trim().split_once(':')?;
                 Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?))
@@ -356,7 +383,10 @@ impl VDisk {
             source,
         })?;
         if parent.starts_with(&self.dir) {
-            return Err(VdiskError::LogInsideDisk { path: path.to_path_buf(), dir: self.dir.clone() });
+            return Err(VdiskError::LogInsideDisk {
+                path: path.to_path_buf(),
+                dir: self.dir.clone(),
+            });
         }
         let path = parent.join(path.file_name().unwrap_or_default());
         let writer = LogWriter::create(&path)?;
@@ -414,7 +444,10 @@ fn memfd(size: u64) -> io::Result<File> {
 /// returns the thread and whether it is an IO flusher. The thread makes itself an IO flusher
 /// first, so that the session's serving thread, which it spawns, inherits the flag: memory
 /// reclaim must never wait on writeback through the device the thread itself serves.
-fn spawn_server(server: Server, dir: &Path) -> Result<(JoinHandle<io::Result<()>>, bool), VdiskError> {
+fn spawn_server(
+    server: Server,
+    dir: &Path,
+) -> Result<(JoinHandle<io::Result<()>>, bool), VdiskError> {
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         fuser::MountOption::FSName("unpack-vdisk".to_string()),

@@ -27,7 +27,12 @@ pub enum Profile {
 /// pair stands for. The profile table of docs/devices.md states the same numbers and their
 /// sources; keep the two in step.
 pub const NAMED: &[(&str, Duration, u64, &str)] = &[
-    ("nvme", Duration::from_micros(50), 2_000_000_000, "server NVMe drive with power-loss protection"),
+    (
+        "nvme",
+        Duration::from_micros(50),
+        2_000_000_000,
+        "server NVMe drive with power-loss protection",
+    ),
     ("ssd", Duration::from_millis(4), 500_000_000, "consumer SATA SSD, volatile write cache"),
     ("hdd", Duration::from_millis(10), 150_000_000, "7200 rpm spinning disk"),
     ("sdcard", Duration::from_millis(100), 10_000_000, "SD card, speed class 10"),
@@ -114,7 +119,8 @@ impl FromStr for Profile {
             return Ok(p);
         }
         if !trimmed.contains('=') {
-            let known: Vec<&str> = std::iter::once("native").chain(NAMED.iter().map(|(n, ..)| *n)).collect();
+            let known: Vec<&str> =
+                std::iter::once("native").chain(NAMED.iter().map(|(n, ..)| *n)).collect();
             return Err(err(format!(
                 "unknown device '{trimmed}' (known: {}, or flush=8ms,bw=150MB/s)",
                 known.join(", ")
@@ -127,10 +133,14 @@ impl FromStr for Profile {
                 return Err(err(format!("'{part}' is not KEY=VALUE (keys: flush, bw)")));
             };
             match key.trim() {
-                "flush" if flush.is_none() => flush = Some(parse_latency(value.trim()).map_err(&err)?),
+                "flush" if flush.is_none() => {
+                    flush = Some(parse_latency(value.trim()).map_err(&err)?)
+                }
                 "bw" if bw.is_none() => bw = Some(parse_bandwidth(value.trim()).map_err(&err)?),
                 "flush" | "bw" => return Err(err(format!("'{}' given twice", key.trim()))),
-                other => return Err(err(format!("unknown key '{other}' in '{part}' (keys: flush, bw)"))),
+                other => {
+                    return Err(err(format!("unknown key '{other}' in '{part}' (keys: flush, bw)")))
+                }
             }
         }
         let Some(flush_latency) = flush else {
@@ -157,7 +167,11 @@ fn parse_latency(value: &str) -> Result<Duration, String> {
         "ms" => 1e-3,
         "s" => 1.0,
         "" => return Err(format!("flush latency '{value}' needs a unit (ns, us, ms, s)")),
-        other => return Err(format!("unknown unit '{other}' in flush latency '{value}' (ns, us, ms, s)")),
+        other => {
+            return Err(format!(
+                "unknown unit '{other}' in flush latency '{value}' (ns, us, ms, s)"
+            ))
+        }
     };
     let seconds = number * scale;
     if seconds > 3600.0 {
@@ -201,7 +215,9 @@ fn parse_bandwidth(value: &str) -> Result<Option<u64>, String> {
 pub fn parse_size(value: &str) -> Result<u64, String> {
     let v = value.trim();
     let end = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let number: u64 = v[..end].parse().map_err(|_| format!("size '{value}' does not start with a whole number"))?;
+    let number: u64 = v[..end]
+        .parse()
+        .map_err(|_| format!("size '{value}' does not start with a whole number"))?;
     let unit = &v[end..];
     let unit = unit.strip_suffix("iB").or_else(|| unit.strip_suffix('B')).unwrap_or(unit);
     let shift = match unit {
@@ -320,6 +336,9 @@ mod tests {
     fn profiles_display_their_numbers() {
         assert_eq!("hdd".parse::<Profile>().unwrap().to_string(), "hdd (flush 10ms, 150MB/s)");
         assert_eq!("nvme".parse::<Profile>().unwrap().to_string(), "nvme (flush 50us, 2GB/s)");
-        assert_eq!("flush=1ms".parse::<Profile>().unwrap().to_string(), "flush=1ms (flush 1ms, unlimited bandwidth)");
+        assert_eq!(
+            "flush=1ms".parse::<Profile>().unwrap().to_string(),
+            "flush=1ms (flush 1ms, unlimited bandwidth)"
+        );
     }
 }
