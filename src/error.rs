@@ -1,7 +1,7 @@
 //! What can go wrong, sorted by who has to act on it.
 //!
 //! Installer scripts branch on the exit code, so every error belongs to exactly one class with
-//! a stable code ([`ExitCode`]), and every message names the file it is about: the package for a
+//! a stable code ([`Exit`]), and every message names the file it is about: the package for a
 //! bad package, the path under the root for an I/O error in the root.
 
 use std::ffi::OsStr;
@@ -11,13 +11,15 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// The exit codes of `unpack`, a stable interface (documented in `--help`, the README and
-/// unpack(1)).
+/// unpack(1)). Named `Exit`, not `ExitCode`, so that a program's `std::process::ExitCode` keeps
+/// its name beside it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub enum ExitCode {
+pub enum Exit {
     /// Everything was unpacked and, for durable strategies, is on stable storage.
     Ok = 0,
-    /// Any other failure, including a package that conflicts with what the root holds.
+    /// Any other failure, including a package that conflicts with what the root holds, and an
+    /// internal error (a bug of the engine's, never the caller's).
     Failure = 1,
     /// Bad command line.
     Usage = 2,
@@ -115,6 +117,12 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
 
+    /// The engine broke a promise to itself (a reader's message out of order, a stage that
+    /// left nothing for the next): a bug to report, never the caller's input. The root is
+    /// handled as for any other failure before the renames: left as it was.
+    #[error("internal error: {0}")]
+    Internal(String),
+
     /// A signal stopped the write phase; the transaction was rolled back.
     #[error("{}: stopped by signal {signal} before any rename; removed the temporary files, the root is as it was", escape(.root))]
     Interrupted { signal: i32, root: PathBuf },
@@ -133,16 +141,16 @@ pub enum Error {
 
 impl Error {
     /// The exit code a program should end with for this error.
-    pub fn exit_code(&self) -> ExitCode {
+    pub fn exit_code(&self) -> Exit {
         match self {
-            Error::BadPackage { .. } => ExitCode::BadPackage,
-            Error::Root { .. } => ExitCode::RootIo,
-            Error::Conflict { .. } | Error::Script { .. } => ExitCode::Failure,
-            Error::Locked { .. } => ExitCode::Locked,
-            Error::Usage(_) => ExitCode::Usage,
-            Error::Interrupted { signal, .. } if *signal == libc::SIGINT => ExitCode::Interrupted,
-            Error::Interrupted { signal, .. } if *signal == libc::SIGTERM => ExitCode::Terminated,
-            Error::Interrupted { .. } => ExitCode::Failure,
+            Error::BadPackage { .. } => Exit::BadPackage,
+            Error::Root { .. } => Exit::RootIo,
+            Error::Conflict { .. } | Error::Script { .. } | Error::Internal(_) => Exit::Failure,
+            Error::Locked { .. } => Exit::Locked,
+            Error::Usage(_) => Exit::Usage,
+            Error::Interrupted { signal, .. } if *signal == libc::SIGINT => Exit::Interrupted,
+            Error::Interrupted { signal, .. } if *signal == libc::SIGTERM => Exit::Terminated,
+            Error::Interrupted { .. } => Exit::Failure,
             Error::Unfinished { cause, .. } => cause.exit_code(),
         }
     }

@@ -2,10 +2,10 @@
 //! calls, the filesystem and its mount options, peak memory. Printed for people, or as JSON
 //! for scripts and for `unpack-bench`; the JSON field names are an interface and stay stable.
 
-use crate::control::Control;
 use crate::error::escape;
-use crate::mountinfo::MountInfo;
-use crate::syscalls::{FlushLatencies, SyscallCounts};
+use crate::fs::mountinfo::MountInfo;
+use crate::fs::syscalls::{FlushLatencies, SyscallCounts};
+use crate::read::control::Control;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::path::PathBuf;

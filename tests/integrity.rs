@@ -5,7 +5,7 @@
 //! to its end before the barrier. One flipped byte there is exit 3 naming the member, with the
 //! root as it was, where `dpkg-deb` refuses the package too (asserted wherever it is installed).
 //! What follows the tar archive inside the stream is read and ignored, as GNU tar and
-//! `dpkg-deb -x` ignore it, within `unpack::deb::MAX_TRAILING`; what follows the compressed
+//! `dpkg-deb -x` ignore it, within `unpack::read::deb::MAX_TRAILING`; what follows the compressed
 //! stream inside the member is refused.
 
 mod common;
@@ -115,7 +115,7 @@ impl Format {
     fn is_parallel(stream: &[u8]) -> bool {
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(stream).unwrap();
-        unpack::xz_blocks::open_threads(
+        unpack::read::xz_blocks::open_threads(
             &file,
             0,
             stream.len() as u64,
@@ -395,7 +395,7 @@ fn what_follows_the_tar_archive_is_ignored_as_dpkg_deb_does_but_read_to_the_chec
 fn a_tail_longer_than_the_bound_is_refused_in_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
     let (root, before) = installed_root(dir.path());
-    let bound = usize::try_from(unpack::deb::MAX_TRAILING).unwrap();
+    let bound = usize::try_from(unpack::read::deb::MAX_TRAILING).unwrap();
     let with_tail = |len: usize| {
         let mut tar = data_tar(2);
         let end = tar.len();

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use unpack::entry::clean_path;
-use unpack::root::{Create, CreatedDir, Pending, ResolveError, Root};
+use unpack::fs::root::{Create, CreatedDir, Pending, ResolveError, Root};
+use unpack::read::entry::clean_path;
 
 /// Names in the trees: few, so that paths and symlinks meet. `host` is also the sibling of
 /// the root, so `../host` is what an escape looks like.

@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use std::io::{Read, Write};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use unpack::xz_blocks;
+use unpack::read::xz_blocks;
 
 /// The tests run one at a time: some count this process's threads.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -51,7 +51,7 @@ fn xz_flushed(data: &[u8], block: usize) -> Vec<u8> {
 /// What the one-thread decoder (the engine's own, deb.rs) makes of `xz`.
 fn one_thread(xz: &[u8]) -> Result<Vec<u8>, String> {
     let stream =
-        Stream::new_stream_decoder(unpack::deb::DECODER_MEMORY_LIMIT, CONCATENATED).unwrap();
+        Stream::new_stream_decoder(unpack::read::deb::DECODER_MEMORY_LIMIT, CONCATENATED).unwrap();
     let mut out = Vec::new();
     liblzma::bufread::XzDecoder::new_stream(xz, stream)
         .read_to_end(&mut out)

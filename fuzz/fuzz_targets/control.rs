@@ -4,7 +4,7 @@
 #![no_main]
 
 use std::path::Path;
-use unpack::control::Control;
+use unpack::read::control::Control;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     if let Ok(c) = Control::parse(&String::from_utf8_lossy(data)) {

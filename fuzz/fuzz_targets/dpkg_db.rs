@@ -7,7 +7,7 @@
 #![no_main]
 
 use std::path::Path;
-use unpack::dpkg::{self, deb822, diversions, list, statoverride, status, triggers, version};
+use unpack::dpkg::format::{self as dpkg, deb822, diversions, list, statoverride, status, triggers, version};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     control_and_status(data);

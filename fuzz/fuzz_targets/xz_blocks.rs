@@ -15,7 +15,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     assert!(fd >= 0);
     let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
     file.write_all(data).unwrap();
-    let Some(mut reader) = unpack::xz_blocks::open_threads(
+    let Some(mut reader) = unpack::read::xz_blocks::open_threads(
         &file,
         0,
         data.len() as u64,
@@ -29,7 +29,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let ours = reader.read_to_end(&mut ours).map(|_| ours);
     drop(reader);
     let stream =
-        Stream::new_stream_decoder(unpack::deb::DECODER_MEMORY_LIMIT, CONCATENATED).unwrap();
+        Stream::new_stream_decoder(unpack::read::deb::DECODER_MEMORY_LIMIT, CONCATENATED).unwrap();
     let mut theirs = Vec::new();
     let theirs = liblzma::bufread::XzDecoder::new_stream(data, stream)
         .read_to_end(&mut theirs)

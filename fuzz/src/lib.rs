@@ -232,7 +232,7 @@ pub fn recover_in_sandbox(data: &[u8]) {
     let host_bytes = host.to_str().expect("a UTF-8 sandbox path").as_bytes();
     let records = replace(records, b"@H", host_bytes);
     let journal = if mode % 2 == 1 {
-        unpack::journal::seal(&records).expect("fuzz inputs are small")
+        unpack::txn::journal::seal(&records).expect("fuzz inputs are small")
     } else {
         records
     };

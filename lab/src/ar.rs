@@ -1,6 +1,6 @@
 //! The ar container of a .deb, written: what the synthetic packages, the crash test's older
 //! versions and the tests' hostile packages are made with. The engine only reads this format
-//! (`unpack::deb`, whose [`AR_MAGIC`](unpack::deb::AR_MAGIC) begins an archive); writing it is
+//! (`unpack::read::deb`, whose [`AR_MAGIC`](unpack::read::deb::AR_MAGIC) begins an archive); writing it is
 //! the lab's business, so it lives here.
 
 use std::io::{self, Write};

@@ -1,6 +1,6 @@
 //! The lab of `unpack`: what a release team and filesystem developers run around the engine.
 //!
-//! - [`bench`]: the benchmark matrix of `unpack-bench` (strategies x filesystems x devices, the
+//! - [`bench`](mod@bench): the benchmark matrix of `unpack-bench` (strategies x filesystems x devices, the
 //!   peers dpkg and tar beside), its tables and charts;
 //! - [`crash`]: `unpack-crashtest`, power cuts replayed from the virtual disk's write log and
 //!   each crash state checked against what the engine promises;

@@ -1,9 +1,9 @@
 //! The mount-table questions the lab's clean-up asks, answered from the engine's reading of
-//! `/proc/self/mountinfo` ([`unpack::mountinfo::all`]).
+//! `/proc/self/mountinfo` ([`unpack::fs::mountinfo::all`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
-use unpack::mountinfo::{self, MountInfo};
+use unpack::fs::mountinfo::{self, MountInfo};
 
 /// Every mount of the block device `major:minor`, in the order they were made.
 pub fn of_device(major: u32, minor: u32) -> io::Result<Vec<MountInfo>> {

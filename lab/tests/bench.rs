@@ -462,7 +462,7 @@ fn with_dir_it_benches_that_filesystem_as_mounted_without_root() {
         &["--dir", dir, "--synthetic", "20:1k", "-s", "", "--peers", "tar", "--runs", "1"],
     );
     assert_eq!(r.code, 0, "{r:?}");
-    let fstype = unpack::mountinfo::for_path(tmp.path()).unwrap().fstype;
+    let fstype = unpack::fs::mountinfo::for_path(tmp.path()).unwrap().fstype;
     assert!(r.stdout.contains(&format!("## synthetic 20:1k on {fstype}, install")), "{}", r.stdout);
     let lines = table_lines(&r.stdout, "as mounted", "warm");
     assert_eq!(lines.len(), 3, "{}", r.stdout);
@@ -478,14 +478,14 @@ fn every_default_option_set_mounts_on_its_filesystem() {
     for fs in scratchfs::FILESYSTEMS {
         let sets = [
             unpack_lab::bench::plan::default_option_sets(fs),
-            unpack_lab::crash::default_option_sets(fs),
+            unpack_lab::crash::matrix::default_option_sets(fs),
         ]
         .concat();
         for options in sets.iter().collect::<BTreeSet<_>>() {
             // Panics naming the filesystem and the options if mkfs or the mount fails; 512 MiB
             // is more than XFS's smallest.
             let scratch = common::scratch_sized(fs, options, 512 << 20);
-            let mount = unpack::mountinfo::for_path(scratch.path()).unwrap();
+            let mount = unpack::fs::mountinfo::for_path(scratch.path()).unwrap();
             assert_eq!(mount.fstype, *fs);
             for option in options.split(',').filter(|&o| o != "defaults") {
                 assert!(

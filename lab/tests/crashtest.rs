@@ -695,8 +695,7 @@ impl Bootstrapped {
             fstype: "ext4",
             unpack: Path::new(common::unpack_bin()),
             strategy: "fsync",
-            database: None,
-            bootstrap: Some(&self.bootstrap),
+            deeper: Some(&self.bootstrap),
         };
         after_recovery(root, &expected, 3)
     }

@@ -95,7 +95,7 @@ fn main() -> ExitCode {
         Ok(Invocation::Completions) => return ExitCode::SUCCESS,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { unpack::ExitCode::Usage as u8 } else { 0 });
+            return ExitCode::from(if e.use_stderr() { unpack::Exit::Usage as u8 } else { 0 });
         }
     };
     match run(cli) {
@@ -104,7 +104,7 @@ fn main() -> ExitCode {
             unpack::stderr!("unpack: error: {}", unpack::error::one_line(e.as_ref()));
             let code = e
                 .downcast_ref::<unpack::Error>()
-                .map_or(unpack::ExitCode::Failure, unpack::Error::exit_code);
+                .map_or(unpack::Exit::Failure, unpack::Error::exit_code);
             ExitCode::from(code as u8)
         }
     }
@@ -122,7 +122,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     options.wait = cli.wait;
     options.admindir = cli.admindir.clone();
     options.scripts = !cli.no_scripts;
-    options.scripts_stdout_to_stderr = cli.json;
+    if cli.json {
+        options.script_output = unpack::ScriptOutput::Stderr;
+    }
     unpack::interrupt::install();
     options.stop = Some(Arc::new(unpack::interrupt::pending));
     if cli.recover {

@@ -6,17 +6,17 @@
 //! resolution (symlinks followed only inside ROOT), every file is opened without following a
 //! symlink and without blocking, must be a regular file, and is read only up to a bound; every
 //! name built from what it says (a package's info files) is a validated package name, and every
-//! path it holds is validated ([`super::db_path`]) before the engine resolves it, again inside
+//! path it holds is validated ([`super::format::db_path`]) before the engine resolves it, again inside
 //! ROOT. A parse error is exit 4 naming the file and the line. This module never writes: what
 //! changes in the database goes through the transaction ([`super::install`]).
 
-use super::deb822::Stanza;
-use super::diversions::Diversion;
-use super::status::{Package, State};
-use super::{deb822, diversions, list, statoverride, status};
+use super::format::deb822::Stanza;
+use super::format::diversions::Diversion;
+use super::format::status::{Package, State};
+use super::format::{deb822, diversions, list, statoverride, status};
 use crate::durability::Directory;
 use crate::error::{escape, Error, Result};
-use crate::root::{Create, Pending, Root};
+use crate::fs::root::{Create, Pending, Root};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::collections::HashMap;
@@ -220,14 +220,14 @@ impl Admin {
         let fd = match rustix::fs::openat(
             self.dir.fd(),
             "updates",
-            crate::tree::DIR_FLAGS,
+            crate::fs::tree::DIR_FLAGS,
             Mode::empty(),
         ) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => return Ok(()),
             Err(e) => return Err(Error::root(&path, "opening", e)),
         };
-        let (files, _) = crate::tree::entries(std::os::fd::AsFd::as_fd(&fd))
+        let (files, _) = crate::fs::tree::entries(std::os::fd::AsFd::as_fd(&fd))
             .map_err(|e| Error::root(&path, "reading directory", e))?;
         if files
             .iter()
@@ -239,7 +239,7 @@ impl Admin {
     }
 
     fn info_names(&self) -> Result<Vec<String>> {
-        let (files, _) = crate::tree::entries(self.info.fd())
+        let (files, _) = crate::fs::tree::entries(self.info.fd())
             .map_err(|e| Error::root(self.info.path(), "reading directory", e))?;
         // A name that is not UTF-8 is no package's (package names are ASCII).
         Ok(files.into_iter().filter_map(|n| n.into_string().ok()).collect())

@@ -17,18 +17,18 @@
 //! Pre-Depends, Conflicts, Breaks are apt's business, as unpack(1) says). It does not run
 //! maintainer scripts.
 
-use super::admin::{self, Admin, Installed};
-use super::deb822::Stanza;
-use super::list;
-use super::status::{self, Conffile, Flag, State, StatusField, Want};
-use super::triggers;
-use super::version::{parse_relations, Relation, Version};
-use crate::control::ControlArchive;
-use crate::entry::{Entry, Kind};
+use super::admin::{self, Installed};
+use super::database::{Database, Incoming};
+use super::format::deb822::Stanza;
+use super::format::list;
+use super::format::status::{self, Conffile, Flag, State, StatusField, Want};
+use super::format::triggers;
+use super::format::version::{parse_relations, Relation, Version};
 use crate::error::{escape, Error, Result};
-use crate::extract::Transaction;
+use crate::read::control::ControlArchive;
+use crate::read::entry::{Entry, Kind};
 use crate::report::DatabaseReport;
-use crate::root::Root;
+use crate::txn::transaction::Transaction;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -45,104 +45,13 @@ pub enum Action {
     Skip,
 }
 
-/// A package of the call.
-pub(super) struct Incoming {
-    pub(super) control: Stanza,
-    pub(super) archive: ControlArchive,
-    pub(super) name: String,
-    pub(super) arch: String,
-    pub(super) multi_arch_same: bool,
-    /// The installed package it upgrades (or whose config files it finds), by index.
-    pub(super) old: Option<usize>,
-    pub(super) conffiles: Vec<PathBuf>,
-    pub(super) replaces: Vec<Relation>,
-    /// The package's paths as dpkg lists them, in archive order.
-    pub(super) list: Vec<PathBuf>,
-    pub(super) listed: HashSet<PathBuf>,
-    /// What each archive path was written as, when not itself (diverted, `.dpkg-new`): for
-    /// hard links to such files.
-    pub(super) written_as: HashMap<PathBuf, PathBuf>,
-    /// Computed while writing when the package has no md5sums member.
-    pub(super) md5sums: Option<Vec<(String, PathBuf)>>,
-    /// Paths taken over from other installed packages, by their index.
-    pub(super) taken: Vec<(usize, PathBuf)>,
-    /// The calls that undo what its scripts did so far, in order (Policy 6.6's error
-    /// unwinding), for when the call fails before its commit.
-    pub(super) unwind: Vec<super::phase::Call>,
-    /// One of its scripts ran (database mode records a failure then, as dpkg does).
-    pub(super) scripts_ran: bool,
-}
-
-/// A root's admin directory found and locked with dpkg's locks, for the whole call: before
-/// recovery (which may finish a transaction that changed the database), then read.
-pub struct Locked {
-    admin: Admin,
-    locks: super::lock::DpkgLocks,
-}
-
-impl Locked {
-    /// Finds the root's database (`admindir`, or `ROOT/var/lib/dpkg` when it has a status
-    /// file) and takes dpkg's locks. `None`: no database, an extraction only.
-    pub fn find(root: &mut Root, admindir: Option<&Path>, wait: bool) -> Result<Option<Locked>> {
-        let Some(admin) = admin::find(root, admindir)? else {
-            return Ok(None);
-        };
-        let locks = super::lock::lock(&admin.dir, root.path(), wait)?;
-        Ok(Some(Locked { admin, locks }))
-    }
-
-    /// Reads the database.
-    pub fn read(self, root: &mut Root) -> Result<Database> {
-        let installed = self.admin.read(root)?;
-        Ok(Database {
-            admin: self.admin,
-            _locks: self.locks,
-            installed,
-            incoming: Vec::new(),
-            scripts: None,
-            disappearing: Vec::new(),
-            status: Vec::new(),
-        })
-    }
-}
-
-/// A root's database for the length of one call, locked and read.
-pub struct Database {
-    pub(super) admin: Admin,
-    _locks: super::lock::DpkgLocks,
-    pub(super) installed: Installed,
-    pub(super) incoming: Vec<Incoming>,
-    /// Runs maintainer scripts; `None` with `--no-scripts`.
-    pub(super) scripts: Option<super::scripts::Runner>,
-    /// Installed packages that disappear (by index), with the package of the call that took
-    /// their last file: their postrm is called `disappear` after the commit.
-    pub(super) disappearing: Vec<(usize, usize)>,
-    /// The status file the transaction writes, once [`Database::finish`] made it.
-    pub(super) status: Vec<Stanza>,
-}
-
 impl Database {
-    /// The admin directory's canonical path inside the root: no package writes a file there.
-    pub fn admin_rel(&self) -> &Path {
-        &self.admin.rel
-    }
-
-    /// How many packages the database lists as present in some state (`not-installed` ones,
-    /// which a failed first install leaves, are not).
-    pub fn package_count(&self) -> usize {
-        self.installed
-            .packages
-            .iter()
-            .filter(|p| p.status.state != super::status::State::NotInstalled)
-            .count()
-    }
-
     /// A package of the call starts: its control archive is kept (its scripts and info files).
     pub fn begin(&mut self, package: &Path, archive: ControlArchive) -> Result<()> {
         let control = admin::control_stanza(package, &archive.text)?;
         let name = archive.control.name.to_ascii_lowercase();
         let arch = archive.control.architecture.clone();
-        if !super::valid_package_name(&name) || !super::valid_arch(&arch) {
+        if !super::format::valid_package_name(&name) || !super::format::valid_arch(&arch) {
             return Err(Error::bad(
                 package,
                 format!(
@@ -212,7 +121,7 @@ impl Database {
     /// where dpkg would write it elsewhere or otherwise.
     pub fn map_entry(&mut self, entry: &mut Entry) -> Result<Action> {
         let Some(inc) = self.incoming.last_mut() else {
-            return Err(Error::Usage("internal: an entry before its package".into()));
+            return Err(Error::Internal("an entry before its package".into()));
         };
         let db = &self.installed;
         let listed = list_path(&entry.path);
@@ -252,7 +161,7 @@ impl Database {
             return Ok(Action::Skip);
         }
         let Some(inc) = self.incoming.last_mut() else {
-            return Err(Error::Usage("internal: an entry before its package".into()));
+            return Err(Error::Internal("an entry before its package".into()));
         };
         if entry.path.as_os_str().is_empty() {
             return Ok(Action::Write { hash: false });
@@ -497,7 +406,7 @@ impl Database {
 }
 
 impl Database {
-    /// Triggers as dpkg records them at unpack ([`super::triggers`]): the packages' interests
+    /// Triggers as dpkg records them at unpack ([`super::format::triggers`]): the packages' interests
     /// into `triggers/File` and the explicit triggers' files, and the activations by the paths
     /// written and `dropped` (by package name) and by the packages' own `activate` directives into `stanzas`
     /// (the new packages' from `first_new` on, in call order).
@@ -512,7 +421,7 @@ impl Database {
         let dir = match rustix::fs::openat(
             self.admin.dir.fd(),
             "triggers",
-            crate::tree::DIR_FLAGS,
+            crate::fs::tree::DIR_FLAGS,
             rustix::fs::Mode::empty(),
         ) {
             Ok(fd) => Some(
@@ -527,7 +436,7 @@ impl Database {
                 None => Ok(Vec::new()),
             }
         };
-        let bad = |name: &str, e: super::ParseError| {
+        let bad = |name: &str, e: super::format::ParseError| {
             admin::bad_db(&self.admin.dir.path().join("triggers").join(name), e)
         };
         let file_before = read("File")?;

@@ -4,9 +4,10 @@
 //! of one per file, but sync(2) flushes every filesystem of the machine, so it stalls behind
 //! unrelated I/O (dpkg 1.15.7.2-1.15.8.5 shipped it and users with busy USB disks saw it).
 
-use super::{Directory, Info, Strategy, TempFile};
+use super::strategy::{Info, Strategy};
 use crate::error::Result;
-use crate::syscalls::Syscalls;
+use crate::fs::file::{Directory, TempFile};
+use crate::fs::syscalls::Syscalls;
 
 pub const INFO: Info = Info {
     name: "batch",
@@ -14,6 +15,7 @@ pub const INFO: Info = Info {
     idea: "write all, one sync(2), rename all, one sync(2)",
     guarantee: "old or new at any crash; durable at exit 0; flushes every filesystem",
     anchor: "dpkg 1.15.7.2-1.15.8.5, apk-tools 3",
+    build: |_| Ok(std::sync::Arc::new(Batch)),
 };
 
 /// One global sync(2) as the barrier and one to make the renames durable.

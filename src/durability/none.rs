@@ -5,7 +5,7 @@
 //! the page cache holds the new tree. It is the speed of `dpkg --force-unsafe-io`, eatmydata and
 //! tar, and the baseline every other strategy's tax is measured against. It must never flush.
 
-use super::{Info, Strategy};
+use super::strategy::{Info, Strategy};
 
 pub const INFO: Info = Info {
     name: "none",
@@ -13,6 +13,7 @@ pub const INFO: Info = Info {
     idea: "no flushing at all",
     guarantee: "none: a crash may leave empty, short or missing files; exit 0 means only cached",
     anchor: "dpkg --force-unsafe-io, eatmydata, tar",
+    build: |_| Ok(std::sync::Arc::new(NoFlush)),
 };
 
 /// The strategy that never flushes.

@@ -1,6 +1,6 @@
 //! `syncfs`: write everything, one syncfs(2) per filesystem the transaction touched, rename
 //! everything, syncfs again. While it writes, the engine syncs the root's filesystem in the
-//! background every 20 ms ([`crate::early_writeback`]), so the kernel writes the data back
+//! background every 20 ms ([`crate::durability::early_writeback`]), so the kernel writes the data back
 //! alongside the unpack instead of all of it at the barrier: linux-headers 0.54 -> 0.48 s,
 //! emacs-common 0.50 -> 0.42 s on a loop device, 1.13 -> 0.95 s on the emulated hard disk.
 //!
@@ -13,9 +13,10 @@
 //! writeback errors (the per-file strategies see them in fsync's return). It is the default:
 //! the crash test finds it as safe as the per-file strategies, at one flush per transaction.
 
-use super::{Directory, Info, Strategy, TempFile};
+use super::strategy::{Info, Strategy};
 use crate::error::{Error, Result};
-use crate::syscalls::Syscalls;
+use crate::fs::file::{Directory, TempFile};
+use crate::fs::syscalls::Syscalls;
 
 pub const INFO: Info = Info {
     name: "syncfs",
@@ -23,6 +24,7 @@ pub const INFO: Info = Info {
     idea: "write all (syncing in the background), one syncfs(2) per touched filesystem, rename all, syncfs again",
     guarantee: "old or new at any crash; durable at exit 0; flushes only the root's filesystems",
     anchor: "rpm (rpmtsSync), OSTree, containerd",
+    build: |_| Ok(std::sync::Arc::new(Syncfs)),
 };
 
 /// syncfs(2) of each filesystem the transaction wrote to.

@@ -19,9 +19,11 @@
 //! Guarantees: old or new at any crash, durable at exit 0 (the same as `fsync`), at a fraction
 //! of its cost on filesystems that honour the early writeback.
 
-use super::{dirs_to_flush, fsync_dirs, Directory, Info, Strategy, TempFile};
+use super::flush::{dirs_to_flush, fsync_dirs};
+use super::strategy::{Info, Strategy};
 use crate::error::{Error, Result};
-use crate::syscalls::{RangeSync, Syscalls};
+use crate::fs::file::{Directory, TempFile};
+use crate::fs::syscalls::{RangeSync, Syscalls};
 use std::fs::File;
 use std::path::Path;
 
@@ -31,6 +33,7 @@ pub const INFO: Info = Info {
     idea: "sync_file_range(WRITE) per file; WAIT_BEFORE pass; fsync each; rename",
     guarantee: "old or new at any crash; durable at exit 0; writeback overlaps the writing",
     anchor: "dpkg >= 1.15.8.7 (today's dpkg)",
+    build: |_| Ok(std::sync::Arc::new(Writeback)),
 };
 
 /// How many written files the barrier holds open at once: enough that the wait pass of a chunk

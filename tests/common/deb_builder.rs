@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 /// An ar archive of `members` (name, bytes), with headers as dpkg-deb writes them.
 pub fn ar(members: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut out = unpack::deb::AR_MAGIC.to_vec();
+    let mut out = unpack::read::deb::AR_MAGIC.to_vec();
     for (name, data) in members {
         unpack_lab::ar::write_member(&mut out, name, 1_700_000_000, data).unwrap();
     }

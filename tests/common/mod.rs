@@ -151,7 +151,7 @@ pub fn reference_tree(deb: &Path, dir: &Path) -> BTreeMap<PathBuf, Node> {
     for entry in archive.entries().unwrap() {
         let entry = entry.unwrap();
         if entry.header().entry_type().is_dir() {
-            let path = unpack::entry::clean_path(&entry.path_bytes()).unwrap();
+            let path = unpack::read::entry::clean_path(&entry.path_bytes()).unwrap();
             if let Some(node) = tree.get_mut(&path) {
                 node.mtime = (entry.header().mtime().unwrap() as i64, 0);
             }

@@ -15,9 +15,7 @@
 //! never counts the bench's own work: only the programs a tool starts, each from its exec on,
 //! with every process they fork or exec.
 
-use super::plan::{Row, Tool, Workload};
-use super::run::{run_once, Context};
-use super::{command, Error, Result};
+use super::{command, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -89,7 +87,7 @@ pub enum Count {
 }
 
 impl Count {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Count::Syscalls => "the system call count",
             Count::Instructions(_) => "the instruction count",
@@ -147,7 +145,7 @@ impl Launcher {
     }
 
     /// Adds what the counters wrote to `counts`.
-    fn read_into(&self, counts: &mut Counts) -> std::result::Result<(), String> {
+    pub fn read_into(&self, counts: &mut Counts) -> std::result::Result<(), String> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(&self.dir)
             .map_err(|e| format!("{}: {e}", self.dir.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -223,7 +221,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn new(entries: u64, source: Source) -> Counts {
+    pub fn new(entries: u64, source: Source) -> Counts {
         Counts {
             entries,
             source,
@@ -249,46 +247,6 @@ impl Counts {
     pub fn per_entry(&self, count: u64) -> Option<f64> {
         (self.entries > 0).then(|| count as f64 / self.entries as f64)
     }
-}
-
-/// The entries of `workload`'s archives, as dpkg-deb lists them.
-pub fn entries(workload: &Workload) -> Result<u64> {
-    workload.packages.iter().try_fold(0u64, |sum, p| {
-        let listing =
-            command::output(Command::new("dpkg-deb").arg("--contents").arg(&p.path), &p.path)?;
-        Ok(sum + listing.lines().count() as u64)
-    })
-}
-
-/// The counting runs of `tool` on `row`, each on a fresh filesystem like a timed run; the
-/// counters' files live in a directory of the bench's scratch, removed afterwards.
-pub fn count_cell(
-    ctx: &Context,
-    workload: &Workload,
-    row: &Row,
-    tool: &Tool,
-    source: Source,
-    entries: u64,
-) -> Result<Counts> {
-    let mut counts = Counts::new(entries, source);
-    for count in [Count::Syscalls, Count::Instructions(source)] {
-        let dir = ctx.scratch.join("counts");
-        std::fs::create_dir(&dir).map_err(Error::io(&dir))?;
-        let launcher = Launcher::new(count, &dir);
-        let counting = ctx.with_launcher(&launcher);
-        let record = run_once(&counting, workload, row, tool, 1);
-        let read = match &record {
-            Ok(r) if r.ok => launcher.read_into(&mut counts),
-            Ok(r) => Err(r.error.clone().unwrap_or_else(|| "failed".to_string())),
-            Err(_) => Ok(()),
-        };
-        std::fs::remove_dir_all(&dir).map_err(Error::io(&dir))?;
-        record?;
-        if let Err(e) = read {
-            counts.errors.push(format!("{}: {e}", count.name()));
-        }
-    }
-    Ok(counts)
 }
 
 /// strace's `-c -U name,calls` table: each system call and its count, the total line left out.

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use unpack::fs::syscalls::{FlushLatencies, SyscallCounts};
 use unpack::report::Phases;
-use unpack::syscalls::{FlushLatencies, SyscallCounts};
 
 /// The `unpack` binary.
 #[derive(Debug, Clone)]
@@ -133,7 +133,7 @@ mod tests {
                 dirsync_s: 0.0625,
                 total_s: 1.0,
             },
-            syscalls: unpack::syscalls::SyscallCounts {
+            syscalls: unpack::fs::syscalls::SyscallCounts {
                 fsync: 2,
                 fdatasync: 3,
                 sync: 4,
@@ -142,8 +142,8 @@ mod tests {
                 sync_file_range: 6,
                 rename: 7,
             },
-            flush_latency: unpack::syscalls::FlushLatencies {
-                all: unpack::syscalls::LatencySummary {
+            flush_latency: unpack::fs::syscalls::FlushLatencies {
+                all: unpack::fs::syscalls::LatencySummary {
                     count: 3,
                     total_s: 0.03,
                     p50_s: Some(0.01),

@@ -7,7 +7,7 @@
 use super::plan::Workload;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use unpack::mountinfo::{self, MountInfo};
+use unpack::fs::mountinfo::{self, MountInfo};
 
 /// The environment of a matrix.
 #[derive(Debug, Clone, Serialize)]

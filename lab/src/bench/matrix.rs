@@ -9,7 +9,7 @@
 //! never measures anything itself ([`super::run`] does) and never formats output.
 
 use super::cache::Cache;
-use super::counts::{self, Counts, Source};
+use super::counts::{Count, Counts, Launcher, Source};
 use super::device::Device;
 use super::engine::Engine;
 use super::environment::Environment;
@@ -28,7 +28,8 @@ use crate::workdir::Workdir;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::path::PathBuf;
-use unpack::{durability, mountinfo};
+use std::process::Command;
+use unpack::{durability, fs::mountinfo};
 
 /// What the user asked for.
 pub struct Config {
@@ -506,7 +507,7 @@ fn run_plan(ctx: &Context, plan: &Plan) -> Result<Vec<RowResult>> {
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let entries = match plan.counts {
-        Some(_) => plan.workloads.iter().map(counts::entries).collect::<Result<Vec<u64>>>()?,
+        Some(_) => plan.workloads.iter().map(entries).collect::<Result<Vec<u64>>>()?,
         None => Vec::new(),
     };
     let mut results = Vec::with_capacity(plan.rows.len());
@@ -542,14 +543,8 @@ fn run_plan(ctx: &Context, plan: &Plan) -> Result<Vec<RowResult>> {
                     cell_label(&workload.label, row, tool.name())
                 ));
                 stop_if_signalled(&bar)?;
-                cell.counts = Some(counts::count_cell(
-                    ctx,
-                    workload,
-                    row,
-                    tool,
-                    source,
-                    entries[row.workload],
-                )?);
+                cell.counts =
+                    Some(count_cell(ctx, workload, row, tool, source, entries[row.workload])?);
                 bar.inc(COUNTING_RUNS);
             }
         }
@@ -567,4 +562,44 @@ fn stop_if_signalled(bar: &ProgressBar) -> Result<()> {
         }
         None => Ok(()),
     }
+}
+
+/// The entries of `workload`'s archives, as dpkg-deb lists them.
+pub fn entries(workload: &Workload) -> Result<u64> {
+    workload.packages.iter().try_fold(0u64, |sum, p| {
+        let listing =
+            command::output(Command::new("dpkg-deb").arg("--contents").arg(&p.path), &p.path)?;
+        Ok(sum + listing.lines().count() as u64)
+    })
+}
+
+/// The counting runs of `tool` on `row`, each on a fresh filesystem like a timed run; the
+/// counters' files live in a directory of the bench's scratch, removed afterwards.
+pub fn count_cell(
+    ctx: &Context,
+    workload: &Workload,
+    row: &Row,
+    tool: &Tool,
+    source: Source,
+    entries: u64,
+) -> Result<Counts> {
+    let mut counts = Counts::new(entries, source);
+    for count in [Count::Syscalls, Count::Instructions(source)] {
+        let dir = ctx.scratch.join("counts");
+        std::fs::create_dir(&dir).map_err(Error::io(&dir))?;
+        let launcher = Launcher::new(count, &dir);
+        let counting = ctx.with_launcher(&launcher);
+        let record = run_once(&counting, workload, row, tool, 1);
+        let read = match &record {
+            Ok(r) if r.ok => launcher.read_into(&mut counts),
+            Ok(r) => Err(r.error.clone().unwrap_or_else(|| "failed".to_string())),
+            Err(_) => Ok(()),
+        };
+        std::fs::remove_dir_all(&dir).map_err(Error::io(&dir))?;
+        record?;
+        if let Err(e) = read {
+            counts.errors.push(format!("{}: {e}", count.name()));
+        }
+    }
+    Ok(counts)
 }

@@ -45,8 +45,6 @@ pub mod synthetic;
 use std::io;
 use std::path::PathBuf;
 
-pub use matrix::{run_matrix, Config, Matrix};
-
 /// The lab's exit status for a matrix that was made but is incomplete: runs of `unpack-bench`
 /// that failed, cells of `unpack-crashtest` that could not be run. Distinct from 0 (every cell
 /// ran), 1 (the tool itself failed) and 2 (usage), so that a script never reads a matrix with

@@ -25,7 +25,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
-use unpack::mountinfo;
+use unpack::fs::mountinfo;
 
 /// Where runs happen.
 #[derive(Clone)]

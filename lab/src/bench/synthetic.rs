@@ -114,7 +114,7 @@ impl Spec {
 
     fn write(&self, path: &Path) -> io::Result<()> {
         let mut ar = BufWriter::new(File::create(path)?);
-        ar.write_all(unpack::deb::AR_MAGIC)?;
+        ar.write_all(unpack::read::deb::AR_MAGIC)?;
         ar_member(&mut ar, "debian-binary", |w| w.write_all(b"2.0\n"))?;
         ar_member(&mut ar, "control.tar.gz", |w| self.write_control(w))?;
         ar_member(&mut ar, "data.tar.gz", |w| self.write_data(w))?;

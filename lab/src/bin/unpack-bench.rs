@@ -12,10 +12,11 @@ use unpack::cli::Invocation;
 use unpack_lab::bench::cache::Cache;
 use unpack_lab::bench::device;
 use unpack_lab::bench::guest;
+use unpack_lab::bench::matrix::{run_matrix, Config};
 use unpack_lab::bench::nfs::{self, Backing, Export};
 use unpack_lab::bench::peers::Peer;
 use unpack_lab::bench::scenario::Scenario;
-use unpack_lab::bench::{output, run_matrix, synthetic, Config};
+use unpack_lab::bench::{output, synthetic};
 
 const FAIRNESS: &str = "\
 How the numbers are made (fairness rules):

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use unpack::cli::Invocation;
-use unpack_lab::crash::{self, report, Scenario};
+use unpack_lab::crash::matrix::Scenario;
+use unpack_lab::crash::{self, report};
 
 const AFTER_HELP: &str = "\
 A crash state is what the disk holds after a power cut at some moment of the run: everything up
@@ -117,7 +118,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
             .ok_or_else(|| {
                 crash::CrashError::Usage(format!("--replay {spec}: expected CELL:STATE"))
             })?;
-        let (image, fs) = crash::replay(out, cell, state)?;
+        let (image, fs) = crash::replay::replay(out, cell, state)?;
         let mount = if fs == "xfs" { " -o nouuid" } else { "" };
         let text = format!(
             "{}\nlook at it with: mount{mount} -o loop {} /mnt\n",
@@ -143,7 +144,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
         args.strategies
     };
     let seed = args.seed.unwrap_or_else(random_seed);
-    let config = crash::Config {
+    let config = crash::matrix::Config {
         package,
         unpack,
         strategies,
@@ -156,7 +157,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
         keep_logs: args.out.clone(),
     };
     unpack::stderr!("unpack-crashtest: seed {seed}");
-    let matrix = crash::run(&config, &mut |cell| {
+    let matrix = crash::matrix::run(&config, &mut |cell| {
         let status = match &cell.error {
             Some(e) => format!("error: {e}"),
             None => format!(

@@ -27,7 +27,9 @@
 //! through the checker's confined lookups. This module changes a root only by the redo, which
 //! is the engine's own call.
 
-use super::check::{open_root, row_violation, survey, violation, Expected, Kind, Violation};
+use super::check::{
+    open_root, row_violation, survey, violation, Checked, Deeper, Expected, Kind, Violation,
+};
 use super::database::{self, read_db_file, Db, Rebuild, Version, ADMIN_DIR, CONFFILE, INFO_FILES};
 use super::expect::{Content, Tree};
 use super::CrashError;
@@ -58,14 +60,6 @@ pub struct Bootstrap {
     pub registered: [(String, Version); 2],
     /// One tree per entry of [`STAGES`].
     pub stages: [Tree; STAGES.len()],
-}
-
-/// What [`Bootstrap::check`] found.
-#[derive(Debug, Default)]
-pub struct Checked {
-    pub violations: Vec<Violation>,
-    /// The bootstrap was run again on the root.
-    pub redone: bool,
 }
 
 /// A package a status file lists: its `Package`, `Status` and `Version`.
@@ -120,14 +114,9 @@ impl Bootstrap {
         whole
     }
 
-    /// The trees between: the layout, the first stage.
-    pub fn between(&self) -> &[Tree] {
-        &self.stages[1..STAGES.len() - 1]
-    }
-
     /// The checks after recovery on `root`, which invariant 3 found nearest to stage `side`:
     /// the database, and the bootstrap again where the database lists no package.
-    pub fn check(&self, root: &Path, expected: &Expected<'_>, side: usize, id: usize) -> Checked {
+    fn check_at(&self, root: &Path, expected: &Expected<'_>, side: usize, id: usize) -> Checked {
         let dir = match open_root(root) {
             Ok(dir) => dir,
             Err(why) => {
@@ -255,6 +244,23 @@ impl Bootstrap {
         };
         found.extend(registered.into_iter().map(|v| Violation { kind: Kind::RedoFailed, ..v }));
         found
+    }
+}
+
+impl Deeper for Bootstrap {
+    /// The layout and the first stage.
+    fn between(&self) -> &[Tree] {
+        &self.stages[1..STAGES.len() - 1]
+    }
+
+    fn check(
+        &self,
+        root: &Path,
+        expected: &Expected<'_>,
+        side: Option<usize>,
+        id: usize,
+    ) -> Checked {
+        side.map_or_else(Checked::default, |side| self.check_at(root, expected, side, id))
     }
 }
 

@@ -105,21 +105,47 @@ pub struct Expected<'a> {
     /// The `unpack` binary, and the strategy it recovers with (the cell's).
     pub unpack: &'a Path,
     pub strategy: &'a str,
-    /// The package pair whose database the root keeps (the `upgrade-db` scenario): after
-    /// recovery, [`super::database::check`] runs too.
-    pub database: Option<&'a super::database::Db>,
-    /// The bootstrap scenario's packages and trees: its stages are sides of invariant 3 too,
-    /// and after recovery [`super::bootstrap::Bootstrap::check`] runs.
-    pub bootstrap: Option<&'a super::bootstrap::Bootstrap>,
+    /// What the scenario checks beyond invariant 3 after recovery (dpkg's database in
+    /// `upgrade-db`, the bootstrap's stages and database in `bootstrap`).
+    pub deeper: Option<&'a dyn Deeper>,
 }
 
 impl Expected<'_> {
     /// The trees recovery may leave the root at, in the order the transactions make them: old,
-    /// the bootstrap's stages between, new.
+    /// the trees between (the bootstrap's stages), new.
     fn sides(&self) -> Vec<&Tree> {
-        let between = self.bootstrap.map_or(&[][..], |b| b.between());
+        let between = self.deeper.map_or(&[][..], |d| d.between());
         std::iter::once(self.old).chain(between).chain([self.new]).collect()
     }
+}
+
+/// The checks a scenario adds after recovery, beside invariant 3: implemented by the files
+/// that know the scenario ([`super::database`], [`super::bootstrap`]), so that this file, which
+/// they build on, never imports them.
+pub trait Deeper: std::fmt::Debug {
+    /// The trees between old and new that recovery may also leave (the bootstrap's stages).
+    fn between(&self) -> &[Tree] {
+        &[]
+    }
+
+    /// The checks on `root` after recovery, which invariant 3 found nearest to side `side` of
+    /// `Expected::sides` (`None`: recovery failed).
+    fn check(
+        &self,
+        root: &Path,
+        expected: &Expected<'_>,
+        side: Option<usize>,
+        id: usize,
+    ) -> Checked;
+}
+
+/// What a [`Deeper`] check found.
+#[derive(Debug, Default)]
+pub struct Checked {
+    pub violations: Vec<Violation>,
+    /// The scenario's call was run again on the root (the bootstrap, where recovery left a
+    /// root that lists no package).
+    pub redone: bool,
 }
 
 /// One path of a survey: what the old version, the trees between (the bootstrap's stages) and
@@ -315,12 +341,10 @@ fn invariants(survey: &[Row], id: usize, after_returned: bool) -> Vec<Violation>
 /// for the scenarios with dpkg's database, 4 and the bootstrap's.
 pub fn after_recovery(root: &Path, expected: &Expected<'_>, id: usize) -> Recovered {
     let (mut violations, side) = recover(root, expected, id);
-    if let Some(db) = expected.database {
-        violations.extend(super::database::check(root, db, id));
-    }
-    let mut stage = Stage { side: expected.bootstrap.and(side), redone: false };
-    if let (Some(bootstrap), Some(side)) = (expected.bootstrap, side) {
-        let checked = bootstrap.check(root, expected, side, id);
+    let staged = expected.deeper.is_some_and(|d| !d.between().is_empty());
+    let mut stage = Stage { side: side.filter(|_| staged), redone: false };
+    if let Some(deeper) = expected.deeper {
+        let checked = deeper.check(root, expected, side, id);
         violations.extend(checked.violations);
         stage.redone = checked.redone;
     }

@@ -15,8 +15,8 @@ use std::fmt;
 use std::hash::{DefaultHasher, Hasher};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use unpack::deb::Deb;
-use unpack::entry::{self, Kind};
+use unpack::read::deb::Deb;
+use unpack::read::entry::{self, Kind};
 
 /// What a path holds, as far as the invariants care: the type, and a file's bytes, a symlink's
 /// target or a device's number.

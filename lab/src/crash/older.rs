@@ -18,8 +18,8 @@ use super::CrashError;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
-use unpack::deb::Deb;
-use unpack::entry::{self, Kind};
+use unpack::read::deb::Deb;
+use unpack::read::entry::{self, Kind};
 
 /// The biggest control member copied (real ones are a few KiB).
 const MAX_CONTROL: u64 = 16 << 20;
@@ -123,7 +123,7 @@ pub fn write(package: &Path, out: &Path) -> Result<(), CrashError> {
     let data = data.into_inner().map_err(write_err)?;
     let file = File::create(out).map_err(write_err)?;
     let mut ar = BufWriter::new(file);
-    ar.write_all(unpack::deb::AR_MAGIC).map_err(write_err)?;
+    ar.write_all(unpack::read::deb::AR_MAGIC).map_err(write_err)?;
     for (name, bytes) in
         [("debian-binary", &b"2.0\n"[..]), ("control.tar", &control[..]), ("data.tar", &data[..])]
     {

@@ -10,7 +10,8 @@
 //! This module only formats and writes.
 
 use super::check::Kind;
-use super::{CellResult, CrashError, Matrix, Scenario};
+use super::matrix::{CellResult, Matrix, Scenario};
+use super::CrashError;
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

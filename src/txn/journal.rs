@@ -21,11 +21,11 @@
 //! component, every temporary name carries the engine's suffix, every directory is a relative
 //! path of plain components no deeper than an entry may be, outside the state directory; and
 //! no more than [`MAX_BYTES`]. What passes is still resolved by recovery without following
-//! anything ([`crate::recover`]): these checks keep each name to one directory, the resolution
+//! anything ([`crate::txn::recover`]): these checks keep each name to one directory, the resolution
 //! keeps the directory inside the root.
 
-use crate::entry::MAX_DEPTH;
-use crate::names::{NAME_MAX, STATE_DIR, TEMP_SUFFIX};
+use crate::fs::names::{NAME_MAX, STATE_DIR, TEMP_SUFFIX};
+use crate::read::entry::MAX_DEPTH;
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -541,7 +541,7 @@ mod tests {
     fn the_encoder_refuses_to_write_more_than_recovery_reads() {
         let mut e = Encoder::new(std::io::sink()).unwrap();
         let name = OsString::from("n".repeat(200));
-        let temp = crate::names::temp_name(&name);
+        let temp = crate::fs::names::temp_name(&name);
         for _ in 0..(MAX_BYTES / 400) {
             e.rename(Path::new("usr/share"), &temp, &name, false);
         }

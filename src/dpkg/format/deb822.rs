@@ -160,7 +160,7 @@ mod tests {
             (b"Package: a", 1, "final newline"),
             (b"Package: a\n\n\t\n", 3, "begins a stanza"),
         ];
-        crate::dpkg::oracle::assert_refuses(parse, &cases);
+        crate::dpkg::format::oracle::assert_refuses(parse, &cases);
         // A hostile megabyte line makes a short message.
         let huge = format!("Package: a\n{}\n", "x".repeat(1 << 20));
         assert!(parse(huge.as_bytes()).unwrap_err().reason.len() < 300);
@@ -172,7 +172,7 @@ mod tests {
     /// line in a value, which dpkg only warns about and keeps; no file dpkg writes has one).
     #[test]
     fn dpkg_refuses_these_status_files_too() {
-        let root = crate::dpkg::oracle::root();
+        let root = crate::dpkg::format::oracle::root();
         let admin = root.path().join("var/lib/dpkg");
         for bad in [
             &b"Package: a\nno colon\n"[..],
@@ -196,7 +196,10 @@ mod tests {
         let good = b"Package: a\nStatus: install ok installed\nX-Y : 1\nMaintainer: m\nVersion: 1\nArchitecture: all\nDescription: d\n\n\n\nPackage: b\n";
         assert_eq!(parse(good).unwrap()[0].get("x-y"), Some("1"));
         std::fs::write(admin.join("status"), good).unwrap();
-        assert_eq!(crate::dpkg::oracle::query(&admin, &["-W", "-f=${Package} ${X-Y}\n"]), "a 1\n");
+        assert_eq!(
+            crate::dpkg::format::oracle::query(&admin, &["-W", "-f=${Package} ${X-Y}\n"]),
+            "a 1\n"
+        );
     }
 
     #[test]

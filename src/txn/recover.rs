@@ -21,13 +21,13 @@
 //! (mount ids, so a bind mount of the root's own filesystem is not walked into either).
 
 use crate::durability::{Directory, Strategy};
-use crate::entry::MAX_DEPTH;
 use crate::error::{Error, Result};
-use crate::journal::Journal;
-use crate::names::{INTENT, JOURNAL, JOURNAL_NEW, STATE_DIR, TEMP_SUFFIX};
-use crate::root::Root;
-use crate::syscalls::Syscalls;
-use crate::tree::{entries, mount_of, remove_tree, DIR_FLAGS};
+use crate::fs::names::{INTENT, JOURNAL, JOURNAL_NEW, STATE_DIR, TEMP_SUFFIX};
+use crate::fs::root::Root;
+use crate::fs::syscalls::Syscalls;
+use crate::fs::tree::{entries, mount_of, remove_tree, DIR_FLAGS};
+use crate::read::entry::MAX_DEPTH;
+use crate::txn::journal::Journal;
 use rustix::fs::{AtFlags, FileType, Mode};
 use rustix::io::Errno;
 use std::collections::BTreeMap;
@@ -104,19 +104,19 @@ pub fn recover(root: &mut Root, strategy: &dyn Strategy, calls: &Syscalls) -> Re
     }
     // In this order: a crash in between leaves an intent, which recovers the same way.
     for name in [JOURNAL, JOURNAL_NEW, INTENT] {
-        crate::root::remove_state_file(&state, name)?;
+        crate::fs::root::remove_state_file(&state, name)?;
     }
     Ok(recovery)
 }
 
-/// The bytes of a state file, once checked (see [`crate::root::open_state_file`]).
+/// The bytes of a state file, once checked (see [`crate::fs::root::open_state_file`]).
 fn read_state_file(state: &Directory, name: &str) -> Result<Option<Vec<u8>>> {
-    let Some(file) = crate::root::open_state_file(state, name)? else {
+    let Some(file) = crate::fs::root::open_state_file(state, name)? else {
         return Ok(None);
     };
     let mut bytes = Vec::new();
     // Bounded: a planted file of gigabytes must not be read into memory.
-    file.take(crate::journal::MAX_BYTES + 1)
+    file.take(crate::txn::journal::MAX_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| Error::root(state.path().join(name), "reading", e))?;
     Ok(Some(bytes))
@@ -182,9 +182,10 @@ fn roll_forward(
     let mut removals = 0;
     for r in &j.removals {
         let Some(dir) = &removal_dirs[r.dir.as_path()] else { continue };
-        let removed = crate::tree::remove_dropped(dir.fd(), &r.name, r.directory).map_err(|e| {
-            Error::root(dir.path().join(&r.name), "removing a file the new version dropped", e)
-        })?;
+        let removed =
+            crate::fs::tree::remove_dropped(dir.fd(), &r.name, r.directory).map_err(|e| {
+                Error::root(dir.path().join(&r.name), "removing a file the new version dropped", e)
+            })?;
         if removed {
             removals += 1;
             touched.entry(&r.dir).or_insert_with(|| dir.clone());
@@ -246,7 +247,7 @@ struct Level {
 }
 
 /// How many levels of the walk [`clean`] holds open, besides the root: the one bound of every walk.
-const OPEN_LEVELS: usize = crate::tree::MAX_OPEN;
+const OPEN_LEVELS: usize = crate::fs::tree::MAX_OPEN;
 
 /// Removes every `*.unpack-new` in the root (a directory with everything in it), staying on the
 /// root's mount and out of the state directory. Depth first with an explicit stack, no deeper

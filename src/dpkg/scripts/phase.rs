@@ -11,32 +11,25 @@
 //! copied aside before the commit, since the commit's renames replace the info files they live
 //! in.
 
-use super::deb822::{Field, Stanza};
-use super::install::Database;
-use super::scripts::{self, Owner, NEW_SCRIPTS};
-use super::status::{self, State, StatusField, Want};
+use super::runner::{self as scripts, Call, Owner, NEW_SCRIPTS};
+use crate::dpkg::database::Database;
+use crate::dpkg::format::deb822::{Field, Stanza};
+use crate::dpkg::format::status::{self, State, StatusField, Want};
 use crate::durability::Directory;
 use crate::error::Result;
-use crate::extract::Transaction;
+use crate::options::ScriptOutput;
+use crate::txn::transaction::Transaction;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-/// One script call: the new package's script or the installed one's.
-#[derive(Debug, Clone)]
-pub struct Call {
-    new: bool,
-    script: &'static str,
-    args: Vec<String>,
-}
 
 /// The scripts dpkg keeps and this phase runs.
 const SCRIPTS: [&str; 4] = ["preinst", "postinst", "prerm", "postrm"];
 
 impl Database {
     /// Turns the scripts on: `root` is chrooted into (unless `/`), standard output goes to
-    /// standard error with `stdout_to_stderr`.
-    pub fn run_scripts(&mut self, root: &Path, stdout_to_stderr: bool) {
-        self.scripts = Some(scripts::Runner::new(root, &self.admin.rel, stdout_to_stderr));
+    /// `output`.
+    pub fn run_scripts(&mut self, root: &Path, output: ScriptOutput) {
+        self.scripts = Some(scripts::Runner::new(root, &self.admin.rel, output));
     }
 
     /// The scripts of the package begun last that come before its files: the old `prerm
@@ -165,14 +158,14 @@ impl Database {
         for index in 0..self.incoming.len() {
             let Some(o) = self.incoming[index].old else { continue };
             let file = format!("{}.postrm", self.installed.packages[o].info_name());
-            if let Some(bytes) = super::admin::read_file(&self.admin.info, &file, 64 << 20)? {
+            if let Some(bytes) = crate::dpkg::admin::read_file(&self.admin.info, &file, 64 << 20)? {
                 let dir = self.new_dir(index)?;
                 scripts::write_file(&dir, "old-postrm", &bytes, 0o755)?;
             }
         }
         for &(o, by) in &self.disappearing {
             let file = format!("{}.postrm", self.installed.packages[o].info_name());
-            if let Some(bytes) = super::admin::read_file(&self.admin.info, &file, 64 << 20)? {
+            if let Some(bytes) = crate::dpkg::admin::read_file(&self.admin.info, &file, 64 << 20)? {
                 scripts::write_file(&self.new_dir(by)?, &format!("disappear-{o}"), &bytes, 0o755)?;
             }
         }
@@ -182,7 +175,7 @@ impl Database {
     /// After the commit's renames: the old `postrm upgrade NEW` of each upgraded package, and
     /// the new `postrm failed-upgrade OLD NEW` when it fails. Returns the packages for which
     /// both failed (see [`Database::postrm_failure_state`]) with the first such error.
-    pub fn after_commit(&mut self) -> Result<Option<(Vec<usize>, crate::Error)>> {
+    pub fn after_commit(&mut self) -> Result<Option<(Vec<usize>, crate::error::Error)>> {
         if self.scripts.is_none() {
             return Ok(None);
         }
@@ -253,8 +246,8 @@ impl Database {
 
     /// `ADMIN/tmp.ci.unpack-new/INDEX/`, made if missing.
     fn new_dir(&self, index: usize) -> Result<Directory> {
-        let top = crate::root::open_or_make_dir(&self.admin.dir, NEW_SCRIPTS)?;
-        crate::root::open_or_make_dir(&top, &index.to_string())
+        let top = crate::fs::root::open_or_make_dir(&self.admin.dir, NEW_SCRIPTS)?;
+        crate::fs::root::open_or_make_dir(&top, &index.to_string())
     }
 
     /// [`Database::call`], noting that a script ran.

@@ -4,7 +4,7 @@
 //! resolves a path; the caller confines it to the root.
 
 #[cfg(any(test, feature = "fuzzing"))]
-use super::status::is_md5;
+use super::is_md5;
 use super::{byte_lines, db_path, is_space, lines, shown, ParseError};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -213,7 +213,7 @@ mod tests {
     /// byte for byte (the md5sums are the ones dpkg computed, the package having none).
     #[test]
     fn info_files_dpkg_writes_read_and_write_back() {
-        use crate::dpkg::oracle;
+        use crate::dpkg::format::oracle;
         let dir = tempfile::tempdir().unwrap();
         let control = "Package: p\nVersion: 1\nArchitecture: all\nMaintainer: m\nDescription: d\n";
         let files = [("etc/p.conf", "c\n"), ("usr/share/p/a b", "x\n"), ("usr/bin/p", "y\n")];

@@ -1,22 +1,23 @@
-//! The write phase of a transaction: the lanes that read the packages ([`crate::pipeline`]) and
+//! The write phase of a transaction: the lanes that read the packages ([`crate::read::lanes`]) and
 //! the writer, which takes each entry through dpkg's database (database mode) into the
 //! transaction; then what database mode adds before the commit (the database files, the old
 //! scripts kept aside).
 //!
-//! The bootstrap's two stages ([`crate::bootstrap`]) pass through here too: the first keeps
+//! The bootstrap's two stages ([`crate::bootstrap::plan`]) pass through here too: the first keeps
 //! what it writes ([`FirstStage`]), the second adopts it where it can. The write phase must
 //! never commit: until the caller's commit, every error rolls the transaction back.
 
-use crate::bootstrap::{FirstStage, Written};
-use crate::control::ControlArchive;
-use crate::dpkg::install::{Action, Database};
-use crate::entry::{Entry, Kind};
+use crate::bootstrap::first_stage::{FirstStage, Written};
+use crate::dpkg::database::Database;
+use crate::dpkg::install::Action;
 use crate::error::{Error, Result};
-use crate::extract::Transaction;
-use crate::pipeline::{self, Message};
+use crate::fs::root::Stamp;
+use crate::options::Options;
+use crate::read::control::ControlArchive;
+use crate::read::entry::{Entry, Kind};
+use crate::read::lanes::{self, Message};
 use crate::report::PackageReport;
-use crate::root::Stamp;
-use crate::Options;
+use crate::txn::transaction::Transaction;
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -45,7 +46,7 @@ pub(crate) fn write_phase(
         Stage::Second(first) => first.wrote_all(packages.len()),
         _ => Vec::new(),
     };
-    pipeline::with_lanes(packages, options.progress.as_deref(), skipped, |queue| {
+    lanes::with_lanes(packages, options.progress.as_deref(), skipped, |queue| {
         Writer { tx, reports, database: database.as_deref_mut(), stage: &mut stage }
             .write_all(queue)
     })?;
@@ -68,7 +69,7 @@ struct Writer<'t, 'a, 's> {
 
 impl Writer<'_, '_, '_> {
     /// Takes every message of `rx` (consumed: dropping it stops the lanes).
-    fn write_all(mut self, mut rx: pipeline::Queue) -> Result<()> {
+    fn write_all(mut self, mut rx: lanes::Queue) -> Result<()> {
         let mut package: Option<(usize, PathBuf)> = None;
         while let Some(message) = rx.recv() {
             match message {
@@ -78,13 +79,13 @@ impl Writer<'_, '_, '_> {
                 }
                 Message::Entry(entry) => {
                     let Some((index, path)) = &package else {
-                        return Err(Error::Usage("internal: an entry before its package".into()));
+                        return Err(Error::Internal("an entry before its package".into()));
                     };
                     self.entry(&mut rx, *index, path, entry)?;
                 }
                 Message::Failed(e) => return Err(e),
                 Message::Data(_) | Message::End => {
-                    return Err(Error::Usage("internal: file data without an entry".into()))
+                    return Err(Error::Internal("file data without an entry".into()))
                 }
             }
         }
@@ -129,7 +130,7 @@ impl Writer<'_, '_, '_> {
     /// its control archive must be the one the database took.
     fn read_again(&mut self, index: usize, path: &Path, control: &ControlArchive) -> Result<()> {
         let one = [path.to_path_buf()];
-        pipeline::with_lanes(&one, None, Vec::new(), |mut rx| {
+        lanes::with_lanes(&one, None, Vec::new(), |mut rx| {
             while let Some(message) = rx.recv() {
                 match message {
                     Message::Package { control: again, .. } if *again == *control => {}
@@ -142,7 +143,7 @@ impl Writer<'_, '_, '_> {
                     Message::Entry(entry) => self.entry(&mut rx, index, path, entry)?,
                     Message::Failed(e) => return Err(e),
                     Message::Data(_) | Message::End => {
-                        return Err(Error::Usage("internal: file data without an entry".into()))
+                        return Err(Error::Internal("file data without an entry".into()))
                     }
                 }
             }
@@ -153,13 +154,13 @@ impl Writer<'_, '_, '_> {
     /// One entry of package `index` (`path`), its bytes next in `rx`.
     fn entry(
         &mut self,
-        rx: &mut pipeline::Queue,
+        rx: &mut lanes::Queue,
         index: usize,
         path: &Path,
         entry: Entry,
     ) -> Result<()> {
         let Some(report) = self.reports.last_mut() else {
-            return Err(Error::Usage("internal: an entry before its package".into()));
+            return Err(Error::Internal("an entry before its package".into()));
         };
         count(report, &entry);
         self.tx.check_stop()?;
@@ -168,7 +169,7 @@ impl Writer<'_, '_, '_> {
             _ => 0,
         };
         let mut failed = None;
-        let mut data = pipeline::FileData::new(rx, size, &mut failed);
+        let mut data = lanes::FileData::new(rx, size, &mut failed);
         let added = match &mut *self.stage {
             Stage::First(first) if first.keeps(index, &entry) => {
                 let mut bytes = Vec::with_capacity(size as usize);
@@ -202,7 +203,7 @@ fn write_entry(
     index: usize,
     path: &Path,
     mut entry: Entry,
-    data: &mut pipeline::FileData<'_>,
+    data: &mut lanes::FileData<'_>,
 ) -> Result<()> {
     let archive_path = entry.path.clone();
     let Some(db) = database else {

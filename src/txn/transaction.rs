@@ -8,18 +8,18 @@
 //! top. An install into an empty root thus pays one rename per top directory instead of one
 //! per file, and a crash before the commit leaves only names recovery knows to remove.
 //!
-//! It must never touch a final name that anyone can see: until [`crate::commit`] runs, the
+//! It must never touch a final name that anyone can see: until [`crate::txn::commit`] runs, the
 //! only changes to the root are new temporary names and what lies inside them, all removed by
 //! [`Transaction`]'s rollback, which runs on any error and on drop.
 
+use crate::durability::early_writeback::EarlyWriteback;
 use crate::durability::{Directory, Strategy, TempFile};
-use crate::early_writeback::EarlyWriteback;
-use crate::entry::{Entry, Kind};
 use crate::error::{escape, Error, Result};
-use crate::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, STATE_DIR};
-use crate::root::{Create, CreatedDir, Pending, ResolveError, Root, Stamp};
-use crate::syscalls::Syscalls;
-use crate::StopFn;
+use crate::fs::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, STATE_DIR};
+use crate::fs::root::{Create, CreatedDir, Pending, ResolveError, Root, Stamp};
+use crate::fs::syscalls::Syscalls;
+use crate::options::StopFn;
+use crate::read::entry::{Entry, Kind};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
 use rustix::io::Errno;
 use std::collections::HashMap;
@@ -126,7 +126,7 @@ impl<'a> Transaction<'a> {
     ) -> Result<Transaction<'a>> {
         root.forget_dirs();
         let intent_path = state.path().join(INTENT);
-        let intent = crate::root::create_state_file(&state, INTENT)?;
+        let intent = crate::fs::root::create_state_file(&state, INTENT)?;
         intent
             .set_len(0)
             .map_err(|e| Error::root(&intent_path, "truncating the intent file", e))?;
@@ -455,7 +455,7 @@ impl<'a> Transaction<'a> {
     }
 
     /// A directory entry. Only a directory this transaction made takes the archive's owner,
-    /// mode and mtime (set before the barrier, see [`crate::commit`]): one the root already has
+    /// mode and mtime (set before the barrier, see [`crate::txn::commit`]): one the root already has
     /// keeps all of its own, as with dpkg, so that a package shipping `./tmp/` 0755 or `./etc/`
     /// 0777 owned by a user changes neither. Its mtime is what the renames into it leave.
     fn add_dir(&mut self, pkg: usize, package: &Path, entry: &Entry, canon: &Path) -> Result<()> {
@@ -762,7 +762,7 @@ impl<'a> Transaction<'a> {
             if removed.is_err() && d.top {
                 // What the list does not know of (a leftover nobody recorded): the same
                 // removal as recovery's.
-                let _ = crate::tree::remove_tree(d.parent.fd(), &d.name, &mut (0, 0));
+                let _ = crate::fs::tree::remove_tree(d.parent.fd(), &d.name, &mut (0, 0));
             }
             if d.top {
                 parents.entry(d.parent.path.to_path_buf()).or_insert(d.parent);

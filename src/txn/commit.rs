@@ -13,10 +13,10 @@
 
 use crate::durability::{Directory, TempFile};
 use crate::error::{Error, Result};
-use crate::extract::{timestamps, Transaction};
-use crate::journal;
-use crate::names::{JOURNAL, JOURNAL_NEW};
-use crate::syscalls::Syscalls;
+use crate::fs::names::{JOURNAL, JOURNAL_NEW};
+use crate::fs::syscalls::Syscalls;
+use crate::txn::journal;
+use crate::txn::transaction::{timestamps, Transaction};
 use rayon::prelude::*;
 use rustix::fs::{AtFlags, Mode};
 use std::collections::BTreeMap;
@@ -64,7 +64,7 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     let unfinished = |cause| Error::Unfinished { root: root_path.clone(), cause: Box::new(cause) };
     rename_all(by_dir.into_values().collect(), tx.calls).map_err(unfinished)?;
     for r in &tx.removals {
-        crate::tree::remove_dropped(r.dir.fd(), &r.name, r.directory).map_err(|e| {
+        crate::fs::tree::remove_dropped(r.dir.fd(), &r.name, r.directory).map_err(|e| {
             unfinished(Error::root(
                 r.dir.path().join(&r.name),
                 "removing a file the new version dropped",
@@ -116,7 +116,7 @@ fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
     let path = state.path().join(JOURNAL);
     // Through the state directory's checks, like every state file: nothing is truncated that
     // is not the engine's own regular file with one name.
-    let file = crate::root::create_state_file(state, JOURNAL_NEW)?;
+    let file = crate::fs::root::create_state_file(state, JOURNAL_NEW)?;
     file.set_len(0).map_err(|e| Error::root(&path, "creating the journal", e))?;
     let mut file = std::io::BufWriter::new(file);
     let written = (|| {

@@ -16,14 +16,14 @@
 //!
 //! The end of the queue is a promise: the reader ends it without a [`Message::Failed`] only
 //! once every member has been read to its end and its checksums verified
-//! ([`crate::deb::MemberStream::finish`]), so a writer that commits only after the queue ended
+//! ([`crate::read::deb::MemberStream::finish`]), so a writer that commits only after the queue ended
 //! cleanly, as `unpack()` does, never commits a package whose checksums failed.
 
-use crate::control::ControlArchive;
-use crate::deb::Deb;
-use crate::entry::{self, Entry, Kind};
 use crate::error::{escape, Error, Result};
-use crate::ProgressFn;
+use crate::options::ProgressFn;
+use crate::read::control::ControlArchive;
+use crate::read::deb::Deb;
+use crate::read::entry::{self, Entry, Kind};
 use std::io::{self, BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -297,8 +297,8 @@ impl Queue {
                         // A lane ends early only after a failure it sent, or once the writer
                         // hung up: never end the queue as if every package were read.
                         self.next = self.count;
-                        return Some(Message::Failed(Error::Usage(
-                            "internal: a package reader stopped before its package's end".into(),
+                        return Some(Message::Failed(Error::Internal(
+                            "a package reader stopped before its package's end".into(),
                         )));
                     }
                 },

@@ -7,7 +7,7 @@
 
 use super::deb822::{Field, Stanza};
 use super::version::{parse_relations, relations_field, Version};
-use super::{db_path, shown, valid_arch, valid_package_name, ParseError};
+use super::{db_path, is_md5, shown, valid_arch, valid_package_name, ParseError};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
@@ -158,11 +158,6 @@ pub fn parse_conffiles_field(value: &str) -> Result<Vec<Conffile>, String> {
 
 fn valid_hash(hash: &str) -> bool {
     hash == NEW_CONFFILE || is_md5(hash)
-}
-
-/// 32 lowercase hex digits.
-pub(crate) fn is_md5(hash: &str) -> bool {
-    hash.len() == 32 && hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// The value of `Conffiles:` as dpkg writes it (lib/dpkg/dump.c w_conffiles): it starts with
@@ -441,7 +436,7 @@ pub fn write_status(stanzas: &[&Stanza]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dpkg::{deb822, oracle};
+    use crate::dpkg::format::{deb822, oracle};
 
     const H: &str = "0123456789abcdef0123456789abcdef";
 
@@ -718,7 +713,7 @@ mod tests {
             let control = deb822::parse(control.as_bytes()).unwrap().remove(0);
             let status = StatusField::parse("install ok unpacked").unwrap();
             let conffiles: Vec<Conffile> =
-                crate::dpkg::list::parse_conffiles_member(conffiles.as_bytes())
+                crate::dpkg::format::list::parse_conffiles_member(conffiles.as_bytes())
                     .unwrap()
                     .into_iter()
                     .map(|c| Conffile {

@@ -8,7 +8,7 @@
 //! every lookup by itself. This module never touches the filesystem.
 
 use crate::error::escape;
-use crate::names::{NAME_MAX, TEMP_SUFFIX};
+use crate::fs::names::{NAME_MAX, TEMP_SUFFIX};
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Seek, SeekFrom};

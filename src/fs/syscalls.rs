@@ -5,7 +5,7 @@
 //! go through here and nowhere else. The counters are atomics because `parallel` flushes from a
 //! pool of threads.
 //!
-//! Each flush is also timed ([`Latency`]): filesystem people judge a flush by its latency
+//! Each flush is also timed (`Latency`): filesystem people judge a flush by its latency
 //! distribution (a device cache flush of ~8 ms, the variance of fdatasync), not by a total. The
 //! record is a fixed log-scale histogram, not the samples, so that a 100,000-file fsync run
 //! costs the same few kilobytes as a one-file run, and recording is two clock reads and three

@@ -30,7 +30,7 @@
 
 use crate::durability::Directory;
 use crate::error::{Error, Result};
-use crate::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, LOCK_FILE, STATE_DIR};
+use crate::fs::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, LOCK_FILE, STATE_DIR};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::collections::{HashMap, VecDeque};
@@ -275,7 +275,7 @@ impl Root {
             // A temporary name is the engine's own: this one is left from a run that crashed
             // without a durable intent file (strategy `none`), and goes.
             Err(Errno::EXIST) if top => {
-                crate::tree::remove_tree(parent.fd(), &disk_name, &mut (0, 0))
+                crate::fs::tree::remove_tree(parent.fd(), &disk_name, &mut (0, 0))
                     .and_then(|()| mkdir())
                     .map_err(|e| {
                         io(

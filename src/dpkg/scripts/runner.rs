@@ -12,6 +12,7 @@
 
 use crate::durability::Directory;
 use crate::error::{escape, Error, Result};
+use crate::options::ScriptOutput;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::OsStr;
@@ -41,7 +42,7 @@ pub struct ControlDir<'a> {
 impl<'a> ControlDir<'a> {
     pub fn link(admin: &'a Directory, package: &str) -> Result<ControlDir<'a>> {
         let path = admin.path().join(CONTROL_DIR);
-        crate::tree::remove_tree(admin.fd(), OsStr::new(CONTROL_DIR), &mut (0, 0))
+        crate::fs::tree::remove_tree(admin.fd(), OsStr::new(CONTROL_DIR), &mut (0, 0))
             .map_err(|e| Error::root(&path, "removing", e))?;
         rustix::fs::symlinkat(format!("{NEW_SCRIPTS}/{package}"), admin.fd(), CONTROL_DIR)
             .map_err(|e| Error::root(&path, "creating symlink", e))?;
@@ -55,14 +56,22 @@ impl Drop for ControlDir<'_> {
     }
 }
 
+/// One script call: the new package's script or the installed one's, with its arguments.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub new: bool,
+    pub script: &'static str,
+    pub args: Vec<String>,
+}
+
 /// How scripts are run in one call.
 pub struct Runner {
     /// The root as given, chrooted into unless it is `/`.
     root: PathBuf,
     /// The admin directory as the scripts see it (`/var/lib/dpkg`).
     admindir: PathBuf,
-    /// Standard output goes to standard error (the JSON report owns standard output).
-    stdout_to_stderr: bool,
+    /// Where the scripts' standard output goes.
+    output: ScriptOutput,
 }
 
 /// Who a script belongs to, for its environment.
@@ -74,12 +83,8 @@ pub struct Owner<'a> {
 }
 
 impl Runner {
-    pub fn new(root: &Path, admin_rel: &Path, stdout_to_stderr: bool) -> Runner {
-        Runner {
-            root: root.to_path_buf(),
-            admindir: Path::new("/").join(admin_rel),
-            stdout_to_stderr,
-        }
+    pub fn new(root: &Path, admin_rel: &Path, output: ScriptOutput) -> Runner {
+        Runner { root: root.to_path_buf(), admindir: Path::new("/").join(admin_rel), output }
     }
 
     /// Runs `dir/file` (a directory inside the root, `file` checked to be a regular file there
@@ -123,7 +128,7 @@ impl Runner {
             .env("DPKG_ROOT", "")
             .env("DPKG_FORCE", "")
             .stdin(Stdio::inherit());
-        if self.stdout_to_stderr {
+        if self.output == ScriptOutput::Stderr {
             cmd.stdout(std::io::stderr());
         }
         if chroot {
@@ -166,7 +171,7 @@ pub fn write_file(dir: &Directory, name: &str, bytes: &[u8], mode: u32) -> Resul
 
 /// Removes [`NEW_SCRIPTS`] and what it holds.
 pub fn remove_new(admin: &Directory) -> Result<()> {
-    crate::tree::remove_tree(admin.fd(), OsStr::new(NEW_SCRIPTS), &mut (0, 0))
+    crate::fs::tree::remove_tree(admin.fd(), OsStr::new(NEW_SCRIPTS), &mut (0, 0))
         .or_else(|e| if e == Errno::NOENT { Ok(()) } else { Err(e) })
         .map_err(|e| Error::root(admin.path().join(NEW_SCRIPTS), "removing", e))
 }

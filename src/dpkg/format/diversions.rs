@@ -57,7 +57,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Diversion>, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dpkg::oracle;
+    use crate::dpkg::format::oracle;
 
     #[test]
     fn reads_triplets() {

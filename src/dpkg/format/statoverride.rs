@@ -92,7 +92,7 @@ pub fn lookup_id(etc_file: &[u8], name: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dpkg::oracle;
+    use crate::dpkg::format::oracle;
 
     #[test]
     fn reads_user_group_mode_path() {

@@ -49,7 +49,7 @@ pub struct Control {
 impl Control {
     /// Finds `./control` in a control.tar stream and parses it. Reads the archive to its end
     /// (the first `./control` counts), for the caller to verify the member's checksums after
-    /// it ([`crate::deb::MemberStream::finish`]).
+    /// it ([`crate::read::deb::MemberStream::finish`]).
     pub fn from_tar(package: &Path, member: &str, stream: impl Read) -> Result<Control> {
         ControlArchive::from_tar(package, member, stream).map(|a| a.control)
     }
@@ -89,11 +89,11 @@ impl Control {
 
 impl ControlArchive {
     /// Reads a control.tar stream to its end: the first `./control`, and the other regular
-    /// files at its top up to [`MAX_MEMBERS`] bytes in all (a later one of the same name is
+    /// files at its top up to `MAX_MEMBERS` bytes in all (a later one of the same name is
     /// ignored, as the first control file counts).
     pub fn from_tar(package: &Path, member: &str, stream: impl Read) -> Result<ControlArchive> {
         let bad = |reason: String| Error::bad(package, format!("{member}: {reason}"));
-        let (stream, meter) = crate::entry::metered(stream);
+        let (stream, meter) = crate::read::entry::metered(stream);
         let mut archive = tar::Archive::new(stream);
         let mut found: Option<(Control, String)> = None;
         let mut members: Vec<Member> = Vec::new();

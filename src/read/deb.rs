@@ -18,9 +18,9 @@
 //! no GNU/BSD long-name tables, which dpkg rejects too), it is forty lines, and owning it lets
 //! every error name the member and say what was expected, which a generic ar crate cannot.
 //!
-//! Public, with [`entry`](crate::entry) and [`control`](crate::control): the package reader a
+//! Public, with [`entry`](crate::read::entry) and [`control`](crate::read::control): the package reader a
 //! tool that reads packages the way the engine does reuses ([`Deb::open`], [`Deb::control`],
-//! [`Deb::data`], then [`entry::validate`](crate::entry::validate) on each tar entry), as the
+//! [`Deb::data`], then [`entry::validate`](crate::read::entry::validate) on each tar entry), as the
 //! lab's crash tester does to know what a package must leave in a root.
 
 use crate::error::{Error, Result};
@@ -110,7 +110,7 @@ enum Decoder<'a> {
     Zstd(zstd::stream::read::Decoder<'static, Input<'a>>),
     Bzip2(bzip2::bufread::BzDecoder<Input<'a>>),
     /// A multi-block xz stream, which exactly fills the member (`xz_blocks` checks that).
-    ParallelXz(crate::xz_blocks::ParallelXz),
+    ParallelXz(crate::read::xz_blocks::ParallelXz),
 }
 
 impl Decoder<'_> {
@@ -443,7 +443,7 @@ impl Deb {
             });
         };
         let parallel = match compression {
-            Compression::Xz => crate::xz_blocks::open(
+            Compression::Xz => crate::read::xz_blocks::open(
                 &self.reader.get_ref().inner,
                 member.offset,
                 member.size,
