@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Every test of the project, on a fresh Debian 12 machine with nothing but the Rust toolchain:
-# installs the Debian packages the tests need (only those missing), then runs `cargo test` and
-# the self-unpack check (build the Debian package, unpack it with the packaged unpack, compare
-# with dpkg-deb -x). This is the README's test command, and .ci/run calls it, so the two cannot
+# installs the Debian packages the tests need (only those missing), checks the text (rustfmt,
+# clippy, rustdoc's links), then runs `cargo test` and the self-unpack check (build the Debian
+# package, unpack it with the packaged unpack, compare with dpkg-deb -x). This is the README's test command, and .ci/run calls it, so the two cannot
 # drift. The tests need root (filesystems on loop devices, FUSE disks, device nodes): run by
 # another user, it runs itself again through sudo, with the same PATH and Rust toolchain.
 #
 # Arguments are passed to `cargo test` (e.g. `scripts/test.sh --test crashtest`); with any, the
-# self-unpack check is skipped. UNPACK_TEST_NO_INSTALL=1 installs nothing (a machine that has
-# the tools but no network): a missing tool is then listed and the tests that need it fail.
+# text checks and the self-unpack check are skipped. UNPACK_TEST_NO_INSTALL=1 installs nothing
+# (a machine that has the tools but no network): a missing tool is then listed and the tests that need it fail.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -52,6 +52,13 @@ fi
 modprobe loop 2>/dev/null || true
 modprobe fuse 2>/dev/null || true
 
+# The text is uniform and lint-clean before anything runs: rustfmt (rustfmt.toml), clippy with
+# the lints Cargo.toml's [workspace.lints] denies, and rustdoc's broken links.
+if [ $# -eq 0 ]; then
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets --locked -- -D warnings 2>&1
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet 2>&1
+fi
 cargo test --locked "$@" 2>&1
 if [ $# -eq 0 ]; then
     scripts/self-unpack.sh 2>&1

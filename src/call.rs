@@ -16,7 +16,7 @@ use crate::report::{self, PackageReport, Phases, Report};
 use crate::txn::commit::commit;
 use crate::txn::recover::{recover, Recovery};
 use crate::txn::transaction::Transaction;
-use crate::txn::write_phase::{write_phase, Stage};
+use crate::txn::write_phase::{write_phase, Plain, Stage};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -37,7 +37,7 @@ pub fn recover_root(root: &Path, options: &Options) -> Result<Recovery> {
 pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Report> {
     let mut call = Call::open(packages, root, options)?;
     let database = call.read_database()?;
-    call.transact(packages, database, Stage::Plain)
+    call.transact(packages, database, &mut Plain)
 }
 
 /// One call's hold on its root, from before recovery to the end: the root's lock and, in
@@ -111,7 +111,7 @@ impl<'o> Call<'o> {
         mut self,
         packages: &[PathBuf],
         mut database: Option<Database>,
-        stage: Stage<'_>,
+        stage: &mut dyn Stage,
     ) -> Result<Report> {
         let (options, started) = (self.options, self.started);
         if let Some(db) = database.as_mut().filter(|_| options.scripts) {

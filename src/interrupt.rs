@@ -40,3 +40,9 @@ pub fn pending() -> Option<i32> {
         s => Some(s),
     }
 }
+
+/// The exit status of a program a signal stopped, by the shell's convention: 128 + the signal
+/// (130 for SIGINT, 143 for SIGTERM).
+pub fn exit_status(signal: i32) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(1)
+}

@@ -6,6 +6,7 @@ use crate::error::escape;
 use crate::fs::mountinfo::MountInfo;
 use crate::fs::syscalls::{FlushLatencies, SyscallCounts};
 use crate::read::control::Control;
+use crate::read::entry::{Entry, Kind};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -47,6 +48,15 @@ pub struct DatabaseReport {
 }
 
 impl PackageReport {
+    /// Counts one entry of the package.
+    pub(crate) fn count(&mut self, entry: &Entry) {
+        self.entries += 1;
+        if let Kind::File { size } = entry.kind {
+            self.files += 1;
+            self.bytes += size;
+        }
+    }
+
     pub(crate) fn new(control: Control) -> PackageReport {
         PackageReport {
             name: control.name,

@@ -109,8 +109,9 @@ fn the_scanner_sees_grouped_inline_relative_and_super_paths() {
         names_in("pub use fsync::Fsync;\nuse flush::x;\n", &["durability".into()], &modules);
     let named: Vec<String> = named.iter().map(display).collect();
     assert_eq!(named, ["durability/flush", "durability/fsync"]);
-    let (_, root) = names_in("use crate::Result;\n", &own, &modules);
-    assert_eq!(root, ["crate::Result"]);
+    let (_, root) =
+        names_in("use crate::Result;\nfn f() { crate::stderr!(\"x\"); }\n", &own, &modules);
+    assert_eq!(root, ["crate::Result"], "a macro is called at the root, not imported from it");
 }
 
 fn display(module: &Module) -> String {
@@ -219,6 +220,13 @@ fn names_in(
                     inline.push(depth);
                 }
             } else if let Some(tail) = rest.strip_prefix("crate::") {
+                // A `#[macro_export]` macro has no home but the crate root: `crate::stderr!` is
+                // a call of one, not an import.
+                let ident = tail.trim_start_matches(|c: char| c.is_alphanumeric() || c == '_');
+                if ident.starts_with('!') {
+                    i += "crate::".len();
+                    continue;
+                }
                 for path in use_paths(tail) {
                     let spelled = format!("crate::{}", path.join("::"));
                     resolve(Vec::new(), &path, spelled);

@@ -220,8 +220,22 @@ fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_t
     let applied = md.lines().find(|l| l.starts_with("- `nodelalloc` → ")).unwrap();
     assert!(applied.contains(",nodelalloc"), "nodelalloc was applied: {applied}");
 
+    check_csv(out.path(), &tools);
+    check_json(out.path(), &tools);
+    // matrix.svg: grouped bars per option set, one per tool.
+    let svg = std::fs::read_to_string(out.path().join("matrix.svg")).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+    let texts: BTreeSet<&str> = svg.lines().map(str::trim).collect();
+    for label in ["-o defaults", "-o nodelalloc", "none", "fsync", "dpkg", "tar"] {
+        assert!(texts.contains(label), "the chart shows {label}");
+    }
+    assert!(svg.matches("<rect").count() > 2 * tools.len(), "a bar per cell");
+}
+
+/// The small matrix's matrix.csv, in `out`.
+fn check_csv(out: &Path, tools: &[&str]) {
     // matrix.csv: every run of every cell, with the engine's counters where it is ours.
-    let csv = std::fs::read_to_string(out.path().join("matrix.csv")).unwrap();
+    let csv = std::fs::read_to_string(out.join("matrix.csv")).unwrap();
     let records = csv_records(&csv);
     assert_eq!(records.len(), 2 * tools.len(), "two option sets x four tools x one run");
     let cells: BTreeSet<(String, String)> =
@@ -274,11 +288,13 @@ fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_t
             "the native device counts nothing"
         );
     }
+}
 
+/// The small matrix's matrix.json, in `out`.
+fn check_json(out: &Path, tools: &[&str]) {
     // matrix.json: the same runs nested under rows, and the environment.
     let json: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("matrix.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out.join("matrix.json")).unwrap()).unwrap();
     let env = &json["environment"];
     assert!(env["kernel"].as_str().unwrap().starts_with("Linux"));
     assert!(env["cpus"].as_u64().unwrap() >= 1);
@@ -306,15 +322,6 @@ fn a_small_matrix_writes_every_output_with_its_rows_and_columns_on_mounts_with_t
         let applied = row["applied_options"].as_str().unwrap();
         assert_eq!(applied.split(',').any(|o| o == "nodelalloc"), options == "nodelalloc", "{row}");
     }
-
-    // matrix.svg: grouped bars per option set, one per tool.
-    let svg = std::fs::read_to_string(out.path().join("matrix.svg")).unwrap();
-    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
-    let texts: BTreeSet<&str> = svg.lines().map(str::trim).collect();
-    for label in ["-o defaults", "-o nodelalloc", "none", "fsync", "dpkg", "tar"] {
-        assert!(texts.contains(label), "the chart shows {label}");
-    }
-    assert!(svg.matches("<rect").count() > 2 * tools.len(), "a bar per cell");
 }
 
 #[test]

@@ -361,3 +361,40 @@ fn packaged_unpack_unpacks_its_own_package_as_dpkg_deb_does() {
         "the packaged unpack against dpkg-deb -x",
     );
 }
+
+/// The backticked spans of `text` (`` `src/read/` ``), each once, in order.
+fn code_spans(text: &str) -> Vec<&str> {
+    let mut spans: Vec<&str> = text.split('`').skip(1).step_by(2).collect();
+    let mut seen = BTreeSet::new();
+    spans.retain(|s| seen.insert(*s));
+    spans
+}
+
+#[test]
+fn every_path_the_architecture_page_names_exists() {
+    let text = std::fs::read_to_string(repo().join("docs/architecture.md")).unwrap();
+    let tops = ["src/", "lab/", "tests/", "man/", "fixtures/", "fuzz/", "docs/", "debian/"];
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    let mut check = |path: PathBuf| {
+        checked += 1;
+        if !path.exists() {
+            missing.push(path.strip_prefix(repo()).unwrap_or(&path).display().to_string());
+        }
+    };
+    for span in code_spans(&text) {
+        if tops.iter().any(|t| span.starts_with(t)) || span == "Cargo.toml" {
+            check(repo().join(span));
+        }
+    }
+    // The table's rows name a folder, then its files by their names alone.
+    for row in text.lines().filter(|l| l.starts_with("| `")) {
+        let mut spans = code_spans(row).into_iter();
+        let Some(home) = spans.next().filter(|h| h.ends_with('/')) else { continue };
+        for file in spans.filter(|s| s.ends_with(".rs") && !s.contains('/')) {
+            check(repo().join(home).join(file));
+        }
+    }
+    assert!(checked > 60, "too few paths found in docs/architecture.md: {checked}");
+    assert_eq!(missing, Vec::<String>::new(), "docs/architecture.md names paths that do not exist");
+}

@@ -3,10 +3,16 @@
 //! must never write, and a stamp that differs means "read the package again", never "trust it".
 
 use super::plan::Plan;
+use crate::dpkg::database::Database;
+use crate::error::{Error, Result};
 use crate::fs::root::{Pending, Root, Stamp};
 use crate::read::control::ControlArchive;
 use crate::read::entry::{Entry, Kind};
+use crate::read::lanes::FileData;
+use crate::txn::transaction::Transaction;
+use crate::txn::write_phase::{Package, Stage};
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::PathBuf;
 
 /// The biggest conffile whose bytes the first stage keeps for the second (which writes it
@@ -114,5 +120,37 @@ impl FirstStage {
     /// By the call's package index: whether the first stage wrote it.
     pub fn wrote_all(&self, count: usize) -> Vec<bool> {
         (0..count).map(|i| self.wrote(i)).collect()
+    }
+}
+
+/// The first stage: every entry is written as in any transaction, and remembered (with a
+/// conffile's bytes) for the second stage to adopt.
+pub(crate) struct Keeping<'f>(pub &'f mut FirstStage);
+
+impl Stage for Keeping<'_> {
+    fn begin(&mut self, index: usize, control: &ControlArchive) -> bool {
+        self.0.begin(index, control);
+        false
+    }
+
+    fn write(
+        &mut self,
+        tx: &mut Transaction<'_>,
+        _database: Option<&mut Database>,
+        at: Package<'_>,
+        entry: Entry,
+        data: &mut FileData<'_>,
+    ) -> Result<()> {
+        let Package { index, path } = at;
+        if !self.0.keeps(index, &entry) {
+            let added = tx.add(index, path, &entry, data);
+            self.0.entry(index, entry, None);
+            return added;
+        }
+        let mut bytes = Vec::new();
+        data.read_to_end(&mut bytes).map_err(|e| Error::bad(path, e.to_string()))?;
+        let added = tx.add(index, path, &entry, &mut bytes.as_slice());
+        self.0.entry(index, entry, Some(bytes));
+        added
     }
 }

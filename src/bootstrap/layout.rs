@@ -21,7 +21,7 @@ pub(crate) fn add_layout(
     admin: &Path,
     database: bool,
 ) -> Result<bool> {
-    let root: &Root = tx.root;
+    let root: &Root = tx.root();
     let mut missing = Vec::new();
     for dir in &plan.merged {
         let target = format!("usr/{dir}");

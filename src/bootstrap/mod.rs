@@ -23,9 +23,10 @@
 //!
 //! The files: [`plan`] reads the call's control files and picks the first stage's packages,
 //! [`layout`] adds the merged-/usr layout and an empty database, [`first_stage`] keeps what the
-//! first stage wrote for the second stage to adopt, and [`stages`] runs the stages in order
-//! through the call ([`crate::call`]).
+//! first stage wrote, [`adoption`] takes it into the second stage where it is unchanged, and
+//! [`stages`] runs the stages in order through the call ([`crate::call`]).
 
+pub(crate) mod adoption;
 pub(crate) mod first_stage;
 pub(crate) mod layout;
 pub(crate) mod plan;

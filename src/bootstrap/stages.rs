@@ -2,7 +2,9 @@
 //! first stage (files only), the second stage (database mode, scripts). It sequences; every
 //! name it writes goes through a transaction.
 
+use super::adoption::Adopting;
 use super::first_stage::FirstStage;
+use super::first_stage::Keeping;
 use super::layout::add_layout;
 use super::plan::plan;
 use crate::call::Call;
@@ -11,7 +13,7 @@ use crate::error::{escape, Error, Result};
 use crate::options::Options;
 use crate::report::{self, Report};
 use crate::txn::commit::commit;
-use crate::txn::write_phase::{write_phase, Stage};
+use crate::txn::write_phase::write_phase;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -47,7 +49,7 @@ pub fn bootstrap(packages: &[PathBuf], root: &Path, options: &Options) -> Result
     let mut tx = call.transaction(true)?;
     tx.set_admin(&admin);
     let mut first = FirstStage::new(&plan);
-    write_phase(&mut tx, &plan.first, options, &mut Vec::new(), None, Stage::First(&mut first))?;
+    write_phase(&mut tx, &plan.first, options, &mut Vec::new(), None, &mut Keeping(&mut first))?;
     commit(&mut tx, &["the bootstrap's first stage".to_string()])?;
     drop(tx);
     first.stamp(&mut call.root);
@@ -58,7 +60,7 @@ pub fn bootstrap(packages: &[PathBuf], root: &Path, options: &Options) -> Result
             Error::Internal("the bootstrap's first stage made no database".into())
         })?,
     };
-    let mut report = call.transact(packages, Some(database), Stage::Second(&mut first))?;
+    let mut report = call.transact(packages, Some(database), &mut Adopting(&mut first))?;
     report.first_stage =
         Some(report::FirstStage { packages: plan.first_names, seconds, adopted: first.adopted });
     Ok(report)

@@ -22,7 +22,6 @@ use super::database::{Database, Incoming};
 use super::format::deb822::Stanza;
 use super::format::list;
 use super::format::status::{self, Conffile, Flag, State, StatusField, Want};
-use super::format::triggers;
 use super::format::version::{parse_relations, Relation, Version};
 use crate::error::{escape, Error, Result};
 use crate::read::control::ControlArchive;
@@ -33,6 +32,21 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+
+/// What [`Database::finish`] gathers over the call's packages before the status file.
+#[derive(Default)]
+struct Finished {
+    reports: Vec<DatabaseReport>,
+    /// Installed packages replaced by a new version, or disappeared.
+    gone: HashSet<usize>,
+    new_stanzas: Vec<Stanza>,
+    /// Listed paths the upgrades remove: they activate file triggers too.
+    dropped: Vec<(String, PathBuf)>,
+    removals: Vec<PathBuf>,
+    /// Installed packages that disappear, with the package of the call that took their last
+    /// file.
+    disappearing: Vec<(usize, usize)>,
+}
 
 /// What to do with an entry.
 #[derive(Debug, PartialEq, Eq)]
@@ -228,346 +242,227 @@ impl Database {
     /// Hands the transaction the rest of the work: the files to remove after the renames and
     /// every database file. Returns what each package's report says about the database.
     pub fn finish(&mut self, tx: &mut Transaction<'_>) -> Result<Vec<DatabaseReport>> {
-        let db = &self.installed;
-        let admin_rel = self.admin.rel.clone();
-        let info_rel = admin_rel.join("info");
-        let mut reports = Vec::new();
-        let mut gone: HashSet<usize> = HashSet::new(); // replaced by a new version, or disappeared
-        let mut new_stanzas: Vec<Stanza> = Vec::new();
-        // Listed paths the upgrades remove: they activate file triggers too.
-        let mut dropped: Vec<(String, PathBuf)> = Vec::new();
-        let mut removals: Vec<PathBuf> = Vec::new();
         let all_new: HashSet<&PathBuf> = self.incoming.iter().flat_map(|i| i.list.iter()).collect();
+        let mut done = Finished::default();
+        for inc in &self.incoming {
+            self.finish_package(tx, inc, &all_new, &mut done)?;
+        }
+        self.finish_losers(tx, &all_new, &mut done)?;
+        let db = &self.installed;
+        let mut stanzas: Vec<Stanza> = db
+            .packages
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !done.gone.contains(i))
+            .map(|(_, p)| p.stanza.clone())
+            .collect();
+        let first_new = stanzas.len();
+        stanzas.extend(done.new_stanzas);
+        self.record_triggers(tx, &mut stanzas, first_new, &done.dropped)?;
+        let refs: Vec<&Stanza> = stanzas.iter().collect();
+        let admin_rel = &self.admin.rel;
+        tx.add_generated(&admin_rel.join("status"), &status::write_status(&refs), 0o644)?;
+        if db.triggers_missing {
+            tx.add_generated_dir(&admin_rel.join("triggers"), 0o755)?;
+        }
+        if db.format_missing {
+            tx.add_generated(&admin_rel.join("info/format"), b"1\n", 0o644)?;
+        }
+        tx.plan_removals(done.removals)?;
+        self.disappearing = done.disappearing;
+        self.status = stanzas;
+        Ok(done.reports)
+    }
+
+    /// One package of the call, finished: its conffiles and list, the paths its old version
+    /// drops, its info files and its status stanza.
+    fn finish_package(
+        &self,
+        tx: &mut Transaction<'_>,
+        inc: &Incoming,
+        all_new: &HashSet<&PathBuf>,
+        done: &mut Finished,
+    ) -> Result<()> {
+        let old = inc.old.map(|o| &self.installed.packages[o]);
+        let (conffiles, list) = self.conffiles_and_list(inc)?;
+        let removed = match inc.old {
+            Some(o) => {
+                done.gone.insert(o);
+                self.drop_old_paths(inc, o, &list, all_new, done)
+            }
+            None => 0,
+        };
+        self.write_info_files(tx, inc, &list, done)?;
+        let status = StatusField { want: Want::Install, flag: Flag::Ok, state: State::Unpacked };
+        let config_version = old.and_then(config_version);
+        done.new_stanzas.push(status::status_stanza(
+            &inc.control,
+            &status,
+            &conffiles,
+            config_version,
+        ));
+        let upgraded = old.filter(|o| o.status.state != State::ConfigFiles);
+        done.reports.push(DatabaseReport {
+            action: if upgraded.is_some() { "upgraded" } else { "installed" }.into(),
+            previous_version: upgraded.map(|o| o.version.clone()),
+            removed,
+            conffiles_new: conffiles
+                .iter()
+                .filter(|c| !c.obsolete)
+                .map(|c| c.path.to_string_lossy().into_owned())
+                .collect(),
+            replaced: Vec::new(),
+            disappeared: Vec::new(),
+            scripts_run: self.scripts.is_some(),
+        });
+        Ok(())
+    }
+
+    /// The package's conffiles as its status stanza records them (the new ones with the old
+    /// version's hash where it had them, the old ones it no longer ships obsolete) and its
+    /// list (those obsolete ones included, as dpkg lists them).
+    fn conffiles_and_list(&self, inc: &Incoming) -> Result<(Vec<Conffile>, Vec<PathBuf>)> {
+        let old = inc.old.map(|o| &self.installed.packages[o]);
+        let old_conffiles = match old.and_then(|o| o.stanza.get("Conffiles")) {
+            Some(v) => status::parse_conffiles_field(v)
+                .map_err(|e| admin::bad_db(&self.admin.dir.path().join("status"), e))?,
+            None => Vec::new(),
+        };
+        let mut conffiles: Vec<Conffile> = inc
+            .conffiles
+            .iter()
+            .filter(|p| inc.listed.contains(*p))
+            .map(|p| Conffile {
+                path: p.clone(),
+                hash: old_conffiles
+                    .iter()
+                    .find(|c| &c.path == p)
+                    .map_or_else(|| "newconffile".to_string(), |c| c.hash.clone()),
+                obsolete: false,
+                remove_on_upgrade: false,
+            })
+            .collect();
+        let mut list = inc.list.clone();
+        for c in old_conffiles.iter().filter(|c| !inc.conffiles.contains(&c.path)) {
+            conffiles.push(Conffile { obsolete: true, remove_on_upgrade: false, ..c.clone() });
+            if !inc.listed.contains(&c.path) {
+                list.push(c.path.clone());
+            }
+        }
+        Ok((conffiles, list))
+    }
+
+    /// The paths installed package `o`, which `inc` upgrades, listed and the new version does
+    /// not keep (`list`), nor any other package has: removed after the renames. Returns how
+    /// many.
+    fn drop_old_paths(
+        &self,
+        inc: &Incoming,
+        o: usize,
+        list: &[PathBuf],
+        all_new: &HashSet<&PathBuf>,
+        done: &mut Finished,
+    ) -> u64 {
+        let db = &self.installed;
+        let kept: HashSet<&PathBuf> = list.iter().collect();
+        let mut removed = 0;
+        for p in db.lists[o].iter().rev() {
+            let others = db
+                .owners
+                .get(p)
+                .into_iter()
+                .flatten()
+                .any(|&x| x != o && db.packages[x].status.state != State::NotInstalled);
+            if kept.contains(p) || all_new.contains(p) || others || p.as_os_str() == "/." {
+                continue;
+            }
+            done.removals.push(relative(&divert(db, p, &inc.name)));
+            done.dropped.push((inc.name.clone(), p.clone()));
+            removed += 1;
+        }
+        removed
+    }
+
+    /// The package's info files: every control member dpkg keeps, the list, the md5sums; and
+    /// the old version's info files the new one does not have, removed.
+    fn write_info_files(
+        &self,
+        tx: &mut Transaction<'_>,
+        inc: &Incoming,
+        list: &[PathBuf],
+        done: &mut Finished,
+    ) -> Result<()> {
+        let info_rel = self.admin.rel.join("info");
+        let info_name = status::info_name(&inc.name, &inc.arch, inc.multi_arch_same);
+        let mut written: HashSet<String> = HashSet::new();
+        let mut write = |tx: &mut Transaction<'_>, kind: &str, bytes: &[u8], mode: u32| {
+            let file = format!("{info_name}.{kind}");
+            written.insert(file.clone());
+            tx.add_generated(&info_rel.join(&file), bytes, mode)
+        };
+        for m in inc.archive.members.iter().filter(|m| keeps_member(&m.name)) {
+            write(tx, &m.name, &m.bytes, m.mode & 0o777)?;
+        }
+        write(tx, "list", &list::write_list(list), 0o644)?;
+        if let Some(sums) = &inc.md5sums {
+            write(tx, "md5sums", &list::write_md5sums(sums), 0o644)?;
+        }
+        let old_info = inc.old.map(|o| self.installed.packages[o].info_name());
+        for n in &self.installed.info_names {
+            let owner = n.rsplit_once('.').map(|(stem, _)| stem);
+            if owner.is_some()
+                && (owner == old_info.as_deref() || owner == Some(info_name.as_str()))
+                && !written.contains(n)
+            {
+                done.removals.push(info_rel.join(n));
+            }
+        }
+        Ok(())
+    }
+
+    /// The installed packages the call took files from: their lists shrink, or, left with no
+    /// file, they disappear (their info files removed, their postrm called after the commit).
+    fn finish_losers(
+        &self,
+        tx: &mut Transaction<'_>,
+        all_new: &HashSet<&PathBuf>,
+        done: &mut Finished,
+    ) -> Result<()> {
+        let db = &self.installed;
+        let info_rel = self.admin.rel.join("info");
         let mut taken_from: HashMap<usize, HashSet<PathBuf>> = HashMap::new();
-        let mut disappearing = Vec::new();
         for inc in &self.incoming {
             for (o, p) in &inc.taken {
                 taken_from.entry(*o).or_default().insert(p.clone());
             }
         }
-        for inc in &self.incoming {
-            let old = inc.old.map(|o| &db.packages[o]);
-            let old_conffiles = match old.and_then(|o| o.stanza.get("Conffiles")) {
-                Some(v) => status::parse_conffiles_field(v)
-                    .map_err(|e| admin::bad_db(&self.admin.dir.path().join("status"), e))?,
-                None => Vec::new(),
-            };
-            let mut conffiles: Vec<Conffile> = inc
-                .conffiles
-                .iter()
-                .filter(|p| inc.listed.contains(*p))
-                .map(|p| Conffile {
-                    path: p.clone(),
-                    hash: old_conffiles
-                        .iter()
-                        .find(|c| &c.path == p)
-                        .map_or_else(|| "newconffile".to_string(), |c| c.hash.clone()),
-                    obsolete: false,
-                    remove_on_upgrade: false,
-                })
-                .collect();
-            let mut list = inc.list.clone();
-            for c in old_conffiles.iter().filter(|c| !inc.conffiles.contains(&c.path)) {
-                conffiles.push(Conffile { obsolete: true, remove_on_upgrade: false, ..c.clone() });
-                if !inc.listed.contains(&c.path) {
-                    list.push(c.path.clone());
-                }
-            }
-            let mut removed = 0;
-            if let Some(o) = inc.old {
-                gone.insert(o);
-                let kept: HashSet<&PathBuf> = list.iter().collect();
-                for p in db.lists[o].iter().rev() {
-                    let others = db
-                        .owners
-                        .get(p)
-                        .into_iter()
-                        .flatten()
-                        .any(|&x| x != o && db.packages[x].status.state != State::NotInstalled);
-                    if kept.contains(p) || all_new.contains(p) || others || p.as_os_str() == "/." {
-                        continue;
-                    }
-                    removals.push(relative(&divert(db, p, &inc.name)));
-                    dropped.push((inc.name.clone(), p.clone()));
-                    removed += 1;
-                }
-            }
-            // Info files: every control member dpkg keeps, the list, the md5sums.
-            let info_name = status::info_name(&inc.name, &inc.arch, inc.multi_arch_same);
-            let mut written: HashSet<String> = HashSet::new();
-            let mut write =
-                |tx: &mut Transaction<'_>, kind: &str, bytes: &[u8], mode: u32| -> Result<()> {
-                    let file = format!("{info_name}.{kind}");
-                    tx.add_generated(&info_rel.join(&file), bytes, mode)?;
-                    written.insert(file);
-                    Ok(())
-                };
-            for m in inc.archive.members.iter().filter(|m| keeps_member(&m.name)) {
-                write(tx, &m.name, &m.bytes, m.mode & 0o777)?;
-            }
-            write(tx, "list", &list::write_list(&list), 0o644)?;
-            if let Some(sums) = &inc.md5sums {
-                write(tx, "md5sums", &list::write_md5sums(sums), 0o644)?;
-            }
-            // The old version's info files the new one does not have.
-            let old_info = old.map(|o| o.info_name());
-            for n in &db.info_names {
-                let owner = n.rsplit_once('.').map(|(stem, _)| stem);
-                if owner.is_some()
-                    && (owner == old_info.as_deref() || owner == Some(info_name.as_str()))
-                    && !written.contains(n)
-                {
-                    removals.push(info_rel.join(n));
-                }
-            }
-            let status =
-                StatusField { want: Want::Install, flag: Flag::Ok, state: State::Unpacked };
-            let config_version = old.and_then(config_version);
-            new_stanzas.push(status::status_stanza(
-                &inc.control,
-                &status,
-                &conffiles,
-                config_version,
-            ));
-            reports.push(DatabaseReport {
-                action: if old.is_some_and(|o| o.status.state != State::ConfigFiles) {
-                    "upgraded"
-                } else {
-                    "installed"
-                }
-                .into(),
-                previous_version: old
-                    .filter(|o| o.status.state != State::ConfigFiles)
-                    .map(|o| o.version.clone()),
-                removed,
-                conffiles_new: conffiles
-                    .iter()
-                    .filter(|c| !c.obsolete)
-                    .map(|c| c.path.to_string_lossy().into_owned())
-                    .collect(),
-                replaced: Vec::new(),
-                disappeared: Vec::new(),
-                scripts_run: self.scripts.is_some(),
-            });
-        }
-        // Packages that lost files: their lists shrink, or they disappear.
         for (o, taken) in &taken_from {
-            if gone.contains(o) {
+            if done.gone.contains(o) {
                 continue;
             }
             let other = &db.packages[*o];
-            let left: Vec<PathBuf> =
-                db.lists[*o].iter().filter(|p| !taken.contains(*p)).cloned().collect();
             let by =
                 self.incoming.iter().position(|i| i.taken.iter().any(|(x, _)| x == o)).unwrap_or(0);
-            reports[by].replaced.push(other.name.clone());
-            if disappears(db, *o, &all_new, &self.incoming[by]) {
-                gone.insert(*o);
-                reports[by].disappeared.push(other.name.clone());
-                disappearing.push((*o, by));
+            done.reports[by].replaced.push(other.name.clone());
+            if disappears(db, *o, all_new, &self.incoming[by]) {
+                done.gone.insert(*o);
+                done.reports[by].disappeared.push(other.name.clone());
+                done.disappearing.push((*o, by));
                 let stem = other.info_name();
-                removals.extend(
+                done.removals.extend(
                     db.info_names
                         .iter()
                         .filter(|n| n.rsplit_once('.').map(|(s, _)| s) == Some(stem.as_str()))
                         .map(|n| info_rel.join(n)),
                 );
             } else {
+                let left: Vec<PathBuf> =
+                    db.lists[*o].iter().filter(|p| !taken.contains(*p)).cloned().collect();
                 tx.add_generated(
                     &info_rel.join(format!("{}.list", other.info_name())),
                     &list::write_list(&left),
                     0o644,
                 )?;
-            }
-        }
-        let mut stanzas: Vec<Stanza> = db
-            .packages
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !gone.contains(i))
-            .map(|(_, p)| p.stanza.clone())
-            .collect();
-        let first_new = stanzas.len();
-        stanzas.extend(new_stanzas);
-        self.record_triggers(tx, &mut stanzas, first_new, &dropped)?;
-        let refs: Vec<&Stanza> = stanzas.iter().collect();
-        tx.add_generated(&admin_rel.join("status"), &status::write_status(&refs), 0o644)?;
-        if self.installed.triggers_missing {
-            tx.add_generated_dir(&admin_rel.join("triggers"), 0o755)?;
-        }
-        if self.installed.format_missing {
-            tx.add_generated(&info_rel.join("format"), b"1\n", 0o644)?;
-        }
-        tx.plan_removals(removals)?;
-        self.disappearing = disappearing;
-        self.status = stanzas;
-        Ok(reports)
-    }
-}
-
-impl Database {
-    /// Triggers as dpkg records them at unpack ([`super::format::triggers`]): the packages' interests
-    /// into `triggers/File` and the explicit triggers' files, and the activations by the paths
-    /// written and `dropped` (by package name) and by the packages' own `activate` directives into `stanzas`
-    /// (the new packages' from `first_new` on, in call order).
-    fn record_triggers(
-        &self,
-        tx: &mut Transaction<'_>,
-        stanzas: &mut [Stanza],
-        first_new: usize,
-        dropped: &[(String, PathBuf)],
-    ) -> Result<()> {
-        let triggers_rel = self.admin.rel.join("triggers");
-        let dir = match rustix::fs::openat(
-            self.admin.dir.fd(),
-            "triggers",
-            crate::fs::tree::DIR_FLAGS,
-            rustix::fs::Mode::empty(),
-        ) {
-            Ok(fd) => Some(
-                crate::durability::Directory::new(fd, self.admin.dir.path().join("triggers"))
-                    .map_err(|e| Error::root(self.admin.dir.path().join("triggers"), "stat", e))?,
-            ),
-            Err(_) => None,
-        };
-        let read = |name: &str| -> Result<Vec<u8>> {
-            match &dir {
-                Some(d) => Ok(admin::read_file(d, name, 16 << 20)?.unwrap_or_default()),
-                None => Ok(Vec::new()),
-            }
-        };
-        let bad = |name: &str, e: super::format::ParseError| {
-            admin::bad_db(&self.admin.dir.path().join("triggers").join(name), e)
-        };
-        let file_before = read("File")?;
-        let mut file = triggers::parse_file_interests(&file_before).map_err(|e| bad("File", e))?;
-        let mut explicit: std::collections::BTreeMap<String, (Vec<u8>, Vec<triggers::Interest>)> =
-            Default::default();
-        let directives: Vec<Vec<triggers::Directive>> = self
-            .incoming
-            .iter()
-            .map(|inc| match inc.archive.members.iter().find(|m| m.name == "triggers") {
-                Some(m) => triggers::parse_member(&m.bytes)
-                    .map_err(|e| Error::bad(Path::new(&inc.name), format!("triggers: {e}"))),
-                None => Ok(Vec::new()),
-            })
-            .collect::<Result<_>>()?;
-        // Explicit trigger files a new package names (to change or to activate) or its old
-        // version did (to drop the old interest).
-        let mut names: Vec<String> =
-            directives.iter().flatten().filter(|d| !d.is_file()).map(|d| d.name.clone()).collect();
-        for inc in &self.incoming {
-            if let Some(o) = inc.old {
-                let old_file = format!("{}.triggers", self.installed.packages[o].info_name());
-                if let Some(bytes) = admin::read_file(&self.admin.info, &old_file, 16 << 20)? {
-                    let old = triggers::parse_member(&bytes)
-                        .map_err(|e| admin::bad_db(&self.admin.info.path().join(&old_file), e))?;
-                    names.extend(
-                        old.into_iter().filter(|d| d.interest && !d.is_file()).map(|d| d.name),
-                    );
-                }
-            }
-        }
-        for name in names {
-            if let std::collections::btree_map::Entry::Vacant(slot) = explicit.entry(name) {
-                let bytes = read(slot.key())?;
-                let parsed = triggers::parse_explicit(&bytes).map_err(|e| bad(slot.key(), e))?;
-                slot.insert((bytes, parsed));
-            }
-        }
-        // Interests: each new package's replace its old version's.
-        for (inc, dirs) in self.incoming.iter().zip(&directives) {
-            let who = status::info_name(&inc.name, &inc.arch, inc.multi_arch_same);
-            let old = inc.old.map(|o| self.installed.packages[o].info_name());
-            let mine = |p: &str| p == who || Some(p) == old.as_deref();
-            file.retain(|i| !mine(&i.package));
-            explicit.values_mut().for_each(|(_, list)| list.retain(|i| !mine(&i.package)));
-            for d in dirs.iter().filter(|d| d.interest) {
-                let interest = triggers::Interest {
-                    path: PathBuf::new(),
-                    package: who.clone(),
-                    noawait: d.noawait,
-                };
-                if d.is_file() {
-                    file.push(triggers::Interest { path: PathBuf::from(&d.name), ..interest });
-                } else if let Some((_, list)) = explicit.get_mut(&d.name) {
-                    list.push(interest);
-                }
-            }
-        }
-        // Activations.
-        let state_of = |s: &Stanza| s.get("Status").and_then(|v| StatusField::parse(v).ok());
-        let find = |stanzas: &[Stanza], who: &str| {
-            let (name, arch) = who.split_once(':').map_or((who, None), |(n, a)| (n, Some(a)));
-            stanzas.iter().position(|s| {
-                s.get("Package") == Some(name)
-                    && arch.is_none_or(|a| s.get("Architecture") == Some(a))
-            })
-        };
-        let pend = |stanzas: &mut [Stanza], who: &str, trigger: &str| -> bool {
-            let Some(i) = find(stanzas, who) else { return false };
-            let Some(mut st) = state_of(&stanzas[i]) else { return false };
-            if !matches!(
-                st.state,
-                State::Installed | State::TriggersPending | State::TriggersAwaited
-            ) {
-                return false;
-            }
-            let mut pending: Vec<String> = stanzas[i]
-                .get("Triggers-Pending")
-                .unwrap_or("")
-                .split_whitespace()
-                .map(str::to_string)
-                .collect();
-            if !pending.iter().any(|p| p == trigger) {
-                pending.push(trigger.to_string());
-            }
-            status::set_known(&mut stanzas[i], "Triggers-Pending", pending.join(" "));
-            if st.state == State::Installed {
-                st.state = State::TriggersPending;
-                status::set_known(&mut stanzas[i], "Status", st.to_string());
-            }
-            true
-        };
-        for (k, (inc, dirs)) in self.incoming.iter().zip(&directives).enumerate() {
-            let mut awaited: Vec<String> = Vec::new();
-            let touched = inc
-                .list
-                .iter()
-                .chain(dropped.iter().filter(|(by, _)| *by == inc.name).map(|(_, p)| p));
-            for path in touched {
-                for i in file.iter().filter(|i| triggers::activates(&i.path, path)) {
-                    let trigger = i.path.to_string_lossy();
-                    if pend(stanzas, &i.package, &trigger)
-                        && !i.noawait
-                        && !awaited.contains(&i.package)
-                    {
-                        awaited.push(i.package.clone());
-                    }
-                }
-            }
-            for d in dirs.iter().filter(|d| !d.interest && !d.is_file()) {
-                for i in explicit.get(&d.name).map(|(_, l)| l.clone()).unwrap_or_default() {
-                    pend(stanzas, &i.package, &d.name);
-                }
-            }
-            if !awaited.is_empty() {
-                status::set_known(
-                    &mut stanzas[first_new + k],
-                    "Triggers-Awaited",
-                    awaited.join(" "),
-                );
-            }
-        }
-        // The interest files that changed, through the transaction.
-        let file_after = triggers::write_interests(&file, true);
-        if file_after != file_before {
-            tx.add_generated(&triggers_rel.join("File"), &file_after, 0o644)?;
-        }
-        for (name, (before, list)) in &explicit {
-            let after = triggers::write_interests(list, false);
-            if &after != before && !after.is_empty() {
-                tx.add_generated(&triggers_rel.join(name), &after, 0o644)?;
             }
         }
         Ok(())

@@ -23,11 +23,7 @@ impl<'a> Hashing<'a> {
 
 impl Read for Hashing<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let available = self.fill_buf()?;
-        let n = buf.len().min(available.len());
-        buf[..n].copy_from_slice(&available[..n]);
-        self.consume(n);
-        Ok(n)
+        crate::read::buffered::read(self, buf)
     }
 }
 

@@ -4,8 +4,9 @@
 //! [`format`] holds dpkg's file formats, pure and fuzzed; [`admin`] finds a root's admin
 //! directory and reads it through the root's confined resolution, [`lock`] takes dpkg's locks,
 //! [`install`] decides entry by entry what dpkg would and hands the transaction the database
-//! files and the removals, [`md5`] hashes the files of a package that ships no md5sums, and
-//! [`scripts`] runs the unpack phase's maintainer scripts.
+//! files and the removals, [`triggers`] records the triggers the call activates, [`md5`] hashes
+//! the files of a package that ships no md5sums, and [`scripts`] runs the unpack phase's
+//! maintainer scripts.
 //!
 //! None of them writes a name in the root: every change, the database's included, goes through
 //! the transaction, so that after any crash and recovery the database and the tree agree. The
@@ -17,6 +18,7 @@ pub(crate) mod install;
 pub(crate) mod lock;
 pub(crate) mod md5;
 pub(crate) mod scripts;
+pub(crate) mod triggers;
 // dpkg's formats are reached by fuzz/ and this package's tests through the `fuzzing` feature,
 // hidden from the documentation: internals, not API.
 #[cfg(feature = "fuzzing")]

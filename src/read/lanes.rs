@@ -359,11 +359,7 @@ impl BufRead for FileData<'_> {
 
 impl Read for FileData<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let available = self.fill_buf()?;
-        let n = buf.len().min(available.len());
-        buf[..n].copy_from_slice(&available[..n]);
-        self.consume(n);
-        Ok(n)
+        crate::read::buffered::read(self, buf)
     }
 }
 

@@ -9,6 +9,7 @@
 //! This layer never touches the root: it reads package files and hands out values. What it
 //! hands out is still only a request, which the filesystem layer confines again.
 
+pub(crate) mod buffered;
 pub mod control;
 pub mod deb;
 pub mod entry;

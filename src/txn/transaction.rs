@@ -84,30 +84,30 @@ struct Identity {
 
 /// A transaction in its write phase.
 pub struct Transaction<'a> {
-    pub(crate) root: &'a mut Root,
-    pub(crate) strategy: &'a dyn Strategy,
-    pub(crate) calls: &'a Syscalls,
+    pub(super) root: &'a mut Root,
+    pub(super) strategy: &'a dyn Strategy,
+    pub(super) calls: &'a Syscalls,
     slots: HashMap<PathBuf, (Slot, usize)>,
     /// Every name written, in the order written: what the commit renames (and the barrier
     /// flushes).
-    pub(crate) renames: Vec<TempFile>,
+    pub(super) renames: Vec<TempFile>,
     /// Every temporary name made so far, recorded the moment it exists: rollback removes them.
     temps: Vec<(Directory, OsString)>,
-    pub(crate) created: Vec<CreatedDir>,
-    pub(crate) dir_meta: HashMap<PathBuf, DirMeta>,
+    pub(super) created: Vec<CreatedDir>,
+    pub(super) dir_meta: HashMap<PathBuf, DirMeta>,
     /// In the order to do them, after the renames.
-    pub(crate) removals: Vec<Removal>,
+    pub(super) removals: Vec<Removal>,
     identity: Identity,
     /// Set once the commit phase has started: from then on rollback must not run.
-    pub(crate) committing: bool,
+    pub(super) committing: bool,
     /// The engine's state directory, where the intent file and the journal live.
-    pub(crate) state: Directory,
+    pub(super) state: Directory,
     /// Asked between entries and buffers; `Some(signal)` stops the write phase.
     stop: Option<&'a StopFn>,
     /// The package being written, for messages about paths two packages share.
     pkg: usize,
     /// Syncing in the background, for strategies that ask for it; stopped at the barrier.
-    pub(crate) early: Option<EarlyWriteback>,
+    pub(super) early: Option<EarlyWriteback>,
     /// Database mode: dpkg's admin directory (canonical), where no package writes a file; only
     /// [`Transaction::add_generated`] does.
     admin: Option<PathBuf>,
@@ -187,6 +187,11 @@ impl<'a> Transaction<'a> {
     /// A directory of dpkg's database, made through the transaction as a new tree.
     pub fn add_generated_dir(&mut self, path: &Path, mode: u32) -> Result<()> {
         self.generate(path, Kind::Dir, mode, &[], DATABASE)
+    }
+
+    /// The root this transaction writes, to look at what it holds.
+    pub fn root(&self) -> &Root {
+        self.root
     }
 
     /// A directory or symlink of the root's layout that no package ships (the bootstrap's

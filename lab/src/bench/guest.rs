@@ -37,7 +37,7 @@ const MODULES: &str = "/usr/lib/uml/modules";
 /// The guest's memory. It holds the runs' backing filesystems (a loop device on a file of the
 /// guest's tmpfs), the backing filesystem's page cache and the NFS client's, so about three
 /// times what one run unpacks, twice that for an upgrade; the guest's memory is a file in
-/// [`PHYSMEM_DIR`], taken from the host's RAM only as the guest touches it.
+/// `PHYSMEM_DIR`, taken from the host's RAM only as the guest touches it.
 pub const MEM_MIB: u64 = 3072;
 
 /// Where user-mode-linux keeps the guest's memory file: RAM, never a disk of the host, which

@@ -302,15 +302,12 @@ fn choose_tools(config: &Config) -> Result<Vec<Tool>> {
         .unwrap_or_else(|| durability::names().into_iter().map(String::from).collect());
     let mut tools: Vec<Tool> = Vec::new();
     for s in strategies {
-        let info = durability::ALL
-            .iter()
-            .find(|i| i.name == s || i.aliases.contains(&s.as_str()))
-            .ok_or_else(|| {
-                Error::Usage(format!(
-                    "unknown strategy '{s}' (known: {})",
-                    durability::names().join(", ")
-                ))
-            })?;
+        let info = durability::info(&s).ok_or_else(|| {
+            Error::Usage(format!(
+                "unknown strategy '{s}' (known: {})",
+                durability::names().join(", ")
+            ))
+        })?;
         tools.push(Tool::Strategy(info.name.to_string()));
     }
     let peers = match &config.peers {

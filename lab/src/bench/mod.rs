@@ -98,7 +98,7 @@ impl Error {
     /// matrix (the shell's convention), 1 otherwise.
     pub fn exit_status(&self) -> u8 {
         match self {
-            Error::Interrupted { signal } => u8::try_from(128 + signal).unwrap_or(1),
+            Error::Interrupted { signal } => unpack::interrupt::exit_status(*signal),
             e if e.is_usage() => 2,
             _ => 1,
         }

@@ -65,8 +65,18 @@ fn baseline(row: &RowResult) -> Option<&Cell> {
 
 /// The markdown report.
 pub fn markdown(matrix: &Matrix) -> String {
-    let env = &matrix.environment;
     let mut md = String::from("# unpack-bench\n\n");
+    md += &environment_lines(matrix);
+    for rows in tables(matrix) {
+        md += &table_section(matrix, rows);
+    }
+    md
+}
+
+/// The list of what the matrix ran on: kernel, CPUs, device, filesystems, runs, workloads.
+fn environment_lines(matrix: &Matrix) -> String {
+    let env = &matrix.environment;
+    let mut md = String::new();
     let _ = writeln!(md, "- kernel: {}", env.kernel);
     let _ = writeln!(md, "- CPUs: {}", env.cpus);
     let _ = writeln!(md, "- device: {}", env.device);
@@ -93,130 +103,117 @@ pub fn markdown(matrix: &Matrix) -> String {
             .collect();
         let _ = writeln!(md, "- workload {}: {}", w.label, list.join("; "));
     }
-    for rows in tables(matrix) {
-        let first = &rows[0];
+    md
+}
+
+/// One table's section: the times, then what the rows have of the other figures, the mount
+/// options read back and the failures.
+fn table_section(matrix: &Matrix, rows: &[RowResult]) -> String {
+    let first = &rows[0];
+    let mut md = format!(
+        "\n## {} on {}, {}\n\n",
+        first.workload,
+        first.row.filesystem_label(),
+        first.row.scenario.name()
+    );
+    let head = header(matrix);
+    md += &time_tables(rows, &head);
+    if rows.iter().any(|r| r.cells.iter().any(|c| c.flush_p99_s.is_some())) {
+        let _ = writeln!(md, "\nThe 99th percentile of our flush calls' latency in a run (the engine's `flush_latency`), median ms:\n\n{head}");
+        for row in rows {
+            md += &table_line(
+                row,
+                |c| c.exit,
+                |c| c.flush_p99_s.map_or("–".to_string(), |s| secs(s * 1000.0)),
+            );
+        }
+    }
+    if rows.iter().any(|r| r.cells.iter().any(|c| c.writer_mib_s.is_some())) {
+        md += &writer_table(rows, &head);
+    }
+    if rows.iter().any(|r| r.cells.iter().any(|c| c.counts.is_some())) {
+        md += &counts_tables(rows, &head);
+    }
+    for row in rows.iter().filter(|r| r.cells.iter().any(|c| c.rpcs.is_some())) {
+        md += &rpc_table(matrix, row);
+    }
+    md += "\nMount options as /proc/self/mountinfo read them back:\n\n";
+    let mut seen: Vec<&str> = Vec::new();
+    for row in rows {
+        if seen.contains(&row.row.mount_options.as_str()) {
+            continue;
+        }
+        seen.push(&row.row.mount_options);
+        let applied = row.applied_options.as_deref().unwrap_or("(not mounted)");
+        let _ = writeln!(md, "- `{}` → `{applied}`", row.row.mount_options);
+    }
+    let failures = failure_lines(rows);
+    if !failures.is_empty() {
         let _ = writeln!(
             md,
-            "\n## {} on {}, {}\n",
-            first.workload,
-            first.row.filesystem_label(),
-            first.row.scenario.name()
+            "\nFailures (the first reason of each failed cell):\n\n{}",
+            failures.join("\n")
         );
-        let head = header(matrix);
-        let mut base_note = if rows.iter().any(|r| baseline(r).is_some()) {
-            " (in brackets: ratio to `none` of the same row)"
-        } else {
-            ""
-        }
-        .to_string();
-        if rows.iter().any(|r| r.cells.iter().any(|c| c.device_flushes.is_some())) {
-            base_note += "; `fl`: device cache flushes per run (median)";
-        }
-        let _ = writeln!(md, "Until the unpacker exited, median seconds{base_note}:\n\n{head}");
+    }
+    md
+}
+
+/// The time tables of one table's rows: until exited, until stable, until configured (where
+/// measured), and their spread.
+fn time_tables(rows: &[RowResult], head: &str) -> String {
+    let mut md = String::new();
+    let ratios = rows.iter().any(|r| baseline(r).is_some());
+    let mut base_note =
+        if ratios { " (in brackets: ratio to `none` of the same row)" } else { "" }.to_string();
+    if rows.iter().any(|r| r.cells.iter().any(|c| c.device_flushes.is_some())) {
+        base_note += "; `fl`: device cache flushes per run (median)";
+    }
+    let _ = writeln!(md, "Until the unpacker exited, median seconds{base_note}:\n\n{head}");
+    for row in rows {
+        let base = baseline(row).and_then(|b| b.exit);
+        md += &table_line(
+            row,
+            |c| c.exit,
+            |c| with_ratio(c, |c| c.exit, base, c.device_flushes_at_exit),
+        );
+    }
+    let _ = writeln!(md, "\nUntil the data was stable (exit + syncfs of the filesystem), median seconds{base_note}:\n\n{head}");
+    for row in rows {
+        let base = baseline(row).and_then(|b| b.stable);
+        md +=
+            &table_line(row, |c| c.stable, |c| with_ratio(c, |c| c.stable, base, c.device_flushes));
+    }
+    if rows.iter().any(|r| r.cells.iter().any(|c| c.configured.is_some())) {
+        let _ = writeln!(
+            md,
+            "\nUntil the system was configured and stable (until stable as above, then `chroot ROOT dpkg --configure -a` \
+             and a syncfs), median seconds, min–max{}:\n\n{head}",
+            if ratios { " (in brackets: ratio to `none` of the same row)" } else { "" }
+        );
         for row in rows {
+            let base = baseline(row).and_then(|b| b.configured);
             md += &table_line(
                 row,
-                |c| c.exit,
-                |c| {
-                    with_ratio(
-                        c,
-                        |c| c.exit,
-                        baseline(row).and_then(|b| b.exit),
-                        c.device_flushes_at_exit,
-                    )
+                |c| c.configured,
+                |c| match c.configured {
+                    Some(s) => {
+                        format!("{} · {}", with_ratio(c, |c| c.configured, base, None), times(&s))
+                    }
+                    None => "–".to_string(),
                 },
             );
         }
-        let _ = writeln!(md, "\nUntil the data was stable (exit + syncfs of the filesystem), median seconds{base_note}:\n\n{head}");
-        for row in rows {
-            md += &table_line(
-                row,
-                |c| c.stable,
-                |c| {
-                    with_ratio(
-                        c,
-                        |c| c.stable,
-                        baseline(row).and_then(|b| b.stable),
-                        c.device_flushes,
-                    )
-                },
-            );
-        }
-        if rows.iter().any(|r| r.cells.iter().any(|c| c.configured.is_some())) {
-            let _ = writeln!(
-                md,
-                "\nUntil the system was configured and stable (until stable as above, then `chroot ROOT dpkg --configure -a` \
-                 and a syncfs), median seconds, min–max{}:\n\n{head}",
-                if rows.iter().any(|r| baseline(r).is_some()) { " (in brackets: ratio to `none` of the same row)" } else { "" }
-            );
-            for row in rows {
-                md += &table_line(
-                    row,
-                    |c| c.configured,
-                    |c| match c.configured {
-                        Some(s) => format!(
-                            "{} · {}",
-                            with_ratio(
-                                c,
-                                |c| c.configured,
-                                baseline(row).and_then(|b| b.configured),
-                                None
-                            ),
-                            times(&s)
-                        ),
-                        None => "–".to_string(),
-                    },
-                );
-            }
-        }
-        let _ = writeln!(md, "\nSpread, min–max seconds (until exited / until stable):\n\n{head}");
-        for row in rows {
-            md += &table_line(
-                row,
-                |c| c.exit,
-                |c| match (c.exit, c.stable) {
-                    (Some(e), Some(s)) => format!("{} / {}", times(&e), times(&s)),
-                    _ => "–".to_string(),
-                },
-            );
-        }
-        if rows.iter().any(|r| r.cells.iter().any(|c| c.flush_p99_s.is_some())) {
-            let _ = writeln!(md, "\nThe 99th percentile of our flush calls' latency in a run (the engine's `flush_latency`), median ms:\n\n{head}");
-            for row in rows {
-                md += &table_line(
-                    row,
-                    |c| c.exit,
-                    |c| c.flush_p99_s.map_or("–".to_string(), |s| secs(s * 1000.0)),
-                );
-            }
-        }
-        if rows.iter().any(|r| r.cells.iter().any(|c| c.writer_mib_s.is_some())) {
-            md += &writer_table(rows, &head);
-        }
-        if rows.iter().any(|r| r.cells.iter().any(|c| c.counts.is_some())) {
-            md += &counts_tables(rows, &head);
-        }
-        for row in rows.iter().filter(|r| r.cells.iter().any(|c| c.rpcs.is_some())) {
-            md += &rpc_table(matrix, row);
-        }
-        md += "\nMount options as /proc/self/mountinfo read them back:\n\n";
-        let mut seen: Vec<&str> = Vec::new();
-        for row in rows {
-            if seen.contains(&row.row.mount_options.as_str()) {
-                continue;
-            }
-            seen.push(&row.row.mount_options);
-            let applied = row.applied_options.as_deref().unwrap_or("(not mounted)");
-            let _ = writeln!(md, "- `{}` → `{applied}`", row.row.mount_options);
-        }
-        let failures = failure_lines(rows);
-        if !failures.is_empty() {
-            let _ = writeln!(
-                md,
-                "\nFailures (the first reason of each failed cell):\n\n{}",
-                failures.join("\n")
-            );
-        }
+    }
+    let _ = writeln!(md, "\nSpread, min–max seconds (until exited / until stable):\n\n{head}");
+    for row in rows {
+        md += &table_line(
+            row,
+            |c| c.exit,
+            |c| match (c.exit, c.stable) {
+                (Some(e), Some(s)) => format!("{} / {}", times(&e), times(&s)),
+                _ => "–".to_string(),
+            },
+        );
     }
     md
 }

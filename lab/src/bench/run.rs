@@ -258,6 +258,30 @@ struct Place<'a> {
     nfs: Option<&'a NfsMount>,
 }
 
+/// Makes the run's `root` as its scenario and tool start from; the packages to give the tool,
+/// or why the run failed before it started.
+fn prepare(
+    ctx: &Context,
+    workload: &Workload,
+    row: &Row,
+    tool: &Tool,
+    root: &Path,
+) -> std::result::Result<Vec<PathBuf>, String> {
+    std::fs::create_dir(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    row.scenario
+        .prepare(ctx.engine, &workload.old_packages, root)
+        .map_err(|e| format!("preparing the {} scenario: {e}", row.scenario.name()))?;
+    if let Tool::Peer(peer) = tool {
+        peer.prepare_root(root)
+            .map_err(|e| format!("preparing {} for {}: {e}", root.display(), peer.name()))?;
+    }
+    if row.scenario == Scenario::Minbase {
+        return minbase::prepare(tool, workload, root)
+            .map_err(|e| format!("preparing the minbase root for {}: {e}", tool.name()));
+    }
+    Ok(workload.package_paths())
+}
+
 /// The run proper, in `place.base`.
 fn measure(
     ctx: &Context,
@@ -271,26 +295,11 @@ fn measure(
     let applied = mountinfo::for_path(base).map(|m| m.options).ok();
     let fail = |why: String| Ok(RunRecord::failed(run, applied.clone(), why));
     let root = base.join("root");
-    if let Err(e) = std::fs::create_dir(&root) {
-        return fail(format!("{}: {e}", root.display()));
-    }
-    if let Err(e) = row.scenario.prepare(ctx.engine, &workload.old_packages, &root) {
-        return fail(format!("preparing the {} scenario: {e}", row.scenario.name()));
-    }
-    if let Tool::Peer(peer) = tool {
-        if let Err(e) = peer.prepare_root(&root) {
-            return fail(format!("preparing {} for {}: {e}", root.display(), peer.name()));
-        }
-    }
-    let is_minbase = row.scenario == Scenario::Minbase;
-    let packages = if is_minbase {
-        match minbase::prepare(tool, workload, &root) {
-            Ok(packages) => packages,
-            Err(e) => return fail(format!("preparing the minbase root for {}: {e}", tool.name())),
-        }
-    } else {
-        workload.package_paths()
+    let packages = match prepare(ctx, workload, row, tool, &root) {
+        Ok(packages) => packages,
+        Err(why) => return fail(why),
     };
+    let is_minbase = row.scenario == Scenario::Minbase;
     let fs_fd =
         rustix::fs::open(base, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
             .map_err(|e| Error::io(base)(e.into()))?;

@@ -305,7 +305,7 @@ pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matr
                     check_interrupt()?;
                     match ran {
                         Ok(io_flusher) => matrix.io_flusher &= io_flusher,
-                        Err(e) => cell.error = Some(chain(&e)),
+                        Err(e) => cell.error = Some(unpack::error::one_line(&e)),
                     }
                     on_cell(&cell);
                     matrix.cells.push(cell);
@@ -510,18 +510,4 @@ fn require_mkfs(fs: &str) -> Result<(), CrashError> {
         path: tool.into(),
         reason: format!("not found in PATH: install the Debian package {package}"),
     })
-}
-
-/// An error with all its causes, for one line of a report.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let more = s.to_string();
-        if !text.contains(&more) {
-            text = format!("{text}: {more}");
-        }
-        source = s.source();
-    }
-    text
 }

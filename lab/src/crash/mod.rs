@@ -77,7 +77,7 @@ impl CrashError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CrashError::Usage(_) => 2,
-            CrashError::Interrupted { signal } => u8::try_from(128 + signal).unwrap_or(1),
+            CrashError::Interrupted { signal } => unpack::interrupt::exit_status(*signal),
             _ => 1,
         }
     }

@@ -73,6 +73,26 @@ pub fn markdown(m: &Matrix) -> String {
             }
         }
     }
+    out += &disturbed_and_filesystem(m);
+    let errors = m.unfinished();
+    if !errors.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## Cells that could not be run\n\n{} of {} cells could not be run: the matrix is incomplete and says \
+             nothing about them.\n",
+            errors.len(),
+            m.cells.len()
+        );
+        for c in errors {
+            let _ = writeln!(out, "- {}: {}", c.id, c.error.as_deref().unwrap_or_default());
+        }
+    }
+    out
+}
+
+/// The cells another process's sync disturbed, and what mount and fsck said of the states.
+fn disturbed_and_filesystem(m: &Matrix) -> String {
+    let mut out = String::new();
     let disturbed: Vec<String> = m
         .cells
         .iter()
@@ -109,19 +129,6 @@ pub fn markdown(m: &Matrix) -> String {
                     f.detail.replace('|', "\\|")
                 );
             }
-        }
-    }
-    let errors = m.unfinished();
-    if !errors.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n## Cells that could not be run\n\n{} of {} cells could not be run: the matrix is incomplete and says \
-             nothing about them.\n",
-            errors.len(),
-            m.cells.len()
-        );
-        for c in errors {
-            let _ = writeln!(out, "- {}: {}", c.id, c.error.as_deref().unwrap_or_default());
         }
     }
     out
