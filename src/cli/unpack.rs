@@ -23,7 +23,8 @@ fn after_help() -> String {
         "\
 Exit codes:
   0  ok: unpacked, and (for every strategy but none) on stable storage
-  1  any other failure, including a package that conflicts with what ROOT holds
+  1  any other failure, including a package that conflicts with what ROOT holds, and an
+     internal error (a bug to report)
   2  usage error
   3  bad, truncated or hostile package (ROOT is left unchanged)
   4  I/O error in ROOT: no space left, read-only, no permission
