@@ -919,3 +919,79 @@ fn the_new_preinst_runs_from_tmp_ci_beside_its_control_archive_as_under_dpkg() {
         "nothing is left at tmp.ci"
     );
 }
+
+/// `cmd` started under umask 077, as a caller with a strict umask starts it.
+fn under_umask_077(cmd: &mut std::process::Command) -> Run {
+    let mut sh = std::process::Command::new("sh");
+    sh.args(["-c", "umask 077; exec \"$0\" \"$@\""]).arg(cmd.get_program()).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    common::run(&mut sh)
+}
+
+/// The scripts' environment is dpkg's whatever the caller's: umask 022 under a caller's 077;
+/// the second Multi-Arch: same instance's preinst counts itself in
+/// `DPKG_MAINTSCRIPT_PACKAGE_REFCOUNT` (2), as dpkg has recorded it half-installed before; and
+/// of what may differ, `DPKG_FORCE` is dpkg's defaults and `DPKG_RUNNING_VERSION` a version
+/// (the root's dpkg's, or the dpkg the engine follows), which a script can compare.
+#[test]
+fn the_scripts_get_dpkg_s_environment_whatever_the_caller_s() {
+    let debs = Debs::new();
+    let ma = |arch: &str| {
+        debs.build(
+            logging(Pkg::new("scr-ma", "1.0", arch), "scr-ma", "1.0")
+                .field("Multi-Arch", "same")
+                .file(&format!("/usr/lib/scr-ma/{arch}"), arch.as_bytes(), 0o644),
+        )
+    };
+    let (amd64, i386) = (ma("amd64"), ma("i386"));
+    let o = Scripted::new("a second Multi-Arch: same instance under umask 077");
+    o.both(|root| {
+        let r = dpkg(root, &["--add-architecture", "i386"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        dpkg_install(root, &amd64);
+    });
+    let mut args: Vec<String> = NO_DEPENDS.iter().map(|s| s.to_string()).collect();
+    args.extend(["--no-triggers", "--unpack"].map(String::from));
+    args.push(i386.display().to_string());
+    let mut theirs = std::process::Command::new("dpkg");
+    theirs.arg(format!("--root={}", o.theirs.path().display())).args(&args);
+    let r = under_umask_077(clean_env(&mut theirs));
+    assert_eq!(r.code, 0, "dpkg --unpack: {}", r.stderr);
+    if ours_via() == Via::Dpkg {
+        let mut ours = std::process::Command::new("dpkg");
+        ours.arg(format!("--root={}", o.ours.path().display())).args(&args);
+        assert_eq!(under_umask_077(clean_env(&mut ours)).code, 0);
+    } else {
+        let mut ours = std::process::Command::new(common::unpack_bin());
+        ours.args(["-s", "fsync"]).arg(&i386).arg(o.ours.path());
+        let r = under_umask_077(&mut ours);
+        assert_eq!(r.code, 0, "unpack: {}", r.stderr);
+    }
+    o.check("after the unpack");
+    let line = calls(o.theirs.path()).pop().unwrap();
+    assert!(
+        line.ends_with(
+            "arch=i386 refcount=2 debug=0 root= admindir=/var/lib/dpkg cwd=/ umask=0022"
+        ),
+        "{line}"
+    );
+    if ours_via() == Via::Unpack {
+        let log = std::fs::read_to_string(o.ours.path().join(LOG)).unwrap();
+        let last = log.lines().last().unwrap();
+        let (_, caller) = last.split_once(" || ").unwrap();
+        assert!(caller.ends_with(" force=security-mac,downgrade"), "{caller}");
+        let running = caller.strip_prefix("running=").unwrap().split(' ').next().unwrap();
+        let r = common::run(std::process::Command::new("dpkg").args([
+            "--compare-versions",
+            running,
+            "ge",
+            "1.21",
+        ]));
+        assert_eq!(r.code, 0, "DPKG_RUNNING_VERSION {running:?} is a dpkg version: {}", r.stderr);
+    }
+}

@@ -410,3 +410,81 @@ fn the_directories_made_for_the_state_directory_are_0755_whatever_the_umask() {
         assert_eq!(mode, 0o755, "{made}");
     }
 }
+
+/// `flock` run as `nobody` on `lock` (shared, as a read-only descriptor allows), holding it for
+/// a minute; `None` when nobody cannot open the file at all.
+fn hold_as_nobody(lock: &Path) -> Option<Child> {
+    let mut child = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "flock", "--shared"])
+        .arg(lock)
+        .args(["sleep", "60"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ino = std::fs::metadata(lock).unwrap().ino();
+    let mut held = false;
+    until("nobody's flock holds the lock or failed", || {
+        held = held_flock(ino);
+        held || child.try_wait().unwrap().is_some()
+    });
+    if held {
+        Some(child)
+    } else {
+        assert!(!child.wait().unwrap().success(), "flock ended without holding the lock");
+        None
+    }
+}
+
+/// Whether some process holds a flock on inode `ino` (a line of /proc/locks that is not a `->`
+/// waiter).
+fn held_flock(ino: u64) -> bool {
+    let locks = std::fs::read_to_string("/proc/locks").unwrap();
+    locks.lines().any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        f.get(1) == Some(&"FLOCK") && f.get(5).is_some_and(|id| id.ends_with(&format!(":{ino}")))
+    })
+}
+
+/// The lock is the engine's user's alone, as dpkg's is root's: made 0600, so no other local
+/// user can open it, let alone hold every unpack of the root off with a read-only descriptor's
+/// flock; a lock file an older unpack made 0644 is replaced by a 0600 one, even while another
+/// user's process holds it.
+#[test]
+fn no_other_user_can_hold_the_root_s_lock() {
+    let fs = scratch("ext4", "defaults");
+    let root = installed_root(&fs, "root");
+    let lock = root.join("var/lib/unpack/lock");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&lock), 0o600);
+    assert!(hold_as_nobody(&lock).is_none(), "nobody opened a 0600 lock file");
+
+    // A lock file as an older unpack left it, held by another user's shared flock.
+    chmod(&lock, 0o644);
+    let old_ino = std::fs::metadata(&lock).unwrap().ino();
+    let mut holder = hold_as_nobody(&lock).expect("nobody can open and lock a 0644 lock file");
+    let r = unpack([
+        "-s",
+        "none",
+        fixture("many_1.0_all.deb").to_str().unwrap(),
+        root.to_str().unwrap(),
+    ]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(r.code, 0, "another user's flock held the unpack off: {}", r.stderr);
+    assert!(root.join("usr/share/many").is_dir());
+    assert_eq!(mode(&lock), 0o600, "the lock file was made the engine's user's alone");
+    assert_ne!(std::fs::metadata(&lock).unwrap().ino(), old_ino, "a new inode took the name");
+    assert!(hold_as_nobody(&lock).is_none());
+
+    // Held by a process of the engine's own user, the lock still holds an unpack off (exit 5).
+    chmod(&lock, 0o644);
+    let (held, _) = hold(&lock);
+    let r = unpack([
+        "-s",
+        "none",
+        fixture("other_1.0_all.deb").to_str().unwrap(),
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    drop(held);
+}

@@ -23,6 +23,8 @@ pub const STATE_DIR: &str = "var/lib/unpack";
 
 /// The root's lock, in the state directory.
 pub(crate) const LOCK_FILE: &str = "lock";
+/// A new lock file being put in place of one others could open, in the state directory.
+pub(crate) const LOCK_NEW: &str = "lock.new";
 /// The journal of a transaction in its rename phase, in [`STATE_DIR`]: while it exists,
 /// [`recover_root`](crate::recover_root) has renames to finish.
 pub const JOURNAL: &str = "txn";

@@ -30,7 +30,7 @@
 
 use crate::durability::Directory;
 use crate::error::{Error, Result};
-use crate::fs::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, LOCK_FILE, STATE_DIR};
+use crate::fs::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, LOCK_FILE, LOCK_NEW, STATE_DIR};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::collections::{HashMap, VecDeque};
@@ -410,18 +410,30 @@ impl Root {
     /// removed while this process waited (the old inode is locked by no one who counts) is let
     /// go and the new one locked, the classic lock-file dance. Without it, an unpack waiting on
     /// the old inode and another that locked the new one would run at once.
+    ///
+    /// Only the engine's user may open the lock file (mode 0600), as only root may open
+    /// dpkg's: flock needs no more than a read-only descriptor, so a lock file others can read
+    /// (an older unpack made them 0644) would let any local user hold every unpack of the root
+    /// off. Such a file is replaced by a 0600 one: once locked, or at once when its holders
+    /// are all other users' processes, who cannot be an unpack of ours.
     pub fn lock(&self, wait: bool) -> Result<Lock> {
-        let op = if wait {
-            rustix::fs::FlockOperation::LockExclusive
-        } else {
-            rustix::fs::FlockOperation::NonBlockingLockExclusive
-        };
         loop {
             let state = self.state_dir()?;
             let lock_path = state.path().join(LOCK_FILE);
             let mut file = create_state_file(&state, LOCK_FILE)?;
-            match rustix::fs::flock(&file, op) {
+            let opened =
+                rustix::fs::fstat(&file).map_err(|e| Error::root(&lock_path, "stat", e))?;
+            let readable_by_others = opened.st_mode & 0o077 != 0;
+            match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => {}
+                Err(Errno::WOULDBLOCK) if readable_by_others && held_by_others(&opened) => {
+                    replace_lock_file(&state)?;
+                    continue;
+                }
+                Err(Errno::WOULDBLOCK) if wait => {
+                    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+                        .map_err(|e| Error::root(&lock_path, "locking", e))?;
+                }
                 Err(Errno::WOULDBLOCK) => {
                     return Err(Error::Locked { root: self.path.clone(), holder: holder(&file) })
                 }
@@ -436,6 +448,12 @@ impl Root {
             }
             // Checked again now that it is ours: nothing is truncated that has another name.
             trusted(&lock_path, &locked, FileType::RegularFile)?;
+            if locked.st_mode & 0o077 != 0 {
+                // Held, so no unpack of ours runs: a 0600 file takes its name, and is locked
+                // next round.
+                replace_lock_file(&state)?;
+                continue;
+            }
             let pid = format!("{}\n", std::process::id());
             file.set_len(0)
                 .and_then(|_| file.rewind())
@@ -444,6 +462,48 @@ impl Root {
             return Ok(Lock { _file: file });
         }
     }
+}
+
+/// Puts a new, empty lock file of mode 0600 in place of the state directory's `lock`, through
+/// `lock.new` and a rename: whoever holds the old inode holds nothing that counts any more.
+fn replace_lock_file(state: &Directory) -> Result<()> {
+    remove_state_file(state, LOCK_NEW)?;
+    let path = state.path().join(LOCK_NEW);
+    let flags = OFlags::RDWR
+        | OFlags::CREATE
+        | OFlags::EXCL
+        | OFlags::NOFOLLOW
+        | OFlags::NOCTTY
+        | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(state.fd(), LOCK_NEW, flags, Mode::from_raw_mode(0o600))
+        .map_err(|e| Error::root(&path, "creating", e))?;
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))
+        .map_err(|e| Error::root(&path, "chmod", e))?;
+    rustix::fs::renameat(state.fd(), LOCK_NEW, state.fd(), LOCK_FILE)
+        .map_err(|e| Error::root(&path, "renaming into place", e))
+}
+
+/// Whether every process holding a flock on the inode `st` describes runs as another user than
+/// this one (/proc/locks and /proc/PID/status): none of them can be an unpack of ours, which
+/// runs as the state directory's owner. False when it cannot be told.
+fn held_by_others(st: &rustix::fs::Stat) -> bool {
+    let Ok(locks) = std::fs::read_to_string("/proc/locks") else { return false };
+    let (major, minor) = (rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev));
+    let id = format!("{major:02x}:{minor:02x}:{}", st.st_ino);
+    let holders: Vec<&str> = locks
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&id.as_str())).then(|| f[4])
+        })
+        .collect();
+    let euid = rustix::process::geteuid().as_raw();
+    let uid_of = |pid: &str| -> Option<u32> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+        line.split_whitespace().nth(2)?.parse().ok()
+    };
+    !holders.is_empty() && holders.iter().all(|pid| uid_of(pid).is_some_and(|uid| uid != euid))
 }
 
 /// Opens `name` in `dir` (shown as `path`) as a real directory, never through a symlink, making
@@ -517,7 +577,7 @@ fn real_dir(
 }
 
 /// The state files, each checked whenever the state directory is opened.
-const STATE_FILES: [&str; 4] = [LOCK_FILE, INTENT, JOURNAL, JOURNAL_NEW];
+const STATE_FILES: [&str; 5] = [LOCK_FILE, LOCK_NEW, INTENT, JOURNAL, JOURNAL_NEW];
 
 /// Opens the state file `name` for reading; `None` if there is none. Checked as [`trusted`]
 /// says, before it is opened (opening a device can do something of its own, a FIFO can block)
@@ -529,6 +589,7 @@ pub fn open_state_file(state: &Directory, name: &str) -> Result<Option<File>> {
 /// Opens the state file `name` for writing, creating it (0644) if missing; checked as
 /// [`open_state_file`]. Nothing is truncated here: the caller does it, once the file passed.
 pub fn create_state_file(state: &Directory, name: &str) -> Result<File> {
+    // Only the engine's user opens a state file it makes (the lock above all: see Root::lock).
     let file = open_checked(state, name, OFlags::RDWR | OFlags::CREATE)?;
     file.ok_or_else(|| Error::root(state.path().join(name), "creating", Errno::NOENT))
 }
@@ -562,7 +623,7 @@ fn open_checked(state: &Directory, name: &str, flags: OFlags) -> Result<Option<F
     // NOFOLLOW and NONBLOCK for what appeared since the look (NONBLOCK does nothing to a
     // regular file, and flock ignores it).
     let flags = flags | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-    let fd = match rustix::fs::openat(state.fd(), name, flags, Mode::from_raw_mode(0o644)) {
+    let fd = match rustix::fs::openat(state.fd(), name, flags, Mode::from_raw_mode(0o600)) {
         Ok(fd) => fd,
         Err(Errno::NOENT) => return Ok(None),
         Err(e) => return Err(Error::root(&path, "opening", e)),

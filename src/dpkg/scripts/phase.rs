@@ -29,7 +29,14 @@ impl Database {
     /// Turns the scripts on: `root` is chrooted into (unless `/`), standard output goes to
     /// `output`.
     pub fn run_scripts(&mut self, root: &Path, output: ScriptOutput) {
-        self.scripts = Some(scripts::Runner::new(root, &self.admin.rel, output));
+        let dpkg = self
+            .installed
+            .packages
+            .iter()
+            .find(|p| p.name == "dpkg" && p.status.state != State::NotInstalled);
+        let version = dpkg.map(|p| p.version.to_string());
+        self.scripts =
+            Some(scripts::Runner::new(root, &self.admin.rel, output, version.as_deref()));
     }
 
     /// The scripts of the package begun last that come before its files: the old `prerm
@@ -190,8 +197,9 @@ impl Database {
             let new_version = self.incoming[index].archive.control.version.clone();
             let args = vec!["upgrade".to_string(), new_version.clone()];
             let dir = self.new_dir(index)?;
+            let in_root = self.in_root(&dir);
             let ran =
-                self.run_in(index, &dir, &self.in_root(&dir), "old-postrm", "postrm", &args)?;
+                self.run_in(index, Whose::Old, &dir, &in_root, "old-postrm", "postrm", &args)?;
             if ran == Some(false) {
                 let fallback = vec!["failed-upgrade".to_string(), old_version, new_version];
                 if self.run_new(index, "postrm", &fallback)? != Some(true) {
@@ -334,10 +342,12 @@ impl Database {
         } else {
             let Some(o) = self.incoming[index].old else { return Ok(None) };
             let file = format!("{}.{}", self.installed.packages[o].info_name(), call.script);
+            let in_root = self.in_root(&self.admin.info);
             self.run_in(
                 index,
+                Whose::Old,
                 &self.admin.info,
-                &self.in_root(&self.admin.info),
+                &in_root,
                 &file,
                 call.script,
                 &call.args,
@@ -350,13 +360,17 @@ impl Database {
     fn run_new(&self, index: usize, script: &str, args: &[String]) -> Result<Option<bool>> {
         let dir = self.new_dir(index)?;
         let _tmp_ci = scripts::ControlDir::link(&self.admin.dir, &index.to_string())?;
-        self.run_in(index, &dir, &self.admin.rel.join(scripts::CONTROL_DIR), script, script, args)
+        let in_root = self.admin.rel.join(scripts::CONTROL_DIR);
+        self.run_in(index, Whose::New, &dir, &in_root, script, script, args)
     }
 
-    /// Runs `dir/file`, which the scripts see as `in_root/file`.
+    /// Runs `dir/file`, which the scripts see as `in_root/file`: a script of package `index`'s
+    /// new version or of its installed one (`whose`), with dpkg's environment for it.
+    #[allow(clippy::too_many_arguments)]
     fn run_in(
         &self,
         index: usize,
+        whose: Whose,
         dir: &Directory,
         in_root: &Path,
         file: &str,
@@ -365,14 +379,17 @@ impl Database {
     ) -> Result<Option<bool>> {
         let Some(runner) = &self.scripts else { return Ok(None) };
         let inc = &self.incoming[index];
-        let refcount = self
-            .installed
-            .packages
-            .iter()
-            .filter(|p| p.name == inc.name && p.status.state != State::NotInstalled)
-            .count()
-            .max(1);
-        let owner = Owner { package: &inc.name, arch: &inc.arch, refcount };
+        let present = |p: &status::Package| p.status.state != State::NotInstalled;
+        let old = inc.old.map(|o| &self.installed.packages[o]);
+        // The instances of the name that are not `not-installed`, this one counted: dpkg has
+        // recorded it half-installed before any of its scripts runs.
+        let others = self.installed.packages.iter().filter(|p| p.name == inc.name && present(p));
+        let refcount = others.count() + usize::from(!old.is_some_and(present));
+        let arch = match (whose, old) {
+            (Whose::Old, Some(old)) => old.arch.as_str(),
+            _ => inc.arch.as_str(),
+        };
+        let owner = Owner { package: &inc.name, arch, refcount };
         runner.run(dir, in_root, file, name, &owner, &to_str(args))
     }
 
@@ -383,6 +400,14 @@ impl Database {
             .map(|rel| self.admin.rel.join(rel))
             .unwrap_or_else(|_| PathBuf::from(&self.admin.rel))
     }
+}
+
+/// Whose script runs: the package's new version's (from its control archive) or its installed
+/// version's (from `info/`), which `DPKG_MAINTSCRIPT_ARCH` tells apart on a cross-grade.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Whose {
+    New,
+    Old,
 }
 
 fn to_str(args: &[String]) -> Vec<&str> {

@@ -72,7 +72,19 @@ pub struct Runner {
     admindir: PathBuf,
     /// Where the scripts' standard output goes.
     output: ScriptOutput,
+    /// `DPKG_RUNNING_VERSION`: see [`Runner::new`].
+    running_version: String,
+    /// `DPKG_FORCE`: the force options in effect, as dpkg names them.
+    force: String,
 }
+
+/// The force options dpkg has on when none is given (src/common/force.c): what `DPKG_FORCE`
+/// says to a script, and what a `dpkg` a script runs takes as its own defaults.
+pub const DEFAULT_FORCE: &str = "security-mac,downgrade";
+
+/// The dpkg release whose unpack the engine follows: `DPKG_RUNNING_VERSION` where the root has
+/// no dpkg installed yet (a bootstrap's first scripts).
+pub const FOLLOWED_DPKG: &str = "1.21.22";
 
 /// Who a script belongs to, for its environment.
 pub struct Owner<'a> {
@@ -83,8 +95,23 @@ pub struct Owner<'a> {
 }
 
 impl Runner {
-    pub fn new(root: &Path, admin_rel: &Path, output: ScriptOutput) -> Runner {
-        Runner { root: root.to_path_buf(), admindir: Path::new("/").join(admin_rel), output }
+    /// Scripts for `root` (chrooted into unless `/`) whose admin directory is `admin_rel`.
+    /// `running_version` is the version of the dpkg installed in the root, the one whose tools
+    /// (dpkg-maintscript-helper, dpkg-divert) a script calls: a script compares it with
+    /// `dpkg --compare-versions`, so it must be a version.
+    pub fn new(
+        root: &Path,
+        admin_rel: &Path,
+        output: ScriptOutput,
+        running_version: Option<&str>,
+    ) -> Runner {
+        Runner {
+            root: root.to_path_buf(),
+            admindir: Path::new("/").join(admin_rel),
+            output,
+            running_version: running_version.unwrap_or(FOLLOWED_DPKG).to_string(),
+            force: DEFAULT_FORCE.to_string(),
+        }
     }
 
     /// Runs `dir/file` (a directory inside the root, `file` checked to be a regular file there
@@ -123,27 +150,30 @@ impl Runner {
             .env("DPKG_MAINTSCRIPT_ARCH", owner.arch)
             .env("DPKG_MAINTSCRIPT_NAME", name)
             .env("DPKG_MAINTSCRIPT_DEBUG", "0")
-            .env("DPKG_RUNNING_VERSION", concat!("unpack-", env!("CARGO_PKG_VERSION")))
+            .env("DPKG_RUNNING_VERSION", &self.running_version)
             .env("DPKG_ADMINDIR", &self.admindir)
             .env("DPKG_ROOT", "")
-            .env("DPKG_FORCE", "")
+            .env("DPKG_FORCE", &self.force)
             .stdin(Stdio::inherit());
         if self.output == ScriptOutput::Stderr {
             cmd.stdout(std::io::stderr());
         }
-        if chroot {
-            let root = self.root.clone();
-            // SAFETY: chroot and chdir are async-signal-safe system calls, made in the child
-            // between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    rustix::process::chroot(&root)?;
-                    rustix::process::chdir("/")?;
-                    Ok(())
-                });
-            }
-        } else {
-            cmd.current_dir("/");
+        let root = chroot.then(|| self.root.clone());
+        // dpkg's umask (022, lib/dpkg/program.c) whatever the caller's: a caller's 077 would make
+        // what the scripts create unreadable to everyone else. Always through pre_exec, so the
+        // script is started by execvp, which runs a script without `#!` through /bin/sh as
+        // dpkg's does (posix_spawnp, which Command uses otherwise, does not).
+        // SAFETY: umask, chroot and chdir are async-signal-safe system calls, made in the child
+        // between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
+                if let Some(root) = &root {
+                    rustix::process::chroot(root)?;
+                }
+                rustix::process::chdir("/")?;
+                Ok(())
+            });
         }
         let _ = std::io::stdout().flush();
         let status =
