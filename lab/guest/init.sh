@@ -1,7 +1,8 @@
 #!/bin/sh
 # unpack-bench's user-mode-linux guest: process 1 of a kernel booted by lab/src/bench/guest.rs
 # with the host's root as a read-only hostfs root. It makes the machine the bench needs (the
-# kernel's loop, NFS client and nfsd modules from the user-mode-linux package, loopback, the
+# kernel's loop, NFS client and nfsd modules from the directory the host names on the kernel
+# command line, UNPACK_GUEST_MODULES: the guest kit's modules of this release; loopback; the
 # writable directories NFS and the bench write to), runs the one unpack-bench command the host
 # wrote into the shared directory, leaves its exit status there, and powers the guest off. It
 # never writes to the host except into that directory (a writable hostfs mount of it).
@@ -22,9 +23,11 @@ mkdir -p "$share" /run/tmp /run/rpcbind /run/kmod/lib/modules /var/lib/nfs/v4rec
 touch /var/lib/nfs/etab /var/lib/nfs/rmtab
 mount -t hostfs -o "$UNPACK_GUEST_SHARE" hostfs "$share" || fail "cannot mount $UNPACK_GUEST_SHARE"
 release=$(uname -r)
-ln -s "/usr/lib/uml/modules/$release" "/run/kmod/lib/modules/$release"
+[ -f "$UNPACK_GUEST_MODULES/modules.dep" ] ||
+    fail "no modules.dep in '$UNPACK_GUEST_MODULES' (UNPACK_GUEST_MODULES) for kernel $release"
+ln -s "$UNPACK_GUEST_MODULES" "/run/kmod/lib/modules/$release"
 for module in loop nfsd nfsv3 nfsv4; do
-    modprobe -d /run/kmod "$module" || fail "modprobe $module from /usr/lib/uml/modules/$release failed"
+    modprobe -d /run/kmod "$module" || fail "modprobe $module from $UNPACK_GUEST_MODULES failed"
 done
 ip link set lo up || fail "cannot bring lo up"
 mem=$(awk '/^MemTotal/ { print int($2 / 1024) }' /proc/meminfo)

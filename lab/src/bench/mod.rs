@@ -67,6 +67,10 @@ pub enum Error {
     /// The `unpack` binary is not where the bench expects it.
     #[error("{path}: the unpack engine binary is missing (it is looked up next to this program, then on PATH)")]
     MissingEngine { path: PathBuf },
+    /// The user-mode-linux guest of NFS rows cannot be used: no kit at the path given, a kernel
+    /// that cannot run userspace on this host, modules of another release.
+    #[error("{path}: {message}")]
+    Guest { path: PathBuf, message: String },
     /// An I/O error on a file or directory of the bench's own.
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },

@@ -60,7 +60,8 @@ struct Args {
     /// Filesystems to make: ext4, ext3, xfs, btrfs; or nfs alone: the kernel's NFS server
     /// exporting the backing filesystem (--nfs-backing) on 127.0.0.1 and its client mounting it,
     /// with -o as the client's option sets (default vers=3 and vers=4.2), beside a row of the
-    /// backing filesystem itself. Where this kernel has no NFS, in a user-mode-linux guest.
+    /// backing filesystem itself. Where this kernel has no NFS, in a user-mode-linux guest:
+    /// UNPACK_BENCH_UML=DIR names a kit (fixtures/fetch-uml.sh DIR makes one), else the system's.
     #[arg(
         long = "fs",
         value_name = "LIST",
