@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::dpkg::{dpkg, dpkg_configure, unpack_db, DbRoot, Pkg};
+use common::dpkg::{dpkg, dpkg_configure, tool, unpack_db, DbRoot, Pkg};
 use common::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -350,16 +350,44 @@ fn a_missing_list_of_an_installed_package_is_exit_4() {
     );
 }
 
+/// dpkg's journal, `updates/`: records a dpkg (or an unpack) that was interrupted left are read
+/// over status as dpkg reads them, and the unpack that writes status removes them; a record
+/// dpkg could not read either (a Status of no state) is exit 4, naming it.
 #[test]
-fn records_dpkg_has_not_merged_are_exit_4_saying_what_to_run() {
+fn records_dpkg_has_not_merged_are_read_as_dpkg_reads_them() {
     refused(
         |root| {
-            std::fs::write(root.join("var/lib/dpkg/updates/0000"), "Package: crashdb\n").unwrap()
+            let record = "Package: crashdb\nStatus: install ok bogus\n";
+            std::fs::write(root.join("var/lib/dpkg/updates/0000"), record).unwrap()
         },
         &[],
         4,
-        &["updates", "dpkg --configure -a"],
+        &["updates/0000"],
     );
+
+    let work = tempfile::tempdir().unwrap();
+    let (v1, v2) = pair(work.path());
+    let root = DbRoot::new();
+    unpack_db(root.path(), &[&v1]);
+    dpkg_configure(root.path(), &[]);
+    let status = std::fs::read_to_string(root.path().join("var/lib/dpkg/status")).unwrap();
+    let record =
+        status.replace("Status: install ok installed", "Status: install reinstreq half-installed");
+    assert_ne!(record, status);
+    std::fs::write(
+        root.path().join("var/lib/dpkg/updates/0000"),
+        record.trim_end().to_string() + "\n",
+    )
+    .unwrap();
+    let query = |root: &Path| {
+        let r = tool("dpkg-query", root, &["-W", "-f=${Status} ${Version}", "crashdb"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.stdout
+    };
+    assert_eq!(query(root.path()), "install reinstreq half-installed 1.0");
+    unpack_db(root.path(), &[&v2]);
+    assert_eq!(query(root.path()), "install ok unpacked 2.0");
+    assert!(!root.path().join("var/lib/dpkg/updates/0000").exists(), "the record is gone");
 }
 
 #[test]

@@ -33,6 +33,9 @@ const MAX_STATUS: u64 = 256 << 20;
 const MAX_LIST: u64 = 64 << 20;
 const MAX_SMALL: u64 = 16 << 20;
 
+/// The longest name of a record of `updates/` dpkg reads (lib/dpkg/dbmodify.c, IMPORTANTMAXLEN).
+const MAX_RECORD_NAME: usize = 10;
+
 /// The admin directory of a root, found and opened.
 pub struct Admin {
     pub dir: Directory,
@@ -44,6 +47,9 @@ pub struct Admin {
 /// What the database says, read.
 pub struct Installed {
     pub packages: Vec<Package>,
+    /// The names of the records in `updates/`, read over `status`: the transaction that
+    /// writes `status` next removes them, as dpkg does once it has written them into it.
+    pub records: Vec<String>,
     /// Each package's `.list` (empty for a package not installed), by index into `packages`.
     pub lists: Vec<Vec<PathBuf>>,
     /// Which packages list each path.
@@ -111,13 +117,14 @@ pub fn find(root: &mut Root, explicit: Option<&Path>) -> Result<Option<Admin>> {
 }
 
 impl Admin {
-    /// Reads the database. `updates/` must hold no record: dpkg merges them into `status` on
-    /// its next run, and a transaction built on a status they contradict would lose them.
+    /// Reads the database: `status`, with the records of `updates/` over it as dpkg reads them
+    /// (a dpkg, or this engine, that was interrupted left them: each holds a package's stanza
+    /// as it was noted before a maintainer script).
     pub fn read(&self, root: &mut Root) -> Result<Installed> {
-        self.check_updates()?;
         let status_path = self.dir.path().join("status");
         let bytes = read_file(&self.dir, "status", MAX_STATUS)?.unwrap_or_default();
-        let stanzas = deb822::parse(&bytes).map_err(|e| bad_db(&status_path, e))?;
+        let mut stanzas = deb822::parse(&bytes).map_err(|e| bad_db(&status_path, e))?;
+        let records = self.read_updates(&mut stanzas)?;
         let packages = status::packages(stanzas).map_err(|e| bad_db(&status_path, e))?;
         let info_names = self.info_names()?;
         let mut lists = Vec::with_capacity(packages.len());
@@ -127,7 +134,12 @@ impl Admin {
             let path = self.info.path().join(&name);
             let paths = match read_file(&self.info, &name, MAX_LIST)? {
                 Some(bytes) => list::parse_list(&bytes).map_err(|e| bad_db(&path, e))?,
-                None if matches!(p.status.state, State::NotInstalled | State::ConfigFiles) => {
+                // A fresh install noted half-installed before its preinst has no list yet.
+                None if matches!(
+                    p.status.state,
+                    State::NotInstalled | State::ConfigFiles | State::HalfInstalled
+                ) =>
+                {
                     Vec::new()
                 }
                 None => {
@@ -149,6 +161,7 @@ impl Admin {
         let overrides = self.overrides(root)?;
         Ok(Installed {
             packages,
+            records,
             lists,
             owners,
             diversions,
@@ -214,28 +227,59 @@ impl Admin {
         Ok(out)
     }
 
-    /// Refuses an `updates/` directory holding dpkg's journal records (names of digits).
-    fn check_updates(&self) -> Result<()> {
+    /// The records of dpkg's journal, `updates/NNNN` (names of digits, all of one length, as
+    /// lib/dpkg/dbmodify.c reads them; other names are dpkg's or this engine's temporary
+    /// files), each one stanza that replaces the package's in `stanzas` (or joins them), in
+    /// the order of their numbers. Returns their names.
+    fn read_updates(&self, stanzas: &mut Vec<Stanza>) -> Result<Vec<String>> {
         let path = self.dir.path().join("updates");
-        let fd = match rustix::fs::openat(
+        let dir = match rustix::fs::openat(
             self.dir.fd(),
             "updates",
             crate::fs::tree::DIR_FLAGS,
             Mode::empty(),
         ) {
-            Ok(fd) => fd,
-            Err(Errno::NOENT) => return Ok(()),
+            Ok(fd) => {
+                Directory::new(fd, path.clone()).map_err(|e| Error::root(&path, "stat", e))?
+            }
+            Err(Errno::NOENT) => return Ok(Vec::new()),
             Err(e) => return Err(Error::root(&path, "opening", e)),
         };
-        let (files, _) = crate::fs::tree::entries(std::os::fd::AsFd::as_fd(&fd))
+        let (files, _) = crate::fs::tree::entries(dir.fd())
             .map_err(|e| Error::root(&path, "reading directory", e))?;
-        if files
-            .iter()
-            .any(|n| !n.is_empty() && n.as_encoded_bytes().iter().all(u8::is_ascii_digit))
-        {
-            return Err(bad_db(&path, "holds records dpkg has not merged into status yet (an interrupted dpkg): run `dpkg --configure -a` (or any dpkg command) on the root first"));
+        let mut names: Vec<String> = files
+            .into_iter()
+            .filter_map(|n| n.into_string().ok())
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        names.sort();
+        if let Some(n) = names.iter().find(|n| n.len() > MAX_RECORD_NAME) {
+            return Err(bad_db(&path.join(n), "a record name longer than dpkg's 10 digits"));
         }
-        Ok(())
+        if names.windows(2).any(|w| w[0].len() != w[1].len()) {
+            return Err(bad_db(&path, "records whose names are of different lengths"));
+        }
+        for name in &names {
+            let record = path.join(name);
+            let bytes = read_file(&dir, name, MAX_SMALL)?.unwrap_or_default();
+            let mut parsed = deb822::parse(&bytes).map_err(|e| bad_db(&record, e))?;
+            let (Some(stanza), None) = (parsed.pop(), parsed.pop()) else {
+                return Err(bad_db(&record, "not one stanza, as dpkg writes a record"));
+            };
+            // Checked alone first, so that an error names the record, not status.
+            status::packages(vec![stanza.clone()]).map_err(|e| bad_db(&record, e))?;
+            let key = |s: &Stanza| {
+                (
+                    s.get("Package").map(str::to_ascii_lowercase),
+                    s.get("Architecture").map(String::from),
+                )
+            };
+            match stanzas.iter_mut().find(|s| key(s) == key(&stanza)) {
+                Some(old) => *old = stanza,
+                None => stanzas.push(stanza),
+            }
+        }
+        Ok(names)
     }
 
     fn info_names(&self) -> Result<Vec<String>> {

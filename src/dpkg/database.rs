@@ -9,7 +9,7 @@
 
 use super::admin::{self, Admin, Installed};
 use super::format::deb822::Stanza;
-use super::format::status::State;
+use super::format::status::{Package, State};
 use super::format::version::Relation;
 use super::lock::{self, DpkgLocks};
 use super::scripts::runner::{Call, Runner};
@@ -28,6 +28,9 @@ pub(super) struct Incoming {
     pub(super) multi_arch_same: bool,
     /// The installed package it upgrades (or whose config files it finds), by index.
     pub(super) old: Option<usize>,
+    /// The stanza its own replaces: `old`'s, or a `not-installed` one of its name and
+    /// architecture.
+    pub(super) slot: Option<usize>,
     pub(super) conffiles: Vec<PathBuf>,
     pub(super) replaces: Vec<Relation>,
     /// The package's paths as dpkg lists them, in archive order.
@@ -65,8 +68,11 @@ impl Locked {
         Ok(Some(Locked { admin, locks }))
     }
 
-    /// Reads the database.
+    /// Reads the database. What an earlier call that was killed left of the new scripts'
+    /// directory (`tmp.ci.unpack-new`, the engine's, under dpkg's lock) is removed first: no
+    /// script of one call is ever run as another's.
     pub fn read(self, root: &mut Root) -> Result<Database> {
+        super::scripts::runner::remove_new(&self.admin.dir)?;
         let installed = self.admin.read(root)?;
         Ok(Database {
             admin: self.admin,
@@ -101,9 +107,12 @@ impl Database {
         &self.admin.rel
     }
 
-    /// How many packages the database lists as present in some state (`not-installed` ones,
-    /// which a failed first install leaves, are not).
+    /// How many packages the database lists as present in some state: not the `not-installed`
+    /// ones a failed first install leaves, nor the `half-installed` ones an interrupted call
+    /// recorded before their scripts ([`super::updates`]), whose files never got in.
     pub fn package_count(&self) -> usize {
-        self.installed.packages.iter().filter(|p| p.status.state != State::NotInstalled).count()
+        let present =
+            |p: &&Package| !matches!(p.status.state, State::NotInstalled | State::HalfInstalled);
+        self.installed.packages.iter().filter(present).count()
     }
 }

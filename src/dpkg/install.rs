@@ -94,6 +94,13 @@ impl Database {
                 && p.status.state != State::NotInstalled
                 && (p.arch == arch || !(p.multi_arch_same && multi_arch_same))
         });
+        // A `not-installed` stanza of its name and architecture (a failed first install leaves
+        // one) is the slot it takes, as dpkg reuses it (lib/dpkg/parse.c parse_find_pkg_slot).
+        let slot = old.or_else(|| {
+            self.installed.packages.iter().position(|p| {
+                p.name == name && p.arch == arch && p.status.state == State::NotInstalled
+            })
+        });
         let conffiles = match archive.members.iter().find(|m| m.name == "conffiles") {
             Some(m) => list::parse_conffiles_member(&m.bytes)
                 .map_err(|e| Error::bad(package, format!("conffiles: {e}")))?,
@@ -118,6 +125,7 @@ impl Database {
             arch,
             multi_arch_same,
             old,
+            slot,
             conffiles: conffiles.into_iter().map(|c| c.path).collect(),
             replaces,
             list: Vec::new(),
@@ -268,6 +276,7 @@ impl Database {
         if db.format_missing {
             tx.add_generated(&admin_rel.join("info/format"), b"1\n", 0o644)?;
         }
+        done.removals.extend(self.record_paths());
         tx.plan_removals(done.removals)?;
         self.disappearing = done.disappearing;
         self.status = stanzas;
@@ -285,11 +294,11 @@ impl Database {
     ) -> Result<()> {
         let old = inc.old.map(|o| &self.installed.packages[o]);
         let (conffiles, list) = self.conffiles_and_list(inc)?;
+        if let Some(slot) = inc.slot {
+            done.gone.insert(slot);
+        }
         let removed = match inc.old {
-            Some(o) => {
-                done.gone.insert(o);
-                self.drop_old_paths(inc, o, &list, all_new, done)
-            }
+            Some(o) => self.drop_old_paths(inc, o, &list, all_new, done),
             None => 0,
         };
         self.write_info_files(tx, inc, &list, done)?;
@@ -472,7 +481,7 @@ impl Database {
 /// The version whose configuration `old` holds, which the new stanza keeps for dpkg --configure:
 /// its Config-Version, or for an installed package (whose stanza never carries the field) its
 /// Version, as dpkg reads it (lib/dpkg/parse.c).
-fn config_version(old: &status::Package) -> Option<&str> {
+pub(super) fn config_version(old: &status::Package) -> Option<&str> {
     match old.stanza.get("Config-Version") {
         Some(v) => Some(v),
         None if matches!(old.status.state, State::Installed | State::TriggersPending) => {

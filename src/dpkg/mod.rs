@@ -5,8 +5,8 @@
 //! directory and reads it through the root's confined resolution, [`lock`] takes dpkg's locks,
 //! [`install`] decides entry by entry what dpkg would and hands the transaction the database
 //! files and the removals, [`triggers`] records the triggers the call activates, [`md5`] hashes
-//! the files of a package that ships no md5sums, and [`scripts`] runs the unpack phase's
-//! maintainer scripts.
+//! the files of a package that ships no md5sums, [`scripts`] runs the unpack phase's
+//! maintainer scripts and [`updates`] records a package's state durably before they run.
 //!
 //! None of them writes a name in the root: every change, the database's included, goes through
 //! the transaction, so that after any crash and recovery the database and the tree agree. The
@@ -19,6 +19,7 @@ pub(crate) mod lock;
 pub(crate) mod md5;
 pub(crate) mod scripts;
 pub(crate) mod triggers;
+pub(crate) mod updates;
 // dpkg's formats are reached by fuzz/ and this package's tests through the `fuzzing` feature,
 // hidden from the documentation: internals, not API.
 #[cfg(feature = "fuzzing")]

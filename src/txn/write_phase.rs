@@ -92,6 +92,9 @@ pub(crate) fn write_phase(
             report.database = Some(db);
         }
         db.before_commit()?;
+        if db.scripts_ran() {
+            tx.check_pending()?;
+        }
     }
     Ok(())
 }
@@ -138,7 +141,7 @@ impl Writer<'_, '_> {
         let kept = skipped.then(|| control.clone());
         if let Some(db) = self.database.as_deref_mut() {
             db.begin(path, control)?;
-            db.before_files()?;
+            db.before_files(self.tx)?;
         }
         let Some(control) = kept else { return Ok(()) };
         let Some(report) = self.reports.last_mut() else {

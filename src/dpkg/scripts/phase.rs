@@ -42,20 +42,22 @@ impl Database {
     /// The scripts of the package begun last that come before its files: the old `prerm
     /// upgrade`, the new `preinst`. On a failure, unwinds every package of the call whose
     /// scripts ran, and fails.
-    pub fn before_files(&mut self) -> Result<()> {
+    pub fn before_files(&mut self, tx: &Transaction<'_>) -> Result<()> {
         if self.scripts.is_none() {
             return Ok(());
         }
         let index = self.incoming.len() - 1;
         self.write_new_scripts(index)?;
-        let result = self.prerm_and_preinst(index);
+        let result = self.prerm_and_preinst(index, tx);
         if result.is_err() {
             self.unwind_all();
         }
         result
     }
 
-    fn prerm_and_preinst(&mut self, index: usize) -> Result<()> {
+    /// The old `prerm upgrade` and the new `preinst`, each after the package's state is
+    /// recorded durably as dpkg records it ([`crate::dpkg::updates`]).
+    fn prerm_and_preinst(&mut self, index: usize, tx: &Transaction<'_>) -> Result<()> {
         let inc = &self.incoming[index];
         let new_version = inc.archive.control.version.clone();
         let old = inc.old.map(|o| {
@@ -73,6 +75,9 @@ impl Database {
         );
         if let Some((old_version, state)) = &old {
             if configured {
+                if self.has_old_script(index, "prerm")? {
+                    self.note_half_configured(tx, index)?;
+                }
                 let args = vec!["upgrade".to_string(), new_version.clone()];
                 if self
                     .call_noted(index, &Call { new: false, script: "prerm", args: args.clone() })?
@@ -129,6 +134,9 @@ impl Database {
         };
         // Undone in reverse: the postrm abort-* first, then the old postinst abort-upgrade.
         self.incoming[index].unwind.insert(0, Call { new: true, script: "postrm", args: abort });
+        if self.incoming[index].archive.members.iter().any(|m| m.name == "preinst") {
+            self.note_half_installed(tx, index)?;
+        }
         if self.call_noted(index, &Call { new: true, script: "preinst", args: args.clone() })?
             == Some(false)
         {
@@ -277,16 +285,30 @@ impl Database {
         let mut stanzas: Vec<Stanza> =
             self.installed.packages.iter().map(|p| p.stanza.clone()).collect();
         for inc in self.incoming.iter().filter(|i| i.scripts_ran) {
-            match inc.old {
-                None => stanzas.push(Stanza {
-                    fields: vec![
+            match (inc.old, inc.slot) {
+                // A not-installed stanza: Package, Status, and what dpkg keeps of the control
+                // file it read (unpack.c's cleanup blanks the rest).
+                (None, slot) => {
+                    let kept = ["Priority", "Section", "Architecture", "Multi-Arch"];
+                    let mut fields = vec![
                         Field { name: "Package".into(), value: inc.name.clone() },
                         Field { name: "Status".into(), value: "install ok not-installed".into() },
-                        Field { name: "Architecture".into(), value: inc.arch.clone() },
-                    ],
-                    line: 0,
-                }),
-                Some(o) if self.installed.packages[o].status.state == State::ConfigFiles => {
+                    ];
+                    fields.extend(kept.iter().filter_map(|name| {
+                        let value = if *name == "Architecture" {
+                            Some(inc.arch.as_str())
+                        } else {
+                            inc.control.get(name)
+                        };
+                        value.map(|v| Field { name: (*name).into(), value: v.into() })
+                    }));
+                    let stanza = Stanza { fields, line: 0 };
+                    match slot {
+                        Some(s) => stanzas[s] = stanza,
+                        None => stanzas.push(stanza),
+                    }
+                }
+                (Some(o), _) if self.installed.packages[o].status.state == State::ConfigFiles => {
                     let status = self.installed.packages[o].status;
                     let wanted = StatusField { want: Want::Install, ..status };
                     if let Some(f) =
@@ -295,7 +317,7 @@ impl Database {
                         f.value = wanted.to_string();
                     }
                 }
-                Some(_) => {}
+                (Some(_), _) => {}
             }
         }
         let refs: Vec<&Stanza> = stanzas.iter().collect();
@@ -303,6 +325,7 @@ impl Database {
         if self.installed.triggers_missing {
             tx.add_generated_dir(&self.admin.rel.join("triggers"), 0o755)?;
         }
+        tx.plan_removals(self.record_paths())?;
         Ok(true)
     }
 
@@ -329,7 +352,29 @@ impl Database {
             }
         }
         let refs: Vec<&Stanza> = stanzas.iter().collect();
-        tx.add_generated(&self.admin.rel.join("status"), &status::write_status(&refs), 0o644)
+        tx.add_generated(&self.admin.rel.join("status"), &status::write_status(&refs), 0o644)?;
+        tx.plan_removals(self.record_paths())
+    }
+
+    /// Whether the installed version of package `index` has `script` in `info/`.
+    fn has_old_script(&self, index: usize, script: &str) -> Result<bool> {
+        let Some(o) = self.incoming[index].old else { return Ok(false) };
+        let file = format!("{}.{script}", self.installed.packages[o].info_name());
+        match rustix::fs::statat(
+            self.admin.info.fd(),
+            file.as_str(),
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        ) {
+            Ok(_) => Ok(true),
+            Err(rustix::io::Errno::NOENT) => Ok(false),
+            Err(e) => Err(crate::error::Error::root(self.admin.info.path().join(&file), "stat", e)),
+        }
+    }
+
+    /// Whether a script of a package of the call ran: then the commit checks first that no
+    /// script removed a name the call has pending ([`Transaction::check_pending`]).
+    pub fn scripts_ran(&self) -> bool {
+        self.incoming.iter().any(|i| i.scripts_ran)
     }
 
     /// Runs `call` for package `index`: its new script, or the installed version's in `info/`.
