@@ -595,6 +595,36 @@ fn a_statoverride_wins_over_the_archive() {
     o.configure(&[]);
 }
 
+/// Case 8b: a statoverride is keyed on the package's path, and applies to what is written for
+/// it: a conffile's `NAME.dpkg-new` (0600, kept through the configure), and a diverted setuid
+/// binary's divert-to name (the override takes the setuid bit away there too).
+#[test]
+fn a_statoverride_applies_to_a_conffile_s_dpkg_new_and_a_divert_to_name() {
+    let debs = Debs::new();
+    let deb =
+        debs.build(
+            &Pkg::new("oracle-so2", "1.0", "all")
+                .conffile("/etc/oracle-so2.conf", b"secret\n")
+                .file("/usr/bin/oracle-so2", b"setuid me\n", 0o4755),
+        );
+    let o = Oracle::new("statoverride on a conffile and a diverted file");
+    o.both(|root| {
+        for args in [
+            ["--add", "root", "root", "0600", "/etc/oracle-so2.conf"],
+            ["--add", "root", "root", "0755", "/usr/bin/oracle-so2"],
+        ] {
+            ok(&tool("dpkg-statoverride", root, &args), "dpkg-statoverride --add");
+        }
+        divert(root, &["--local", "--divert", "/usr/bin/oracle-so2.real", "/usr/bin/oracle-so2"]);
+    });
+    o.unpack(&[&deb]);
+    let mode =
+        |rel: &str| std::fs::symlink_metadata(o.theirs.path().join(rel)).unwrap().mode() & 0o7777;
+    assert_eq!(mode("etc/oracle-so2.conf.dpkg-new"), 0o600, "dpkg's");
+    assert_eq!(mode("usr/bin/oracle-so2.real"), 0o755, "dpkg's");
+    o.configure(&[]);
+}
+
 /// Runs `args` on both roots; the outputs must be equal, and are returned (ours).
 fn same_answer(o: &Oracle, what: &str, cmd: impl Fn(&Path) -> common::Run) -> common::Run {
     let (ours, theirs) = (cmd(o.ours.path()), cmd(o.theirs.path()));

@@ -199,7 +199,9 @@ impl Database {
             name.push(".dpkg-new");
             target = PathBuf::from(name);
         }
-        if let Some(&(uid, gid, mode)) = db.overrides.get(&target) {
+        // Keyed on the package's path, applied to what is written for it (its divert-to name,
+        // its `.dpkg-new`), as dpkg applies it (src/main/archives.c, tarobject).
+        if let Some(&(uid, gid, mode)) = db.overrides.get(&listed) {
             (entry.uid, entry.gid, entry.mode) = (uid, gid, mode);
         }
         if let Kind::Hardlink { target: link } = &mut entry.kind {
