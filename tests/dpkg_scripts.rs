@@ -995,3 +995,34 @@ fn the_scripts_get_dpkg_s_environment_whatever_the_caller_s() {
         assert_eq!(r.code, 0, "DPKG_RUNNING_VERSION {running:?} is a dpkg version: {}", r.stderr);
     }
 }
+
+/// Old conffiles as dpkg forgets them at unpack: one the new preinst removed (what
+/// `dpkg-maintscript-helper rm_conffile` does) leaves `Conffiles:` and the list; one the new
+/// version ships as a plain file is one of its files, no conffile; one it drops that is still
+/// on disk stays, `obsolete`, and stays in the list.
+#[test]
+fn conffiles_a_preinst_removed_or_now_plain_files_are_forgotten_as_dpkg_forgets_them() {
+    let debs = Debs::new();
+    let v1 = debs.build(
+        Pkg::new("scr-conf", "1.0", "amd64")
+            .conffile("/etc/scr-conf/a.conf", b"a 1\n")
+            .conffile("/etc/scr-conf/b.conf", b"b 1\n")
+            .conffile("/etc/scr-conf/c.conf", b"c 1\n"),
+    );
+    let v2 = debs.build(
+        Pkg::new("scr-conf", "2.0", "amd64")
+            .file("/etc/scr-conf/b.conf", b"b 2\n", 0o644)
+            .script("preinst", "#!/bin/sh\nrm -f /etc/scr-conf/a.conf\n"),
+    );
+    let o = Scripted::new("conffiles forgotten at an upgrade");
+    o.both(|root| dpkg_install(root, &v1));
+    o.unpack(&[&v2], 0);
+    let stanza = status_of(o.theirs.path(), "scr-conf:amd64");
+    let conffiles = field(&stanza, "Conffiles").unwrap_or_default();
+    assert!(!conffiles.contains("a.conf") && !conffiles.contains("b.conf"), "{conffiles}");
+    assert!(
+        conffiles.contains("/etc/scr-conf/c.conf") && conffiles.contains("obsolete"),
+        "{conffiles}"
+    );
+    o.configure();
+}

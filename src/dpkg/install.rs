@@ -295,7 +295,7 @@ impl Database {
         done: &mut Finished,
     ) -> Result<()> {
         let old = inc.old.map(|o| &self.installed.packages[o]);
-        let (conffiles, list) = self.conffiles_and_list(inc)?;
+        let (conffiles, list) = self.conffiles_and_list(tx, inc)?;
         if let Some(slot) = inc.slot {
             done.gone.insert(slot);
         }
@@ -331,8 +331,16 @@ impl Database {
 
     /// The package's conffiles as its status stanza records them (the new ones with the old
     /// version's hash where it had them, the old ones it no longer ships obsolete) and its
-    /// list (those obsolete ones included, as dpkg lists them).
-    fn conffiles_and_list(&self, inc: &Incoming) -> Result<(Vec<Conffile>, Vec<PathBuf>)> {
+    /// list (those obsolete ones included, as dpkg lists them). An old conffile is obsolete
+    /// only where it is still on disk and not a directory, and the new version does not ship
+    /// the path at all, as dpkg decides (src/main/unpack.c pkg_remove_old_files): one a preinst
+    /// removed or moved away (`dpkg-maintscript-helper rm_conffile`, `mv_conffile`) is
+    /// forgotten, and one the new version ships as a plain file is one of its files.
+    fn conffiles_and_list(
+        &self,
+        tx: &mut Transaction<'_>,
+        inc: &Incoming,
+    ) -> Result<(Vec<Conffile>, Vec<PathBuf>)> {
         let old = inc.old.map(|o| &self.installed.packages[o]);
         let old_conffiles = match old.and_then(|o| o.stanza.get("Conffiles")) {
             Some(v) => status::parse_conffiles_field(v)
@@ -355,10 +363,15 @@ impl Database {
             .collect();
         let mut list = inc.list.clone();
         for c in old_conffiles.iter().filter(|c| !inc.conffiles.contains(&c.path)) {
-            conffiles.push(Conffile { obsolete: true, remove_on_upgrade: false, ..c.clone() });
-            if !inc.listed.contains(&c.path) {
-                list.push(c.path.clone());
+            if inc.listed.contains(&c.path) {
+                continue;
             }
+            let on_disk = relative(&divert(&self.installed, &c.path, &inc.name));
+            if tx.stamp(&on_disk).is_none_or(|(_, stamp)| stamp.is_dir()) {
+                continue;
+            }
+            conffiles.push(Conffile { obsolete: true, remove_on_upgrade: false, ..c.clone() });
+            list.push(c.path.clone());
         }
         Ok((conffiles, list))
     }

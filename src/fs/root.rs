@@ -85,6 +85,11 @@ impl Stamp {
             ctime: (st.st_ctime as i64, st.st_ctime_nsec as u64),
         }
     }
+
+    /// Whether it describes a directory.
+    pub fn is_dir(&self) -> bool {
+        FileType::from_raw_mode(self.mode) == FileType::Directory
+    }
 }
 
 /// Why a lookup failed.
