@@ -1026,3 +1026,128 @@ fn conffiles_a_preinst_removed_or_now_plain_files_are_forgotten_as_dpkg_forgets_
     );
     o.configure();
 }
+
+/// `NAME 1.0` interested in `interests` (a triggers member's lines), configured in both roots.
+fn interested(debs: &Debs, name: &str, triggers: &str) -> PathBuf {
+    debs.build(
+        logging(Pkg::new(name, "1.0", "amd64"), name, "1.0")
+            .file(&format!("/usr/share/{name}/file"), b"i\n", 0o644)
+            .member("triggers", triggers.as_bytes()),
+    )
+}
+
+/// What an upgrade's directives activate, as dpkg records it: the installed version's
+/// `activate` directives too (v1's, which v2 dropped), an `activate /PATH` directive the file
+/// interests in the path's parents, and, the activator having been installed, an explicit
+/// activation leaves it awaiting the interested package (`Triggers-Awaited`, its status
+/// `triggers-awaited` until dpkg --configure).
+#[test]
+fn an_upgrade_s_old_and_new_activate_directives_are_recorded_as_dpkg_records_them() {
+    let debs = Debs::new();
+    let ei = interested(
+        &debs,
+        "scr-tx",
+        "interest scr-tx-old\ninterest scr-tx-new\ninterest /usr/share/scr-watch\n",
+    );
+    let activator = |version: &str, triggers: &str| {
+        debs.build(
+            logging(Pkg::new("scr-tz", version, "amd64"), "scr-tz", version)
+                .file("/usr/share/scr-tz/file", version.as_bytes(), 0o644)
+                .member("triggers", triggers.as_bytes()),
+        )
+    };
+    let v1 = activator("1.0", "activate-noawait scr-tx-old\n");
+    let v2 =
+        activator("2.0", "activate scr-tx-new\nactivate-noawait /usr/share/scr-watch/deeper/x\n");
+    let o = Scripted::new("an upgrade's activate directives");
+    o.both(|root| {
+        dpkg_install(root, &ei);
+        dpkg_install(root, &v1);
+        dpkg_configure(root, &[]);
+    });
+    o.unpack(&[&v2], 0);
+    let tx = status_of(o.theirs.path(), "scr-tx:amd64");
+    let pending = field(&tx, "Triggers-Pending").unwrap_or_default();
+    for t in ["scr-tx-old", "scr-tx-new", "/usr/share/scr-watch"] {
+        assert!(pending.split(' ').any(|p| p == t), "dpkg made {t} pending: {tx:?}");
+    }
+    let tz = status_of(o.theirs.path(), "scr-tz:amd64");
+    assert_eq!(field(&tz, "Triggers-Awaited").as_deref(), Some("scr-tx"), "{tz:?}");
+    o.configure();
+}
+
+/// A file-trigger interest whose line changes form across an upgrade (`scr-tf:amd64`, a
+/// Multi-Arch: same version's, to `scr-tf/noawait`): the old line goes, as dpkg's interest
+/// delete finds it by package, never left beside the new one (dpkg then refuses the database:
+/// "duplicate file trigger interest").
+#[test]
+fn an_interest_that_changes_form_replaces_the_old_line() {
+    let debs = Debs::new();
+    let v1 = debs.build(
+        logging(Pkg::new("scr-tf", "1.0", "amd64"), "scr-tf", "1.0")
+            .field("Multi-Arch", "same")
+            .file("/usr/share/scr-tf/file", b"1\n", 0o644)
+            .member("triggers", b"interest /usr/share/scr-form\n"),
+    );
+    let v2 = debs.build(
+        logging(Pkg::new("scr-tf", "2.0", "amd64"), "scr-tf", "2.0")
+            .file("/usr/share/scr-tf/file", b"2\n", 0o644)
+            .member("triggers", b"interest-noawait /usr/share/scr-form\n"),
+    );
+    let o = Scripted::new("an interest changing form");
+    o.both(|root| dpkg_install(root, &v1));
+    assert_eq!(
+        content(o.theirs.path(), "var/lib/dpkg/triggers/File"),
+        "/usr/share/scr-form scr-tf:amd64\n"
+    );
+    o.unpack(&[&v2], 0);
+    assert_eq!(
+        content(o.theirs.path(), "var/lib/dpkg/triggers/File"),
+        "/usr/share/scr-form scr-tf/noawait\n"
+    );
+    o.configure();
+}
+
+/// What a maintainer script queues with `dpkg-trigger` (a line `TRIGGER AWAITER` appended to
+/// triggers/Unincorp, as dpkg-trigger appends it) is incorporated after the unpack phase's
+/// scripts, as dpkg incorporates it after each script: the interested package pending, the
+/// awaiter awaiting it, Unincorp empty again.
+#[test]
+fn a_trigger_a_preinst_queues_with_dpkg_trigger_is_incorporated() {
+    let debs = Debs::new();
+    let ei = interested(&debs, "scr-tq", "interest scr-tq-queued\n");
+    let preinst = format!(
+        "{}echo 'scr-tq-queued scr-tw' >> /var/lib/dpkg/triggers/Unincorp\nexit 0\n",
+        logging_script("scr-tw_1.0", "preinst").replace("exit 0\n", "")
+    );
+    let queuer = debs.build(
+        logging(Pkg::new("scr-tw", "1.0", "amd64"), "scr-tw", "1.0")
+            .file("/usr/share/scr-tw/file", b"w\n", 0o644)
+            .script("preinst", &preinst),
+    );
+    let o = Scripted::new("dpkg-trigger in a preinst");
+    o.both(|root| dpkg_install(root, &ei));
+    o.unpack(&[&queuer], 0);
+    assert_pending(&o, "scr-tq", "scr-tq-queued");
+    let tw = status_of(o.theirs.path(), "scr-tw:amd64");
+    assert_eq!(field(&tw, "Triggers-Awaited").as_deref(), Some("scr-tq"), "{tw:?}");
+    o.configure();
+}
+
+/// Two file triggers made pending by one package: `Triggers-Pending` lists the newest first,
+/// as dpkg prepends each.
+#[test]
+fn two_pending_file_triggers_are_listed_as_dpkg_lists_them() {
+    let debs = Debs::new();
+    let ei =
+        interested(&debs, "scr-t2", "interest /usr/share/scr-t2a\ninterest /usr/share/scr-t2b\n");
+    let activator = debs.build(
+        logging(Pkg::new("scr-t2x", "1.0", "amd64"), "scr-t2x", "1.0")
+            .file("/usr/share/scr-t2a/x", b"a\n", 0o644)
+            .file("/usr/share/scr-t2b/x", b"b\n", 0o644),
+    );
+    let o = Scripted::new("two pending triggers");
+    o.both(|root| dpkg_install(root, &ei));
+    o.unpack(&[&activator], 0);
+    o.configure();
+}

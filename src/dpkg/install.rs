@@ -272,9 +272,6 @@ impl Database {
         let refs: Vec<&Stanza> = stanzas.iter().collect();
         let admin_rel = &self.admin.rel;
         tx.add_generated(&admin_rel.join("status"), &status::write_status(&refs), 0o644)?;
-        if db.triggers_missing {
-            tx.add_generated_dir(&admin_rel.join("triggers"), 0o755)?;
-        }
         if db.format_missing {
             tx.add_generated(&admin_rel.join("info/format"), b"1\n", 0o644)?;
         }

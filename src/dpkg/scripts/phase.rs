@@ -323,7 +323,7 @@ impl Database {
         let refs: Vec<&Stanza> = stanzas.iter().collect();
         tx.add_generated(&self.admin.rel.join("status"), &status::write_status(&refs), 0o644)?;
         if self.installed.triggers_missing {
-            tx.add_generated_dir(&self.admin.rel.join("triggers"), 0o755)?;
+            self.make_triggers_dir(tx)?;
         }
         tx.plan_removals(self.record_paths())?;
         Ok(true)
