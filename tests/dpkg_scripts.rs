@@ -1076,15 +1076,15 @@ fn an_upgrade_s_old_and_new_activate_directives_are_recorded_as_dpkg_records_the
     o.configure();
 }
 
-/// A file-trigger interest whose line changes form across an upgrade (`scr-tf:amd64`, a
-/// Multi-Arch: same version's, to `scr-tf/noawait`): the old line goes, as dpkg's interest
-/// delete finds it by package, never left beside the new one (dpkg then refuses the database:
-/// "duplicate file trigger interest").
+/// A file-trigger interest whose line changes form across a cross-grade (`scr-tf:i386`, a
+/// Multi-Arch: same i386 instance's, to `scr-tf/noawait`, the amd64 version that replaces it):
+/// the old line goes, as dpkg's interest delete finds it by package, never left beside the new
+/// one (dpkg then refuses the database: "duplicate file trigger interest").
 #[test]
 fn an_interest_that_changes_form_replaces_the_old_line() {
     let debs = Debs::new();
     let v1 = debs.build(
-        logging(Pkg::new("scr-tf", "1.0", "amd64"), "scr-tf", "1.0")
+        logging(Pkg::new("scr-tf", "1.0", "i386"), "scr-tf", "1.0")
             .field("Multi-Arch", "same")
             .file("/usr/share/scr-tf/file", b"1\n", 0o644)
             .member("triggers", b"interest /usr/share/scr-form\n"),
@@ -1095,10 +1095,14 @@ fn an_interest_that_changes_form_replaces_the_old_line() {
             .member("triggers", b"interest-noawait /usr/share/scr-form\n"),
     );
     let o = Scripted::new("an interest changing form");
-    o.both(|root| dpkg_install(root, &v1));
+    o.both(|root| {
+        let r = dpkg(root, &["--add-architecture", "i386"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        dpkg_install(root, &v1);
+    });
     assert_eq!(
         content(o.theirs.path(), "var/lib/dpkg/triggers/File"),
-        "/usr/share/scr-form scr-tf:amd64\n"
+        "/usr/share/scr-form scr-tf:i386\n"
     );
     o.unpack(&[&v2], 0);
     assert_eq!(

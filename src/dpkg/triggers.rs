@@ -158,9 +158,12 @@ impl Database {
     fn replace_interests(&self, interests: &mut Interests, directives: &[Vec<Directive>]) {
         for (inc, dirs) in self.incoming.iter().zip(directives) {
             let who = status::info_name(&inc.name, &inc.arch, inc.multi_arch_same);
+            // The package's interests are found by package, whatever the line's form: its own
+            // architecture's, or the instance it replaces (a cross-grade's).
+            let old_arch = inc.old.map(|o| self.installed.packages[o].arch.as_str());
             let mine = |p: &str| {
                 let (name, arch) = p.split_once(':').map_or((p, None), |(n, a)| (n, Some(a)));
-                name == inc.name && arch.is_none_or(|a| a == inc.arch)
+                name == inc.name && arch.is_none_or(|a| a == inc.arch || Some(a) == old_arch)
             };
             interests.file.retain(|i| !mine(&i.package));
             for (_, list) in interests.explicit.values_mut() {
