@@ -1155,3 +1155,77 @@ fn two_pending_file_triggers_are_listed_as_dpkg_lists_them() {
     o.unpack(&[&activator], 0);
     o.configure();
 }
+
+/// `scr-ms` VERSION for ARCH, Multi-Arch: same, with the logging scripts and a shared file
+/// whose content is `shared`.
+fn multi_arch(debs: &Debs, version: &str, arch: &str, shared: &str) -> PathBuf {
+    debs.build(
+        logging(Pkg::new("scr-ms", version, arch), "scr-ms", version)
+            .field("Multi-Arch", "same")
+            .file("/usr/share/scr-ms/shared", shared.as_bytes(), 0o644)
+            .file(&format!("/usr/lib/scr-ms/{arch}"), arch.as_bytes(), 0o644),
+    )
+}
+
+/// Both roots with i386 enabled and scr-ms 1.0:amd64 installed.
+fn multi_arch_roots(what: &str, amd64: &Path) -> Scripted {
+    let o = Scripted::new(what);
+    o.both(|root| {
+        let r = dpkg(root, &["--add-architecture", "i386"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        dpkg_install(root, amd64);
+    });
+    o
+}
+
+/// A Multi-Arch: same instance whose shared file differs from the installed instance's, both
+/// of one version: refused as dpkg refuses it ("trying to overwrite shared ..., which is
+/// different from other instances"), exit 1; the same file is accepted.
+#[test]
+fn a_multi_arch_same_shared_file_must_be_the_same_in_every_instance() {
+    let debs = Debs::new();
+    let amd64 = multi_arch(&debs, "1.0", "amd64", "shared\n");
+    let differs = multi_arch(&debs, "1.0", "i386", "not the same\n");
+    let o = multi_arch_roots("a shared file that differs", &amd64);
+    let theirs = dpkg_try_unpack(o.theirs.path(), &NO_TRIGGERS, &[&differs]);
+    assert_eq!(theirs.code, 1, "{}", theirs.stderr);
+    assert!(theirs.stderr.contains("which is different from other instances"), "{}", theirs.stderr);
+    let ours = ours_try_unpack(o.ours.path(), &[], &[&differs]);
+    assert_eq!(ours.code, 1, "{}", ours.stderr);
+    assert!(ours.stderr.contains("/usr/share/scr-ms/shared"), "{}", ours.stderr);
+    assert_eq!(content(o.ours.path(), "usr/share/scr-ms/shared"), "shared\n");
+
+    let same = multi_arch(&debs, "1.0", "i386", "shared\n");
+    let o = multi_arch_roots("a shared file that is the same", &amd64);
+    o.unpack(&[&same], 0);
+    o.configure();
+}
+
+/// An instance of another version takes the set out of sync: dpkg deconfigures the installed
+/// instance first (recorded `half-configured`, then its `prerm deconfigure in-favour
+/// scr-ms:i386 2.0`), and so does the engine: the same calls, environment and database.
+#[test]
+fn an_instance_of_another_version_deconfigures_the_installed_ones_as_dpkg_does() {
+    let debs = Debs::new();
+    let amd64 = multi_arch(&debs, "1.0", "amd64", "1\n");
+    let i386 = multi_arch(&debs, "2.0", "i386", "2\n");
+    let o = multi_arch_roots("a Multi-Arch: same set out of sync", &amd64);
+    o.unpack(&[&i386], 0);
+    assert_ends_with(
+        &o,
+        &[
+            "scr-ms_1.0 prerm [deconfigure] [in-favour] [scr-ms:i386] [2.0]",
+            "scr-ms_2.0 preinst [install]",
+        ],
+    );
+    let stanza = status_of(o.theirs.path(), "scr-ms:amd64");
+    assert_eq!(
+        field(&stanza, "Status").as_deref(),
+        Some("install ok half-configured"),
+        "{stanza:?}"
+    );
+    // dpkg --configure refuses a set of two versions on both sides alike (apt would unpack
+    // scr-ms:amd64 2.0 first); dpkg --audit says the same of both.
+    let audit = |root: &Path| dpkg(root, &["--audit"]).stdout;
+    assert_eq!(audit(o.ours.path()), audit(o.theirs.path()));
+}

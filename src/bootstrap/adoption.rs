@@ -106,7 +106,7 @@ fn plan<'w>(
         let mut mapped = entry.clone();
         let step = match db.map_entry(&mut mapped)? {
             Action::Skip => Step::Skip,
-            Action::Write { hash: true } => return Ok(None),
+            Action::Write { hash: true } | Action::Shared { .. } => return Ok(None),
             Action::Write { hash: false } if mapped.kind == Kind::Dir => Step::Write(mapped, &[]),
             Action::Write { hash: false } => {
                 let unchanged = mapped == *entry

@@ -31,6 +31,10 @@ pub(super) struct Incoming {
     /// The stanza its own replaces: `old`'s, or a `not-installed` one of its name and
     /// architecture.
     pub(super) slot: Option<usize>,
+    /// The other installed instances of its name it deconfigures, as dpkg does with a
+    /// Multi-Arch: same set it takes out of sync (src/main/unpack.c): configured ones of
+    /// another version, left `half-configured` (their `prerm deconfigure in-favour` run).
+    pub(super) deconfigures: Vec<usize>,
     pub(super) conffiles: Vec<PathBuf>,
     pub(super) replaces: Vec<Relation>,
     /// The package's paths as dpkg lists them, in archive order.

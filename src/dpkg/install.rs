@@ -27,7 +27,7 @@ use crate::error::{escape, Error, Result};
 use crate::read::control::ControlArchive;
 use crate::read::entry::{Entry, Kind};
 use crate::report::DatabaseReport;
-use crate::txn::transaction::Transaction;
+use crate::txn::transaction::{OnDisk, Transaction};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -57,6 +57,21 @@ pub enum Action {
     /// Do not write it: an installed package that replaces this one keeps the path, or a
     /// Multi-Arch: same sibling of this call wrote the shared file already.
     Skip,
+    /// Do not write it, but check that it is what the installed Multi-Arch: same instances of
+    /// the package, all of the new version, have there (src/main/archives.c
+    /// tarobject_matches): the same is left as it is, as dpkg leaves it; one that differs is
+    /// refused (exit 1).
+    Shared { hash: bool, expect: Shared },
+}
+
+/// What a shared file of Multi-Arch: same instances must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shared {
+    /// What is at its final name now: the same symlink target, or a regular file of the same
+    /// md5.
+    OnDisk,
+    /// A conffile: the md5 an installed instance's `Conffiles` records for it.
+    Md5(String),
 }
 
 impl Database {
@@ -118,6 +133,7 @@ impl Database {
             None => Vec::new(),
         };
         let md5sums = (!archive.members.iter().any(|m| m.name == "md5sums")).then(Vec::new);
+        let deconfigures = self.out_of_sync(&name, old, &archive.control.version);
         self.incoming.push(Incoming {
             control,
             archive,
@@ -126,6 +142,7 @@ impl Database {
             multi_arch_same,
             old,
             slot,
+            deconfigures,
             conffiles: conffiles.into_iter().map(|c| c.path).collect(),
             replaces,
             list: Vec::new(),
@@ -137,6 +154,27 @@ impl Database {
             scripts_ran: false,
         });
         Ok(())
+    }
+
+    /// The installed instances of `name` (not `old`, the one the package replaces) that a
+    /// package of `version` takes out of sync: configured (or with triggers to run) at another
+    /// version, and not deconfigured by an earlier package of the call already.
+    fn out_of_sync(&self, name: &str, old: Option<usize>, version: &str) -> Vec<usize> {
+        let taken: HashSet<usize> =
+            self.incoming.iter().flat_map(|i| i.deconfigures.iter().copied()).collect();
+        let configured = |p: &status::Package| {
+            matches!(
+                p.status.state,
+                State::Installed | State::TriggersPending | State::TriggersAwaited
+            )
+        };
+        (0..self.installed.packages.len())
+            .filter(|&o| Some(o) != old && !taken.contains(&o))
+            .filter(|&o| {
+                let p = &self.installed.packages[o];
+                p.name == name && configured(p) && p.version != version
+            })
+            .collect()
     }
 
     /// Decides about one entry of the package begun last, and changes its path, owner and mode
@@ -201,6 +239,7 @@ impl Database {
         }
         // Keyed on the package's path, applied to what is written for it (its divert-to name,
         // its `.dpkg-new`), as dpkg applies it (src/main/archives.c, tarobject).
+        let shared = Database::shared_check(db, inc, &listed, &entry.kind);
         if let Some(&(uid, gid, mode)) = db.overrides.get(&listed) {
             (entry.uid, entry.gid, entry.mode) = (uid, gid, mode);
         }
@@ -222,7 +261,42 @@ impl Database {
             inc.written_as.insert(listed, target);
         }
         let hash = inc.md5sums.is_some() && matches!(entry.kind, Kind::File { .. });
-        Ok(Action::Write { hash })
+        match shared {
+            Some(expect) => Ok(Action::Shared { hash, expect }),
+            None => Ok(Action::Write { hash }),
+        }
+    }
+
+    /// Whether `path` of package `inc` is a file its installed Multi-Arch: same instances share
+    /// and must find it the same, and with what: when every other instance present (beyond
+    /// config-files) has the new version (dpkg's pkgset_getting_in_sync) and one lists the path
+    /// (not a directory). A conffile is held to the hash an instance recorded for it.
+    fn shared_check(db: &Installed, inc: &Incoming, path: &Path, kind: &Kind) -> Option<Shared> {
+        if !inc.multi_arch_same || matches!(kind, Kind::Dir) {
+            return None;
+        }
+        let siblings: Vec<usize> = db
+            .packages
+            .iter()
+            .enumerate()
+            .filter(|(o, p)| {
+                Some(*o) != inc.old
+                    && p.name == inc.name
+                    && p.multi_arch_same
+                    && !matches!(p.status.state, State::NotInstalled | State::ConfigFiles)
+            })
+            .map(|(o, _)| o)
+            .collect();
+        let in_sync = !siblings.is_empty()
+            && siblings.iter().all(|&o| db.packages[o].version == inc.archive.control.version);
+        let lists = |o: &usize| db.owners.get(path).is_some_and(|owners| owners.contains(o));
+        let owner = siblings.iter().find(|o| lists(o)).filter(|_| in_sync)?;
+        if !inc.conffiles.iter().any(|c| c == path) {
+            return Some(Shared::OnDisk);
+        }
+        let conffiles = db.packages[*owner].stanza.get("Conffiles")?;
+        let recorded = status::parse_conffiles_field(conffiles).ok()?;
+        recorded.into_iter().find(|c| c.path == path).map(|c| Shared::Md5(c.hash))
     }
 
     /// Forgets what [`Database::map_entry`] learned of the entries of the package begun last,
@@ -249,6 +323,53 @@ impl Database {
         }
     }
 
+    /// Checks a shared file of Multi-Arch: same instances, `archive_path` of the package begun
+    /// last, against what is at its final name `written`: `md5` is what the archive has (for a
+    /// regular file), `kind` what the entry is. One that differs from what the other instances
+    /// have is refused, as dpkg refuses it ("trying to overwrite shared ..."): exit 1, the call
+    /// rolled back.
+    pub fn check_shared(
+        &self,
+        tx: &mut Transaction<'_>,
+        archive_path: &Path,
+        written: &Path,
+        kind: &Kind,
+        md5: Option<&str>,
+        expect: &Shared,
+    ) -> Result<()> {
+        let same = match (expect, kind) {
+            (Shared::Md5(hash), _) => md5 == Some(hash.as_str()),
+            (Shared::OnDisk, Kind::Symlink { target }) => {
+                matches!(tx.on_disk(written)?, OnDisk::Symlink(t) if t == *target)
+            }
+            (Shared::OnDisk, Kind::File { .. }) => match tx.on_disk(written)? {
+                OnDisk::File(file) => {
+                    let mut reader = std::io::BufReader::new(file);
+                    let mut hashing = super::md5::Hashing::new(&mut reader);
+                    std::io::copy(&mut hashing, &mut std::io::sink())
+                        .map_err(|e| Error::root(tx.root().display(written), "reading", e))?;
+                    md5 == Some(hashing.finish().as_str())
+                }
+                OnDisk::Nothing => true,
+                _ => false,
+            },
+            (Shared::OnDisk, _) => true,
+        };
+        if same {
+            return Ok(());
+        }
+        let Some(inc) = self.incoming.last() else {
+            return Err(Error::Internal("a shared file before its package".into()));
+        };
+        Err(Error::Conflict {
+            path: list_path(archive_path),
+            reason: format!(
+                "{} ({}) would overwrite a shared file which is different from other instances of package {}",
+                inc.name, inc.archive.control.version, inc.name
+            ),
+        })
+    }
+
     /// Hands the transaction the rest of the work: the files to remove after the renames and
     /// every database file. Returns what each package's report says about the database.
     pub fn finish(&mut self, tx: &mut Transaction<'_>) -> Result<Vec<DatabaseReport>> {
@@ -259,12 +380,24 @@ impl Database {
         }
         self.finish_losers(tx, &all_new, &mut done)?;
         let db = &self.installed;
+        let deconfigured: HashSet<usize> =
+            self.incoming.iter().flat_map(|i| i.deconfigures.iter().copied()).collect();
         let mut stanzas: Vec<Stanza> = db
             .packages
             .iter()
             .enumerate()
             .filter(|(i, _)| !done.gone.contains(i))
-            .map(|(_, p)| p.stanza.clone())
+            .map(|(i, p)| {
+                let mut stanza = p.stanza.clone();
+                if deconfigured.contains(&i) {
+                    if let Some(version) = config_version(p) {
+                        status::set_known(&mut stanza, "Config-Version", version.to_string());
+                    }
+                    let half = StatusField { state: State::HalfConfigured, ..p.status };
+                    status::set_known(&mut stanza, "Status", half.to_string());
+                }
+                stanza
+            })
             .collect();
         let first_new = stanzas.len();
         stanzas.extend(done.new_stanzas);

@@ -34,6 +34,19 @@ impl Database {
         self.note(tx, &stanza)
     }
 
+    /// Records the installed package `o` (another instance of a package of the call) as
+    /// `half-configured`, as dpkg notes a package it deconfigures, before its prerm runs.
+    pub(super) fn note_deconfigured(&mut self, tx: &Transaction<'_>, o: usize) -> Result<()> {
+        let old = &self.installed.packages[o];
+        let mut stanza = old.stanza.clone();
+        if let Some(version) = super::install::config_version(old) {
+            status::set_known(&mut stanza, "Config-Version", version.to_string());
+        }
+        let half = StatusField { state: State::HalfConfigured, ..old.status };
+        status::set_known(&mut stanza, "Status", half.to_string());
+        self.note(tx, &stanza)
+    }
+
     /// Records package `index` of the call as `install reinstreq half-installed`: before its
     /// new preinst runs. An upgrade (or a package with only config files left) keeps its
     /// installed fields; a new package is recorded with the few fields dpkg gives it then

@@ -27,6 +27,7 @@ use std::ffi::{CStr, CString, OsStr, OsString};
 use std::fs::File;
 use std::io::{BufRead, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
 /// What a file the engine writes for dpkg's database is called in errors, where a package's
@@ -80,6 +81,14 @@ struct Identity {
     euid: u32,
     egid: u32,
     umask: u32,
+}
+
+/// What [`Transaction::on_disk`] finds at a final name.
+pub enum OnDisk {
+    Nothing,
+    File(File),
+    Symlink(PathBuf),
+    Other,
 }
 
 /// A transaction in its write phase.
@@ -445,6 +454,38 @@ impl<'a> Transaction<'a> {
     pub fn stamp(&mut self, path: &Path) -> Option<(PathBuf, Stamp)> {
         let slots = &self.slots;
         self.root.stamp(path, &|p| pending(slots, p))
+    }
+
+    /// What is at the final name `path` on disk now, as the transaction has not changed it:
+    /// a regular file opened for reading, a symlink's target, something else, or nothing. Only
+    /// read: a shared file of Multi-Arch: same instances is compared with it ([`crate::dpkg`]).
+    pub fn on_disk(&mut self, path: &Path) -> Result<OnDisk> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Ok(OnDisk::Nothing);
+        };
+        let slots = &self.slots;
+        let Ok((_, dir)) = self.root.resolve_dir(parent, Create::Never, &|p| pending(slots, p))
+        else {
+            return Ok(OnDisk::Nothing);
+        };
+        let shown = self.root.display(path);
+        let st = match rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::NOENT) => return Ok(OnDisk::Nothing),
+            Err(e) => return Err(Error::root(&shown, "stat", e)),
+        };
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::Symlink => rustix::fs::readlinkat(dir.fd(), name, Vec::new())
+                .map(|t| OnDisk::Symlink(PathBuf::from(OsString::from_vec(t.into_bytes()))))
+                .map_err(|e| Error::root(&shown, "readlink", e)),
+            FileType::RegularFile => {
+                let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+                let fd = rustix::fs::openat(dir.fd(), name, flags, Mode::empty())
+                    .map_err(|e| Error::root(&shown, "opening", e))?;
+                Ok(OnDisk::File(File::from(fd)))
+            }
+            _ => Ok(OnDisk::Other),
+        }
     }
 
     /// Takes `entry` (not a directory) of package number `pkg` as it is on disk, written by an

@@ -228,5 +228,17 @@ pub(crate) fn write_entry(
             }
             added
         }
+        Action::Shared { hash, expect } => {
+            let mut hashing = crate::dpkg::md5::Hashing::new(data);
+            std::io::copy(&mut hashing, &mut std::io::sink())
+                .map_err(|e| Error::bad(path, e.to_string()))?;
+            let sum = hashing.finish();
+            let md5 = matches!(entry.kind, Kind::File { .. }).then_some(sum.as_str());
+            db.check_shared(tx, &archive_path, &entry.path, &entry.kind, md5, &expect)?;
+            if hash {
+                db.file_hashed(&archive_path, sum);
+            }
+            Ok(())
+        }
     }
 }

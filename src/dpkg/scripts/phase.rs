@@ -11,7 +11,7 @@
 //! copied aside before the commit, since the commit's renames replace the info files they live
 //! in.
 
-use super::runner::{self as scripts, Call, Owner, NEW_SCRIPTS};
+use super::runner::{self as scripts, Call, Of, Owner, NEW_SCRIPTS};
 use crate::dpkg::database::Database;
 use crate::dpkg::format::deb822::{Field, Stanza};
 use crate::dpkg::format::status::{self, State, StatusField, Want};
@@ -80,11 +80,11 @@ impl Database {
                 }
                 let args = vec!["upgrade".to_string(), new_version.clone()];
                 if self
-                    .call_noted(index, &Call { new: false, script: "prerm", args: args.clone() })?
+                    .call_noted(index, &Call { of: Of::Old, script: "prerm", args: args.clone() })?
                     == Some(false)
                 {
                     let fallback = Call {
-                        new: true,
+                        of: Of::New,
                         script: "prerm",
                         args: vec![
                             "failed-upgrade".into(),
@@ -97,7 +97,7 @@ impl Database {
                             self.call_noted(
                                 index,
                                 &Call {
-                                    new: false,
+                                    of: Of::Old,
                                     script: "postinst",
                                     args: vec!["abort-upgrade".into(), new_version.clone()],
                                 },
@@ -113,7 +113,7 @@ impl Database {
                 }
                 if *state != State::HalfConfigured {
                     self.incoming[index].unwind.push(Call {
-                        new: false,
+                        of: Of::Old,
                         script: "postinst",
                         args: vec!["abort-upgrade".into(), new_version.clone()],
                     });
@@ -132,12 +132,14 @@ impl Database {
                 vec!["abort-upgrade".into(), v.clone(), new_version.clone()],
             ),
         };
-        // Undone in reverse: the postrm abort-* first, then the old postinst abort-upgrade.
-        self.incoming[index].unwind.insert(0, Call { new: true, script: "postrm", args: abort });
+        self.deconfigure_siblings(index, tx)?;
+        // Undone in reverse: the postrm abort-* first, then the siblings' postinst
+        // abort-deconfigure, then the old postinst abort-upgrade.
+        self.incoming[index].unwind.insert(0, Call { of: Of::New, script: "postrm", args: abort });
         if self.incoming[index].archive.members.iter().any(|m| m.name == "preinst") {
             self.note_half_installed(tx, index)?;
         }
-        if self.call_noted(index, &Call { new: true, script: "preinst", args: args.clone() })?
+        if self.call_noted(index, &Call { of: Of::New, script: "preinst", args: args.clone() })?
             == Some(false)
         {
             return Err(scripts::failed(
@@ -149,6 +151,50 @@ impl Database {
         }
         // The files are written where the diversions say after the preinst, as dpkg writes them.
         self.installed.diversions = self.admin.diversions()?;
+        Ok(())
+    }
+
+    /// The installed instances package `index` deconfigures (a Multi-Arch: same set it takes
+    /// out of sync), as dpkg deconfigures them before the new preinst: each recorded
+    /// `half-configured`, then its `prerm deconfigure in-favour PKG VERSION`, undone by its
+    /// `postinst abort-deconfigure in-favour PKG VERSION` if the call fails.
+    fn deconfigure_siblings(&mut self, index: usize, tx: &Transaction<'_>) -> Result<()> {
+        let inc = &self.incoming[index];
+        let favour = status::info_name(&inc.name, &inc.arch, inc.multi_arch_same);
+        let version = inc.archive.control.version.clone();
+        for sibling in inc.deconfigures.clone() {
+            let has_prerm = {
+                let file = format!("{}.prerm", self.installed.packages[sibling].info_name());
+                rustix::fs::statat(
+                    self.admin.info.fd(),
+                    file.as_str(),
+                    rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+                )
+                .is_ok()
+            };
+            let args = |action: &str| {
+                vec![action.to_string(), "in-favour".into(), favour.clone(), version.clone()]
+            };
+            if has_prerm {
+                self.note_deconfigured(tx, sibling)?;
+            }
+            let prerm =
+                Call { of: Of::Installed(sibling), script: "prerm", args: args("deconfigure") };
+            if self.call_noted(index, &prerm)? == Some(false) {
+                return Err(scripts::failed(
+                    &self.installed.packages[sibling].name,
+                    "prerm",
+                    &to_str(&prerm.args),
+                    "unwound as Debian Policy 6.6 says; the root's files are as they were",
+                ));
+            }
+            let undo = Call {
+                of: Of::Installed(sibling),
+                script: "postinst",
+                args: args("abort-deconfigure"),
+            };
+            self.incoming[index].unwind.insert(0, undo);
+        }
         Ok(())
     }
 
@@ -206,8 +252,7 @@ impl Database {
             let args = vec!["upgrade".to_string(), new_version.clone()];
             let dir = self.new_dir(index)?;
             let in_root = self.in_root(&dir);
-            let ran =
-                self.run_in(index, Whose::Old, &dir, &in_root, "old-postrm", "postrm", &args)?;
+            let ran = self.run_in(index, Of::Old, &dir, &in_root, "old-postrm", "postrm", &args)?;
             if ran == Some(false) {
                 let fallback = vec!["failed-upgrade".to_string(), old_version, new_version];
                 if self.run_new(index, "postrm", &fallback)? != Some(true) {
@@ -377,27 +422,25 @@ impl Database {
         self.incoming.iter().any(|i| i.scripts_ran)
     }
 
-    /// Runs `call` for package `index`: its new script, or the installed version's in `info/`.
+    /// Runs `call` for package `index`: its new script, the installed version's in `info/`, or
+    /// a sibling instance's there.
     fn call(&self, index: usize, call: &Call) -> Result<Option<bool>> {
-        if call.new {
-            if !self.incoming[index].archive.members.iter().any(|m| m.name == call.script) {
-                return Ok(None);
+        let installed = match call.of {
+            Of::New => {
+                if !self.incoming[index].archive.members.iter().any(|m| m.name == call.script) {
+                    return Ok(None);
+                }
+                return self.run_new(index, call.script, &call.args);
             }
-            self.run_new(index, call.script, &call.args)
-        } else {
-            let Some(o) = self.incoming[index].old else { return Ok(None) };
-            let file = format!("{}.{}", self.installed.packages[o].info_name(), call.script);
-            let in_root = self.in_root(&self.admin.info);
-            self.run_in(
-                index,
-                Whose::Old,
-                &self.admin.info,
-                &in_root,
-                &file,
-                call.script,
-                &call.args,
-            )
-        }
+            Of::Old => match self.incoming[index].old {
+                Some(o) => o,
+                None => return Ok(None),
+            },
+            Of::Installed(o) => o,
+        };
+        let file = format!("{}.{}", self.installed.packages[installed].info_name(), call.script);
+        let in_root = self.in_root(&self.admin.info);
+        self.run_in(index, call.of, &self.admin.info, &in_root, &file, call.script, &call.args)
     }
 
     /// Runs the new `script` of package `index` as dpkg runs it: from `ADMIN/tmp.ci/`, where the
@@ -406,7 +449,7 @@ impl Database {
         let dir = self.new_dir(index)?;
         let _tmp_ci = scripts::ControlDir::link(&self.admin.dir, &index.to_string())?;
         let in_root = self.admin.rel.join(scripts::CONTROL_DIR);
-        self.run_in(index, Whose::New, &dir, &in_root, script, script, args)
+        self.run_in(index, Of::New, &dir, &in_root, script, script, args)
     }
 
     /// Runs `dir/file`, which the scripts see as `in_root/file`: a script of package `index`'s
@@ -415,7 +458,7 @@ impl Database {
     fn run_in(
         &self,
         index: usize,
-        whose: Whose,
+        whose: Of,
         dir: &Directory,
         in_root: &Path,
         file: &str,
@@ -429,9 +472,13 @@ impl Database {
         // The instances of the name that are not `not-installed`, this one counted: dpkg has
         // recorded it half-installed before any of its scripts runs.
         let others = self.installed.packages.iter().filter(|p| p.name == inc.name && present(p));
-        let refcount = others.count() + usize::from(!old.is_some_and(present));
+        // Counted once dpkg noted it half-installed, which it does after deconfiguring the
+        // other instances (their prerm deconfigure counts them alone).
+        let noted = !matches!(whose, Of::Installed(_));
+        let refcount = others.count() + usize::from(noted && !old.is_some_and(present));
         let arch = match (whose, old) {
-            (Whose::Old, Some(old)) => old.arch.as_str(),
+            (Of::Old, Some(old)) => old.arch.as_str(),
+            (Of::Installed(o), _) => self.installed.packages[o].arch.as_str(),
             _ => inc.arch.as_str(),
         };
         let owner = Owner { package: &inc.name, arch, refcount };
@@ -445,14 +492,6 @@ impl Database {
             .map(|rel| self.admin.rel.join(rel))
             .unwrap_or_else(|_| PathBuf::from(&self.admin.rel))
     }
-}
-
-/// Whose script runs: the package's new version's (from its control archive) or its installed
-/// version's (from `info/`), which `DPKG_MAINTSCRIPT_ARCH` tells apart on a cross-grade.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Whose {
-    New,
-    Old,
 }
 
 fn to_str(args: &[String]) -> Vec<&str> {

@@ -56,12 +56,24 @@ impl Drop for ControlDir<'_> {
     }
 }
 
-/// One script call: the new package's script or the installed one's, with its arguments.
+/// One script call: whose script, which, and its arguments.
 #[derive(Debug, Clone)]
 pub struct Call {
-    pub new: bool,
+    pub of: Of,
     pub script: &'static str,
     pub args: Vec<String>,
+}
+
+/// Whose script a [`Call`] runs, for a package of the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Of {
+    /// The new version's, from its control archive.
+    New,
+    /// The installed version's it upgrades, from `info/`.
+    Old,
+    /// Another installed package's (by its index in the database), from `info/`: a
+    /// Multi-Arch: same instance the package deconfigures.
+    Installed(usize),
 }
 
 /// How scripts are run in one call.
