@@ -14,7 +14,7 @@ use crate::fs::syscalls::Syscalls;
 use crate::options::Options;
 use crate::report::{self, PackageReport, Phases, Report};
 use crate::txn::commit::commit;
-use crate::txn::recover::{recover, Recovery};
+use crate::txn::recover::{discard, recover, Recovery};
 use crate::txn::transaction::Transaction;
 use crate::txn::write_phase::{write_phase, Plain, Stage};
 use std::path::{Path, PathBuf};
@@ -28,6 +28,25 @@ pub fn recover_root(root: &Path, options: &Options) -> Result<Recovery> {
     let _lock = root_handle.lock(options.wait)?;
     let _dpkg = Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
     recover(&mut root_handle, options.strategy.as_ref(), &Syscalls::default())
+}
+
+/// Drops a transaction that a crash interrupted in `root` and whose renames recovery refuses to
+/// finish because the root changed since ([`Error::Changed`](crate::error::Error::Changed)):
+/// its temporary files not renamed yet are removed, what it renamed stays, and in database mode
+/// its packages are recorded `reinstreq half-installed` in dpkg's database, for dpkg --audit to
+/// name and a reinstall to repair. Under the root's lock and dpkg's.
+pub fn discard_root(root: &Path, options: &Options) -> Result<Recovery> {
+    raise_fd_limit();
+    let mut root_handle = Root::open(root)?;
+    let _lock = root_handle.lock(options.wait)?;
+    let dpkg = Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
+    let calls = Syscalls::default();
+    let recovery = discard(&mut root_handle, options.strategy.as_ref(), &calls)?;
+    if let (Recovery::Discarded { packages, .. }, Some(dpkg)) = (&recovery, dpkg) {
+        let mut database = dpkg.read(&mut root_handle)?;
+        database.note_interrupted(packages, options.strategy.is_durable(), &calls)?;
+    }
+    Ok(recovery)
 }
 
 /// Unpacks `packages` into `root` as one transaction: every file of every package is written

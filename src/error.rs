@@ -123,6 +123,12 @@ pub enum Error {
     #[error("internal error: {0}")]
     Internal(String),
 
+    /// An interrupted transaction has renames left, but what they would rename over changed
+    /// since its journal was written (someone, dpkg typically, worked on the root after the
+    /// crash): nothing was renamed, since that would put an older version over a newer one.
+    #[error("{}: an interrupted transaction ({}) has renames left, but {} changed since it was interrupted (someone worked on the root after the crash): nothing was renamed, for that would put its older version over the newer one. `unpack --recover --discard {0}` drops the transaction (removes its temporary files, leaves what it had renamed, and records its packages `reinstreq half-installed` in dpkg's database); then `dpkg --audit` names what to repair, and reinstalling those packages repairs it", escape(.root), if .packages.is_empty() { "unknown packages".to_string() } else { .packages.iter().map(|p| escape(p).to_string()).collect::<Vec<_>>().join(", ") }, changed_list(.changed))]
+    Changed { root: PathBuf, packages: Vec<String>, changed: Vec<PathBuf> },
+
     /// A signal stopped the write phase; the transaction was rolled back.
     #[error("{}: stopped by signal {signal} before any rename; removed the temporary files, the root is as it was", escape(.root))]
     Interrupted { signal: i32, root: PathBuf },
@@ -144,7 +150,7 @@ impl Error {
     pub fn exit_code(&self) -> Exit {
         match self {
             Error::BadPackage { .. } => Exit::BadPackage,
-            Error::Root { .. } => Exit::RootIo,
+            Error::Root { .. } | Error::Changed { .. } => Exit::RootIo,
             Error::Conflict { .. } | Error::Script { .. } | Error::Internal(_) => Exit::Failure,
             Error::Locked { .. } => Exit::Locked,
             Error::Usage(_) => Exit::Usage,
@@ -180,6 +186,15 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Up to five paths, and how many more: for [`Error::Changed`].
+fn changed_list(changed: &[PathBuf]) -> String {
+    let mut shown: Vec<String> = changed.iter().take(5).map(|p| escape(p).to_string()).collect();
+    if changed.len() > 5 {
+        shown.push(format!("{} more", changed.len() - 5));
+    }
+    shown.join(", ")
+}
 
 #[cfg(test)]
 mod tests {

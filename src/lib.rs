@@ -57,7 +57,7 @@ pub mod txn;
 mod txn;
 
 pub use bootstrap::stages::bootstrap;
-pub use call::{recover_root, unpack};
+pub use call::{discard_root, recover_root, unpack};
 pub use durability::Strategy;
 pub use error::{Error, Exit, Result};
 pub use fs::names::{INTENT, JOURNAL, STATE_DIR};

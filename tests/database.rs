@@ -120,6 +120,62 @@ fn kill_9_at_every_rename_and_removal_of_an_upgrade_with_a_database_recovers_all
     }
 }
 
+/// Killed in the rename phase, then dpkg run on the root before unpack's recovery (as an
+/// administrator does after a crash): recovery never puts the transaction's older version over
+/// dpkg's newer one. It renames nothing and exits 4 naming what changed and the way out, and so
+/// does every later call; `unpack --recover --discard` then drops the transaction, leaves
+/// dpkg's files as they are, and records the package `reinstreq half-installed`, which `dpkg
+/// --audit` names and a reinstall repairs.
+#[test]
+fn recovery_never_renames_over_what_dpkg_did_since_the_crash() {
+    let work = tempfile::tempdir().unwrap();
+    let (v1, v2) = pair(work.path());
+    let v3 = Pkg::new("crashdb", "3.0", "all")
+        .file("/usr/share/crashdb/kept", b"kept 3\n", 0o644)
+        .file("/usr/share/crashdb/added", b"added in 3\n", 0o644)
+        .conffile("/etc/crashdb/changed.conf", b"changed 3\n")
+        .build(work.path());
+    let root = DbRoot::new();
+    unpack_db(root.path(), &[&v1]);
+    dpkg_configure(root.path(), &[]);
+    // The journal's rename is the first: killed at the second, the first file's.
+    let r = killed_at(root.path(), &v2, "fsync", "renameat", 2);
+    assert_ne!(r.code, 0, "the unpack was killed");
+    assert!(root.path().join("var/lib/unpack/txn").exists(), "killed in its rename phase");
+    let r = dpkg(root.path(), &["--force-depends", "--unpack", v3.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "dpkg ran: {}", r.stderr);
+    let after_dpkg = contents(root.path());
+
+    for args in [vec!["--recover"], vec!["-s", "none", v1.to_str().unwrap()]] {
+        let mut all = args.clone();
+        all.push(root.path().to_str().unwrap());
+        let r = unpack(all);
+        assert_eq!(r.code, 4, "{args:?}: {}", r.stderr);
+        for said in ["changed since", "crashdb 2.0", "--recover --discard"] {
+            assert!(r.stderr.contains(said), "{args:?}: {said:?} not in {}", r.stderr);
+        }
+        assert_eq!(contents(root.path()), after_dpkg, "{args:?} changed the root");
+    }
+
+    let r = unpack(["--recover", "--discard", root.path().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("was dropped"), "{}", r.stdout);
+    let status = tool("dpkg-query", root.path(), &["-W", "-f=${Status} ${Version}", "crashdb"]);
+    assert_eq!(status.stdout, "install reinstreq half-installed 3.0");
+    assert!(dpkg(root.path(), &["--audit"]).stdout.contains("crashdb"));
+    let leftovers = leftover_temps(root.path());
+    assert!(leftovers.is_empty(), "the transaction's temporary files are gone: {leftovers:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("usr/share/crashdb/kept")).unwrap(),
+        "kept 3\n"
+    );
+    let r = dpkg(root.path(), &["--force-depends", "--unpack", v3.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "dpkg reinstalls: {}", r.stderr);
+    dpkg_configure(root.path(), &[]);
+    assert_eq!(dpkg(root.path(), &["--audit"]).stdout, "");
+    assert_eq!(unpack(["--recover", root.path().to_str().unwrap()]).code, 0);
+}
+
 fn assert_same_contents(
     now: &BTreeMap<PathBuf, (char, u32, u64, Option<PathBuf>)>,
     expected: &BTreeMap<PathBuf, (char, u32, u64, Option<PathBuf>)>,

@@ -5,7 +5,7 @@
 //! API: what it does, an embedder can do.
 
 use crate::bootstrap::stages::bootstrap;
-use crate::call::{recover_root, unpack};
+use crate::call::{discard_root, recover_root, unpack};
 use crate::cli::Invocation;
 use crate::durability;
 use crate::error::{escape, Error, Exit};
@@ -27,7 +27,8 @@ Exit codes:
      internal error (a bug to report)
   2  usage error
   3  bad, truncated or hostile package (ROOT is left unchanged)
-  4  I/O error in ROOT: no space left, read-only, no permission
+  4  I/O error in ROOT: no space left, read-only, no permission; or an interrupted
+     transaction that the root changed under since the crash (see --discard)
   5  ROOT is locked by another unpack (see --wait)
   130, 143  stopped by SIGINT / SIGTERM before any rename (ROOT is left as it was); a signal
      during the renames lets them finish first
@@ -57,7 +58,7 @@ fn strategy_names() -> String {
     name = "unpack",
     version,
     after_help = after_help(),
-    override_usage = "unpack [OPTIONS] PACKAGE... ROOT\n       unpack --bootstrap [OPTIONS] PACKAGE... ROOT\n       unpack --recover ROOT\n       unpack --list-strategies"
+    override_usage = "unpack [OPTIONS] PACKAGE... ROOT\n       unpack --bootstrap [OPTIONS] PACKAGE... ROOT\n       unpack --recover [--discard] ROOT\n       unpack --list-strategies"
 )]
 struct Cli {
     /// The packages (.deb), then the root directory to unpack them into. Several packages are
@@ -68,6 +69,12 @@ struct Cli {
     /// Only recover ROOT: finish or roll back a transaction a crash interrupted, then exit.
     #[arg(long)]
     recover: bool,
+
+    /// With --recover: drop an interrupted transaction whose renames recovery refuses to finish
+    /// because the root changed since (exit 4 says so): its temporary files are removed, what it
+    /// renamed stays, and its packages are recorded reinstreq half-installed for dpkg to repair.
+    #[arg(long, requires = "recover")]
+    discard: bool,
 
     /// Durability strategy (--list-strategies says what each guarantees).
     #[arg(short, long, default_value = durability::DEFAULT, value_name = "NAME")]
@@ -153,7 +160,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         let [root] = cli.paths.as_slice() else {
             return Err(Error::Usage("--recover takes ROOT only".into()).into());
         };
-        let recovery = recover_root(root, &options)?;
+        let recovery =
+            if cli.discard { discard_root(root, &options)? } else { recover_root(root, &options)? };
         if !cli.quiet {
             print_or_warn(&format!("{}\n", escape(&recovery.describe(root))));
         }

@@ -7,14 +7,15 @@
 //! this engine ([`super::admin`]), read the records over `status`; the transaction that next
 //! writes `status` removes them.
 //!
-//! A record is written at once ([`Transaction::write_now`]), outside the transaction: it must
-//! be on disk before the script runs, and outlive a rollback. This module only writes records
+//! A record is written at once ([`crate::fs::file::write_durably`]), outside the transaction: it
+//! must be on disk before the script runs, and outlive a rollback. This module only writes records
 //! of the call's own packages, in the admin directory's `updates/`, never anything else.
 
 use super::database::Database;
 use super::format::deb822::{Field, Stanza};
 use super::format::status::{self, Flag, Package, State, StatusField, Want};
 use crate::error::{Error, Result};
+use crate::fs::syscalls::Syscalls;
 use crate::txn::transaction::Transaction;
 use std::path::PathBuf;
 
@@ -31,7 +32,7 @@ impl Database {
     ) -> Result<()> {
         let Some(o) = self.incoming[index].old else { return Ok(()) };
         let stanza = noted(&self.installed.packages[o], State::HalfConfigured);
-        self.note(tx, &stanza)
+        self.note(tx.durable(), tx.calls(), &stanza)
     }
 
     /// Records the installed package `o` (another instance of a package of the call) as
@@ -44,7 +45,7 @@ impl Database {
         }
         let half = StatusField { state: State::HalfConfigured, ..old.status };
         status::set_known(&mut stanza, "Status", half.to_string());
-        self.note(tx, &stanza)
+        self.note(tx.durable(), tx.calls(), &stanza)
     }
 
     /// Records package `index` of the call as `install reinstreq half-installed`: before its
@@ -69,11 +70,35 @@ impl Database {
                 stanza
             }
         };
-        self.note(tx, &stanza)
+        self.note(tx.durable(), tx.calls(), &stanza)
     }
 
-    /// Writes `stanza` as the next record of `updates/`, made if missing.
-    fn note(&mut self, tx: &Transaction<'_>, stanza: &Stanza) -> Result<()> {
+    /// Records each installed package of `packages` (`NAME VERSION`, as a journal names them)
+    /// `install reinstreq half-installed`: a dropped transaction (`--recover --discard`) may
+    /// have left them part old, part new, for dpkg --audit to name and a reinstall to repair.
+    pub fn note_interrupted(
+        &mut self,
+        packages: &[String],
+        durable: bool,
+        calls: &Syscalls,
+    ) -> Result<()> {
+        let names: Vec<&str> = packages.iter().filter_map(|p| p.split(' ').next()).collect();
+        let stanzas: Vec<Stanza> = self
+            .installed
+            .packages
+            .iter()
+            .filter(|p| names.contains(&p.name.as_str()) && p.status.state != State::NotInstalled)
+            .map(|p| noted(p, State::HalfInstalled))
+            .collect();
+        for stanza in &stanzas {
+            self.note(durable, calls, stanza)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `stanza` as the next record of `updates/`, made if missing, flushed when
+    /// `durable`.
+    fn note(&mut self, durable: bool, calls: &Syscalls, stanza: &Stanza) -> Result<()> {
         let dir = crate::fs::root::open_or_make_dir(&self.admin.dir, "updates")?;
         let records = &mut self.installed.records;
         let next = records.last().map_or(Ok(0), |last| {
@@ -91,7 +116,7 @@ impl Database {
         }
         let mut bytes = Vec::new();
         stanza.write_to(&mut bytes);
-        tx.write_now(&dir, &name, &bytes)?;
+        crate::fs::file::write_durably(&dir, &name, &bytes, durable, calls)?;
         records.push(name);
         Ok(())
     }

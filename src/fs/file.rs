@@ -8,7 +8,8 @@
 
 use crate::error::{Error, Result};
 use crate::fs::syscalls::Syscalls;
-use rustix::fs::{Mode, OFlags, Timestamps};
+use rustix::fs::{AtFlags, Mode, OFlags, Timestamps};
+use rustix::io::Errno;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -156,4 +157,46 @@ impl TempFile {
     pub fn dir(&self) -> &Directory {
         &self.dir
     }
+}
+
+/// Writes `dir/name` (a directory the caller holds, inside the root) with `bytes` at once,
+/// outside any transaction: through a temporary name, flushed, renamed and the rename flushed
+/// when `durable`, so that it is on disk before what follows (a maintainer script) and
+/// survives a rollback. dpkg's `updates/` records are written so ([`crate::dpkg`]), as dpkg
+/// writes them, never a file a package ships.
+pub fn write_durably(
+    dir: &Directory,
+    name: &str,
+    bytes: &[u8],
+    durable: bool,
+    calls: &Syscalls,
+) -> Result<()> {
+    let temp = crate::fs::names::temp_name(OsStr::new(name));
+    let path = dir.path().join(name);
+    // A leftover of a crash is removed, never opened: a hard link planted in its place would
+    // have another file of the root truncated.
+    match rustix::fs::unlinkat(dir.fd(), &temp, AtFlags::empty()) {
+        Ok(()) | Err(Errno::NOENT) => {}
+        Err(e) => return Err(Error::root(dir.path().join(&temp), "removing", e)),
+    }
+    let flags = OFlags::WRONLY
+        | OFlags::CREATE
+        | OFlags::EXCL
+        | OFlags::NOFOLLOW
+        | OFlags::NOCTTY
+        | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir.fd(), &temp, flags, Mode::from_raw_mode(0o644))
+        .map_err(|e| Error::root(&path, "creating", e))?;
+    let mut file = File::from(fd);
+    std::io::Write::write_all(&mut file, bytes).map_err(|e| Error::root(&path, "writing", e))?;
+    if durable {
+        calls.fsync(&file).map_err(|e| Error::root(&path, "fsync", e))?;
+    }
+    calls
+        .rename(dir.fd(), &temp, OsStr::new(name))
+        .map_err(|e| Error::root(&path, "renaming into place", e))?;
+    if durable {
+        dir.fsync(calls)?;
+    }
+    Ok(())
 }

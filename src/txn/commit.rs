@@ -15,11 +15,12 @@ use crate::durability::{Directory, TempFile};
 use crate::error::{Error, Result};
 use crate::fs::names::{JOURNAL, JOURNAL_NEW};
 use crate::fs::syscalls::Syscalls;
-use crate::txn::journal;
+use crate::txn::journal::{self, Seen};
 use crate::txn::transaction::{timestamps, Transaction};
 use rayon::prelude::*;
 use rustix::fs::{AtFlags, Mode};
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
@@ -122,13 +123,20 @@ fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
     let written = (|| {
         let mut e = journal::Encoder::new(&mut file)?;
         packages.iter().for_each(|p| e.package(p));
+        // What each name holds now, for recovery to rename over nothing that changed since.
+        let look = |dir: &Directory, name: &OsStr| {
+            rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW).ok()
+        };
         for r in tx.renames.iter().filter(|r| r.is_renamed()) {
             let canon_dir = r.dir.path.strip_prefix(tx.root.path()).unwrap_or(Path::new(""));
-            e.rename(canon_dir, &r.temp_name(), &r.name, r.replaces_empty_dir);
+            let temp = r.temp_name();
+            let seen = Seen::of(look(&r.dir, &r.name).as_ref());
+            let temp_ino = look(&r.dir, &temp).map_or(0, |st| st.st_ino);
+            e.rename(canon_dir, &temp, &r.name, r.replaces_empty_dir, seen, temp_ino);
         }
         for r in &tx.removals {
             let canon_dir = r.dir.path.strip_prefix(tx.root.path()).unwrap_or(Path::new(""));
-            e.removal(canon_dir, &r.name, r.directory);
+            e.removal(canon_dir, &r.name, r.directory, Seen::of(look(&r.dir, &r.name).as_ref()));
         }
         e.finish()?;
         file.flush()

@@ -31,10 +31,12 @@ use std::io::{self, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-/// Version 3 adds removal records (database mode: the files an upgrade drops). Version 2, the
-/// same without them, is still read; version 1 (directory-metadata records, gone since existing
-/// directories keep their own) is damaged.
-const MAGIC: &str = "unpack-journal 3";
+/// Version 4 adds what the journal saw at each name (recovery never renames over what changed
+/// since). Version 3 (removal records: database mode's files an upgrade drops) and version 2
+/// (without them) are still read, and rolled forward unchecked as before; version 1
+/// (directory-metadata records, gone since existing directories keep their own) is damaged.
+const MAGIC: &str = "unpack-journal 4";
+const MAGIC_3: &str = "unpack-journal 3";
 const MAGIC_2: &str = "unpack-journal 2";
 
 /// The largest journal the engine writes or reads: 256 MiB. A record is about 100 to 200 bytes
@@ -51,6 +53,9 @@ pub struct RenameRecord {
     pub temp: OsString,
     pub name: OsString,
     pub replaces_empty_dir: bool,
+    /// What was at `name` when the journal was written, and the temporary file's inode
+    /// (`None`: a journal of before version 4, which did not say).
+    pub seen: Option<(Seen, u64)>,
 }
 
 /// One removal to do after every rename: `dir/name`, `dir` canonical inside the root; a
@@ -60,6 +65,60 @@ pub struct RemovalRecord {
     pub dir: PathBuf,
     pub name: OsString,
     pub directory: bool,
+    /// What was at `name` when the journal was written (`None`: a journal of before version 4).
+    pub seen: Option<Seen>,
+}
+
+/// What the journal saw at a name: nothing, or a node whose inode, type and mode, size and
+/// times anyone who changed it (dpkg writing a newer version there) would have changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    Nothing,
+    Node { ino: u64, mode: u32, size: i64, mtime: (i64, u64), ctime: (i64, u64) },
+}
+
+impl Seen {
+    // The kernel's stat fields have other types on other architectures.
+    #[allow(clippy::unnecessary_cast)]
+    pub fn of(st: Option<&rustix::fs::Stat>) -> Seen {
+        match st {
+            None => Seen::Nothing,
+            Some(st) => Seen::Node {
+                ino: st.st_ino as u64,
+                mode: st.st_mode as u32,
+                size: st.st_size as i64,
+                mtime: (st.st_mtime as i64, st.st_mtime_nsec as u64),
+                ctime: (st.st_ctime as i64, st.st_ctime_nsec as u64),
+            },
+        }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        match self {
+            Seen::Nothing => b"-".to_vec(),
+            Seen::Node { ino, mode, size, mtime, ctime } => {
+                format!("{ino}.{mode}.{size}.{}.{}.{}.{}", mtime.0, mtime.1, ctime.0, ctime.1)
+                    .into_bytes()
+            }
+        }
+    }
+
+    fn decode(field: &[u8]) -> Result<Seen, String> {
+        if field == b"-" {
+            return Ok(Seen::Nothing);
+        }
+        let text = std::str::from_utf8(field).map_err(|_| "a stamp that is not text")?;
+        let n: Vec<&str> = text.split('.').collect();
+        let bad = || format!("bad stamp '{}'", shown(field));
+        let [ino, mode, size, ms, mn, cs, cn] = n.as_slice() else { return Err(bad()) };
+        Ok(Seen::Node {
+            ino: ino.parse().map_err(|_| bad())?,
+            mode: mode.parse().map_err(|_| bad())?,
+            size: size.parse().map_err(|_| bad())?,
+            mtime: (ms.parse().map_err(|_| bad())?, mn.parse().map_err(|_| bad())?),
+            ctime: (cs.parse().map_err(|_| bad())?, cn.parse().map_err(|_| bad())?),
+        })
+    }
 }
 
 /// What a journal holds.
@@ -77,8 +136,13 @@ impl Journal {
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Encoder::new(Vec::new()).expect("writing to a Vec cannot fail");
         self.packages.iter().for_each(|p| e.package(p));
-        self.renames.iter().for_each(|r| e.rename(&r.dir, &r.temp, &r.name, r.replaces_empty_dir));
-        self.removals.iter().for_each(|r| e.removal(&r.dir, &r.name, r.directory));
+        for r in &self.renames {
+            let (seen, ino) = r.seen.unwrap_or((Seen::Nothing, 0));
+            e.rename(&r.dir, &r.temp, &r.name, r.replaces_empty_dir, seen, ino);
+        }
+        for r in &self.removals {
+            e.removal(&r.dir, &r.name, r.directory, r.seen.unwrap_or(Seen::Nothing));
+        }
         e.finish().expect("writing to a Vec cannot fail")
     }
 
@@ -106,9 +170,12 @@ impl Journal {
         }
         let mut lines = body.split(|&b| b == b'\n').filter(|l| !l.is_empty());
         let magic = lines.next();
-        if magic != Some(MAGIC.as_bytes()) && magic != Some(MAGIC_2.as_bytes()) {
-            return Err("not an unpack journal of this version".into());
-        }
+        let version = [(MAGIC, 4), (MAGIC_3, 3), (MAGIC_2, 2)]
+            .into_iter()
+            .find(|(m, _)| magic == Some(m.as_bytes()))
+            .map(|(_, v)| v)
+            .ok_or("not an unpack journal of this version")?;
+        let (rename_fields, removal_fields) = if version == 4 { (7, 5) } else { (5, 4) };
         let mut j = Journal::default();
         for l in lines {
             let f: Vec<Vec<u8>> =
@@ -116,10 +183,10 @@ impl Journal {
             let bad = |why: &str| format!("record '{}': {why}", shown(l));
             match (f[0].as_slice(), f.len()) {
                 (b"P", 2) => j.packages.push(String::from_utf8_lossy(&f[1]).into_owned()),
-                (b"R", 5) if j.removals.is_empty() => {
+                (b"R", n) if n == rename_fields && j.removals.is_empty() => {
                     j.renames.push(rename_record(&f).map_err(|why| bad(&why))?)
                 }
-                (b"X", 4) if magic == Some(MAGIC.as_bytes()) => {
+                (b"X", n) if n == removal_fields && version >= 3 => {
                     j.removals.push(removal_record(&f).map_err(|why| bad(&why))?)
                 }
                 _ => return Err(bad("unknown, or out of order")),
@@ -134,7 +201,8 @@ impl Journal {
     }
 }
 
-/// A rename record's fields (`R dir temp name flag`), each checked as the engine writes it.
+/// A rename record's fields (`R dir temp name flag [seen temp-inode]`), each checked as the
+/// engine writes it.
 fn rename_record(f: &[Vec<u8>]) -> Result<RenameRecord, String> {
     let (dir, temp, name) = (&f[1], &f[2], &f[3]);
     check_dir(dir)?;
@@ -150,15 +218,23 @@ fn rename_record(f: &[Vec<u8>]) -> Result<RenameRecord, String> {
         b"1" => true,
         _ => return Err("bad flag".into()),
     };
+    let seen = match (f.get(5), f.get(6)) {
+        (Some(seen), Some(ino)) => {
+            let ino = std::str::from_utf8(ino).ok().and_then(|i| i.parse().ok());
+            Some((Seen::decode(seen)?, ino.ok_or("bad inode")?))
+        }
+        _ => None,
+    };
     Ok(RenameRecord {
         dir: PathBuf::from(OsString::from_vec(dir.clone())),
         temp: OsString::from_vec(temp.clone()),
         name: OsString::from_vec(name.clone()),
         replaces_empty_dir,
+        seen,
     })
 }
 
-/// A removal record's fields (`X dir name flag`).
+/// A removal record's fields (`X dir name flag [seen]`).
 fn removal_record(f: &[Vec<u8>]) -> Result<RemovalRecord, String> {
     let (dir, name) = (&f[1], &f[2]);
     check_dir(dir)?;
@@ -168,10 +244,12 @@ fn removal_record(f: &[Vec<u8>]) -> Result<RemovalRecord, String> {
         b"1" => true,
         _ => return Err("bad flag".into()),
     };
+    let seen = f.get(4).map(|s| Seen::decode(s)).transpose()?;
     Ok(RemovalRecord {
         dir: PathBuf::from(OsString::from_vec(dir.clone())),
         name: OsString::from_vec(name.clone()),
         directory,
+        seen,
     })
 }
 
@@ -253,7 +331,16 @@ impl<W: Write> Encoder<W> {
         self.record(&[b"P", &escape(name_version.as_bytes())]);
     }
 
-    pub fn rename(&mut self, dir: &Path, temp: &OsStr, name: &OsStr, replaces_empty_dir: bool) {
+    /// `seen` is what is at `name` now, `temp_ino` the temporary file's inode.
+    pub fn rename(
+        &mut self,
+        dir: &Path,
+        temp: &OsStr,
+        name: &OsStr,
+        replaces_empty_dir: bool,
+        seen: Seen,
+        temp_ino: u64,
+    ) {
         let flag: &[u8] = if replaces_empty_dir { b"1" } else { b"0" };
         self.record(&[
             b"R",
@@ -261,13 +348,15 @@ impl<W: Write> Encoder<W> {
             &escape(temp.as_bytes()),
             &escape(name.as_bytes()),
             flag,
+            &seen.encode(),
+            temp_ino.to_string().as_bytes(),
         ]);
     }
 
-    /// After every rename.
-    pub fn removal(&mut self, dir: &Path, name: &OsStr, directory: bool) {
+    /// After every rename; `seen` is what is at `name` now.
+    pub fn removal(&mut self, dir: &Path, name: &OsStr, directory: bool, seen: Seen) {
         let flag: &[u8] = if directory { b"1" } else { b"0" };
-        self.record(&[b"X", &escape_path(dir), &escape(name.as_bytes()), flag]);
+        self.record(&[b"X", &escape_path(dir), &escape(name.as_bytes()), flag, &seen.encode()]);
     }
 
     /// Writes the trailer (count and checksum) and returns the writer.
@@ -371,12 +460,23 @@ mod tests {
                     temp: "a.unpack-new".into(),
                     name: "a".into(),
                     replaces_empty_dir: false,
+                    seen: Some((Seen::Nothing, 12)),
                 },
                 RenameRecord {
                     dir: PathBuf::from("usr/share/we ird%"),
                     temp: OsString::from_vec(b"new\nline\xff.unpack-new".to_vec()),
                     name: OsString::from_vec(b"new\nline\xff".to_vec()),
                     replaces_empty_dir: true,
+                    seen: Some((
+                        Seen::Node {
+                            ino: 7,
+                            mode: 0o40755,
+                            size: 4096,
+                            mtime: (-1, 2),
+                            ctime: (3, 4),
+                        },
+                        8,
+                    )),
                 },
             ],
             removals: vec![
@@ -384,11 +484,19 @@ mod tests {
                     dir: PathBuf::from("usr/share/doc"),
                     name: "dropped".into(),
                     directory: false,
+                    seen: Some(Seen::Node {
+                        ino: 9,
+                        mode: 0o100644,
+                        size: 1,
+                        mtime: (5, 6),
+                        ctime: (7, 8),
+                    }),
                 },
                 RemovalRecord {
                     dir: PathBuf::from("usr/share"),
                     name: OsString::from_vec(b"old\ndir".to_vec()),
                     directory: true,
+                    seen: Some(Seen::Nothing),
                 },
             ],
         }
@@ -402,6 +510,8 @@ mod tests {
             OsStr::from_bytes(temp),
             OsStr::from_bytes(name),
             false,
+            Seen::Nothing,
+            1,
         );
         e.finish().unwrap()
     }
@@ -486,27 +596,36 @@ mod tests {
         // The directory-metadata record of version 1.
         let e = Journal::decode(&with_lines(&[b"M usr 755 0 0 0 0"])).unwrap_err();
         assert!(e.contains("unknown"), "{e}");
-        assert!(Journal::decode(&with_lines(&[b"R . a.unpack-new a 2"]))
+        assert!(Journal::decode(&with_lines(&[b"R . a.unpack-new a 2 - 1"]))
             .unwrap_err()
             .contains("bad flag"));
-        assert!(Journal::decode(&with_lines(&[b"R . a%2Funpack-new a 0"]))
+        assert!(Journal::decode(&with_lines(&[b"R . a%2Funpack-new a 0 - 1"]))
             .unwrap_err()
             .contains("'/'"));
-        assert!(Journal::decode(&with_lines(&[b"R . a.unpack-new %+f 0"]))
+        assert!(Journal::decode(&with_lines(&[b"R . a.unpack-new %+f 0 - 1"]))
             .unwrap_err()
             .contains("bad escape"));
+        assert!(Journal::decode(&with_lines(&[b"R . a.unpack-new a 0 1.2.3 1"]))
+            .unwrap_err()
+            .contains("bad stamp"));
+        assert!(Journal::decode(&with_lines(&[b"R . a.unpack-new a 0 - x"]))
+            .unwrap_err()
+            .contains("bad inode"));
         let v1 = String::from_utf8(sample().encode()).unwrap().replace(MAGIC, "unpack-journal 1");
         assert!(Journal::decode(v1.as_bytes()).is_err(), "an older version's journal");
         let huge = vec![b'E'; MAX_BYTES as usize + 1];
         assert!(Journal::decode(&huge).unwrap_err().contains("more than"));
     }
 
-    /// A version 2 journal (renames only) still recovers; removal records exist only in version
-    /// 3, and only after every rename.
+    /// A version 2 journal (renames only, no stamps) still recovers, its records unchecked;
+    /// removal records exist only from version 3, and only after every rename.
     #[test]
     fn version_2_is_read_and_removals_come_last() {
         let mut j = sample();
         j.removals.clear();
+        for r in &mut j.renames {
+            r.seen = None;
+        }
         // A journal under another magic line, sealed with its count and checksum.
         let sealed_as = |magic: &str, body: &str| {
             let text = format!("{magic}\n{body}");
@@ -515,10 +634,20 @@ mod tests {
         };
         let encoded = String::from_utf8(j.encode()).unwrap();
         let body = &encoded[encoded.find('\n').unwrap() + 1..encoded.rfind("E ").unwrap()];
-        assert_eq!(Journal::decode(&sealed_as(MAGIC_2, body)).unwrap(), j);
+        // Version 2's rename records: the stamps (the last two fields) left out.
+        let v2: String = body
+            .lines()
+            .map(|l| match l.starts_with("R ") {
+                true => l.rsplitn(3, ' ').nth(2).unwrap().to_string() + "\n",
+                false => format!("{l}\n"),
+            })
+            .collect();
+        assert_eq!(Journal::decode(&sealed_as(MAGIC_2, &v2)).unwrap(), j);
+        let mut stamped = j.clone();
+        stamped.renames.iter_mut().for_each(|r| r.seen = Some((Seen::Nothing, 0)));
         assert_eq!(
             Journal::decode(&sealed_as(MAGIC, body)).unwrap(),
-            j,
+            stamped,
             "the sealing is the encoder's"
         );
         let with_x = sealed_as(MAGIC_2, "X usr a 0\n");
@@ -526,13 +655,14 @@ mod tests {
             Journal::decode(&with_x).unwrap_err().contains("unknown"),
             "a removal in a version 2 journal"
         );
-        let e = Journal::decode(&with_lines(&[b"X usr a 0", b"R . a.unpack-new a 0"])).unwrap_err();
+        let e = Journal::decode(&with_lines(&[b"X usr a 0 -", b"R . a.unpack-new a 0 - 1"]))
+            .unwrap_err();
         assert!(e.contains("out of order"), "{e}");
-        assert!(Journal::decode(&with_lines(&[b"X ../usr a 0"]))
+        assert!(Journal::decode(&with_lines(&[b"X ../usr a 0 -"]))
             .unwrap_err()
             .contains("is not a name"));
-        assert!(Journal::decode(&with_lines(&[b"X usr a/b 0"])).unwrap_err().contains("'/'"));
-        assert!(Journal::decode(&with_lines(&[b"X var/lib/unpack txn 0"]))
+        assert!(Journal::decode(&with_lines(&[b"X usr a/b 0 -"])).unwrap_err().contains("'/'"));
+        assert!(Journal::decode(&with_lines(&[b"X var/lib/unpack txn 0 -"]))
             .unwrap_err()
             .contains("state directory"));
     }
@@ -543,7 +673,7 @@ mod tests {
         let name = OsString::from("n".repeat(200));
         let temp = crate::fs::names::temp_name(&name);
         for _ in 0..(MAX_BYTES / 400) {
-            e.rename(Path::new("usr/share"), &temp, &name, false);
+            e.rename(Path::new("usr/share"), &temp, &name, false, Seen::Nothing, 1);
         }
         assert_eq!(e.finish().unwrap_err().kind(), io::ErrorKind::FileTooLarge);
     }

@@ -27,7 +27,7 @@ use crate::fs::root::Root;
 use crate::fs::syscalls::Syscalls;
 use crate::fs::tree::{entries, mount_of, remove_tree, DIR_FLAGS};
 use crate::read::entry::MAX_DEPTH;
-use crate::txn::journal::Journal;
+use crate::txn::journal::{Journal, Seen};
 use rustix::fs::{AtFlags, FileType, Mode};
 use rustix::io::Errno;
 use std::collections::BTreeMap;
@@ -46,6 +46,9 @@ pub enum Recovery {
     RolledForward { packages: Vec<String>, renames: usize, removals: usize },
     /// The write phase was interrupted; its temporary files and new directories were removed.
     RolledBack { temporary_files: usize, directories: usize },
+    /// `--recover --discard`: the interrupted transaction was dropped: its temporary files not
+    /// renamed yet were removed, what it had renamed was left.
+    Discarded { packages: Vec<String>, temporary_files: usize },
     /// The journal was there but damaged, so it was discarded and recovery went on as if it
     /// were not (`then`). Durable strategies make the journal durable before it is used, so
     /// this is a crash under `none`, which promises nothing, a corrupted disk, or a journal the
@@ -69,6 +72,10 @@ impl Recovery {
                 // Escaped: a journal is read back from disk, and may hold terminal escapes.
                 if packages.is_empty() { "unknown packages".to_string() } else { packages.iter().map(|p| crate::error::escape(p).to_string()).collect::<Vec<_>>().join(", ") },
                 if *removals > 0 { format!(" and {removals} removals of what the new versions dropped") } else { String::new() }
+            ),
+            Recovery::Discarded { packages, temporary_files } => format!(
+                "the interrupted transaction ({}) was dropped: removed its {temporary_files} temporary files not renamed yet, left what it had renamed; its packages may be part old, part new: reinstall them (in database mode they are recorded reinstreq half-installed: dpkg --audit names them)",
+                if packages.is_empty() { "unknown packages".to_string() } else { packages.iter().map(|p| crate::error::escape(p).to_string()).collect::<Vec<_>>().join(", ") }
             ),
             Recovery::RolledBack { temporary_files, directories } => format!(
                 "an interrupted transaction was in its write phase: removed {temporary_files} temporary files and {directories} new directories; its packages are entirely old"
@@ -107,6 +114,38 @@ pub fn recover(root: &mut Root, strategy: &dyn Strategy, calls: &Syscalls) -> Re
         crate::fs::root::remove_state_file(&state, name)?;
     }
     Ok(recovery)
+}
+
+/// Drops an interrupted transaction whose renames recovery refuses to finish (`unpack
+/// --recover --discard`, after [`Error::Changed`]): the temporary names its journal lists that
+/// are still there (not renamed yet) are removed, what it renamed stays, nothing else is
+/// touched; then the journal and the intent go. Without a readable journal it recovers as
+/// [`recover`] does.
+pub fn discard(root: &mut Root, strategy: &dyn Strategy, calls: &Syscalls) -> Result<Recovery> {
+    let Some(state) = root.existing_state_dir()? else {
+        return Ok(Recovery::Clean);
+    };
+    let Some(Ok(journal)) = read_state_file(&state, JOURNAL)?.map(|b| Journal::decode(&b)) else {
+        return recover(root, strategy, calls);
+    };
+    let mut counts = (0, 0);
+    for r in &journal.renames {
+        let Some(dir) = open_beneath(root, &r.dir)? else { continue };
+        match rustix::fs::statat(dir.fd(), &r.temp, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(_) => remove_tree(dir.fd(), &r.temp, &mut counts).map_err(|e| {
+                Error::root(dir.path().join(&r.temp), "removing a temporary name", e)
+            })?,
+            Err(Errno::NOENT) => {}
+            Err(e) => return Err(Error::root(dir.path().join(&r.temp), "stat", e)),
+        }
+    }
+    for name in [JOURNAL, JOURNAL_NEW, INTENT] {
+        crate::fs::root::remove_state_file(&state, name)?;
+    }
+    if strategy.is_durable() {
+        state.fsync(calls)?;
+    }
+    Ok(Recovery::Discarded { packages: journal.packages, temporary_files: counts.0 + counts.1 })
 }
 
 /// The bytes of a state file, once checked (see [`crate::fs::root::open_state_file`]).
@@ -149,6 +188,14 @@ fn roll_forward(
         if !removal_dirs.contains_key(r.dir.as_path()) {
             removal_dirs.insert(&r.dir, open_beneath(root, &r.dir)?);
         }
+    }
+    let changed = changed_since(j, &dirs, &removal_dirs)?;
+    if !changed.is_empty() {
+        return Err(Error::Changed {
+            root: root.path().to_path_buf(),
+            packages: j.packages.clone(),
+            changed,
+        });
     }
     let mut touched: BTreeMap<&Path, Directory> = BTreeMap::new();
     let mut renames = 0;
@@ -194,6 +241,48 @@ fn roll_forward(
     let dirs: Vec<Directory> = touched.into_values().collect();
     strategy.after_commit(&dirs, root.dir(), calls)?;
     Ok(Recovery::RolledForward { packages: j.packages.clone(), renames, removals })
+}
+
+/// The names whose content changed since the journal was written (a version 4 journal): the
+/// target of a rename still to do that is not what the journal saw there, or whose temporary
+/// file was replaced; a file to remove that is not what it saw. Someone worked on the root
+/// after the crash (dpkg, typically, run by an administrator): rolling forward would put the
+/// transaction's older version over their newer one, so nothing is renamed.
+fn changed_since(
+    j: &Journal,
+    dirs: &BTreeMap<&Path, Directory>,
+    removal_dirs: &BTreeMap<&Path, Option<Directory>>,
+) -> Result<Vec<PathBuf>> {
+    let look = |dir: &Directory, name: &OsStr| -> Result<Option<rustix::fs::Stat>> {
+        match rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(st)),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(Error::root(dir.path().join(name), "stat", e)),
+        }
+    };
+    let mut changed = Vec::new();
+    for r in &j.renames {
+        let Some((seen, temp_ino)) = r.seen else { continue };
+        let dir = &dirs[r.dir.as_path()];
+        // Renamed already: nothing of it is left to do.
+        let Some(temp) = look(dir, &r.temp)? else { continue };
+        if temp.st_ino != temp_ino || Seen::of(look(dir, &r.name)?.as_ref()) != seen {
+            changed.push(r.dir.join(&r.name));
+        }
+    }
+    // A directory is removed only when empty, which loses nobody's work; and the removals of
+    // what was in it changed its times.
+    for r in j.removals.iter().filter(|r| !r.directory) {
+        let (Some(seen), Some(Some(dir))) = (r.seen, removal_dirs.get(r.dir.as_path())) else {
+            continue;
+        };
+        if let Some(st) = look(dir, &r.name)? {
+            if Seen::of(Some(&st)) != seen {
+                changed.push(r.dir.join(&r.name));
+            }
+        }
+    }
+    Ok(changed)
 }
 
 /// Opens `rel` (plain names, checked by the decoder) below the root one name at a time, never

@@ -198,42 +198,14 @@ impl<'a> Transaction<'a> {
         self.generate(path, Kind::Dir, mode, &[], DATABASE)
     }
 
-    /// Writes `dir/name` (a directory the caller holds, inside the root) with `bytes` at once,
-    /// outside the transaction: through a temporary name, flushed, renamed and the rename
-    /// flushed for a durable strategy, so that it is on disk before what follows (a maintainer
-    /// script) and survives a rollback. dpkg's `updates/` records are written so
-    /// ([`crate::dpkg`]), as dpkg writes them, never a file a package ships.
-    pub fn write_now(&self, dir: &Directory, name: &str, bytes: &[u8]) -> Result<()> {
-        let temp = temp_name(std::ffi::OsStr::new(name));
-        let path = dir.path().join(name);
-        // A leftover of a crash is removed, never opened: a hard link planted in its place would
-        // have another file of the root truncated.
-        match rustix::fs::unlinkat(dir.fd(), &temp, AtFlags::empty()) {
-            Ok(()) | Err(Errno::NOENT) => {}
-            Err(e) => return Err(Error::root(dir.path().join(&temp), "removing", e)),
-        }
-        let flags = OFlags::WRONLY
-            | OFlags::CREATE
-            | OFlags::EXCL
-            | OFlags::NOFOLLOW
-            | OFlags::NOCTTY
-            | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(dir.fd(), &temp, flags, Mode::from_raw_mode(0o644))
-            .map_err(|e| Error::root(&path, "creating", e))?;
-        let mut file = std::fs::File::from(fd);
-        std::io::Write::write_all(&mut file, bytes)
-            .map_err(|e| Error::root(&path, "writing", e))?;
-        let durable = self.strategy.is_durable();
-        if durable {
-            self.calls.fsync(&file).map_err(|e| Error::root(&path, "fsync", e))?;
-        }
+    /// Whether the strategy makes what it writes durable (the engine's own records too).
+    pub fn durable(&self) -> bool {
+        self.strategy.is_durable()
+    }
+
+    /// The call's counted system calls.
+    pub fn calls(&self) -> &Syscalls {
         self.calls
-            .rename(dir.fd(), &temp, std::ffi::OsStr::new(name))
-            .map_err(|e| Error::root(&path, "renaming into place", e))?;
-        if durable {
-            dir.fsync(self.calls)?;
-        }
-        Ok(())
     }
 
     /// Fails when a name the commit would rename is gone: a maintainer script removed it, or
