@@ -20,6 +20,11 @@ use std::path::PathBuf;
 /// one is read again.
 const KEPT_CONFFILE: u64 = 1 << 20;
 
+/// The most conffile bytes the first stage keeps in all (a minbase's are about 400 KiB): past
+/// it, a package's conffiles are not kept and it is read again, so that a package of many
+/// conffiles costs no more memory than any other (300 of 1 MiB kept whole peaked at 310 MiB).
+const KEPT_IN_ALL: u64 = 8 << 20;
+
 /// What the first stage wrote, kept for the second stage to *adopt*: a package whose files are
 /// still as the first stage's commit left them (no maintainer script changed one, nothing
 /// diverts or overrides one) has them taken as they are, claimed in the second transaction
@@ -34,6 +39,8 @@ pub(crate) struct FirstStage {
     indices: Vec<usize>,
     /// The names of the packages the second stage adopted, for the report.
     pub adopted: Vec<String>,
+    /// The conffile bytes kept so far ([`KEPT_IN_ALL`] at most).
+    kept: u64,
 }
 
 /// One package the first stage wrote.
@@ -76,12 +83,13 @@ impl FirstStage {
         let Some(w) = self.indices.get(first).and_then(|i| self.packages.get(i)) else {
             return false;
         };
-        matches!(entry.kind, Kind::File { size } if size <= KEPT_CONFFILE)
+        matches!(entry.kind, Kind::File { size } if size <= KEPT_CONFFILE && self.kept + size <= KEPT_IN_ALL)
             && w.conffiles.iter().any(|c| c.strip_prefix("/") == Ok(entry.path.as_path()))
     }
 
     /// An entry of the first stage's package number `first`, written.
     pub fn entry(&mut self, first: usize, entry: Entry, bytes: Option<Vec<u8>>) {
+        self.kept += bytes.as_ref().map_or(0, |b| b.len() as u64);
         if let Some(w) = self.indices.get(first).and_then(|i| self.packages.get_mut(i)) {
             w.entries.push((entry, bytes));
         }
