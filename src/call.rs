@@ -55,8 +55,42 @@ pub fn discard_root(root: &Path, options: &Options) -> Result<Recovery> {
 /// `var/lib/unpack/` aside).
 pub fn unpack(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Report> {
     let mut call = Call::open(packages, root, options)?;
-    let database = call.read_database()?;
-    call.transact(packages, database, &mut Plain)
+    let mut database = call.read_database()?;
+    call.transact(packages, database.as_mut(), &mut Plain)
+}
+
+/// Unpacks `packages` into `root` one after another, each a transaction of its own, as dpkg
+/// unpacks the archives of one call: each package sees the ones before it on disk and in the
+/// database (its maintainer scripts, its Replaces), a failing package fails alone (its own
+/// transaction rolled back, the packages before it staying unpacked), and `each` is told each
+/// package's outcome in order, and may stop the call (dpkg's `--abort-after`). The root's
+/// lock and dpkg's are held throughout. An error that leaves the root needing recovery (a
+/// commit cut short) ends the call, as does one before the first package (the lock, the
+/// root, the database).
+pub fn unpack_each(
+    packages: &[PathBuf],
+    root: &Path,
+    options: &Options,
+    each: &mut dyn FnMut(&Path, Result<Report>) -> std::ops::ControlFlow<()>,
+) -> Result<()> {
+    let mut call = Call::open(packages, root, options)?;
+    let mut database = call.read_database()?;
+    for (i, package) in packages.iter().enumerate() {
+        if i > 0 {
+            if let Some(db) = database.as_mut() {
+                db.refresh(&mut call.root)?;
+            }
+            call.started = Instant::now();
+        }
+        let result = call.transact(std::slice::from_ref(package), database.as_mut(), &mut Plain);
+        if let Err(e @ Error::Unfinished { .. }) = result {
+            return Err(e);
+        }
+        if each(package, result).is_break() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// One call's hold on its root, from before recovery to the end: the root's lock and, in
@@ -127,14 +161,17 @@ impl<'o> Call<'o> {
 
     /// The transaction over `packages`, in database mode with `database`, and its report.
     pub(crate) fn transact(
-        mut self,
+        &mut self,
         packages: &[PathBuf],
-        mut database: Option<Database>,
+        mut database: Option<&mut Database>,
         stage: &mut dyn Stage,
     ) -> Result<Report> {
         let (options, started) = (self.options, self.started);
-        if let Some(db) = database.as_mut().filter(|_| options.scripts) {
-            db.run_scripts(&self.path, options.script_output);
+        if let Some(db) = database.as_mut() {
+            db.set_events(options.events.clone());
+            if options.scripts {
+                db.run_scripts(&self.path, options.script_output);
+            }
         }
         let mut reports = Vec::with_capacity(packages.len());
         let mut tx = self.transaction(true)?;
@@ -144,7 +181,7 @@ impl<'o> Call<'o> {
         // Until the journal is on disk a failure rolls the transaction back, and the maintainer
         // scripts that ran are unwound (database mode).
         let prepared =
-            write_phase(&mut tx, packages, options, &mut reports, database.as_mut(), stage);
+            write_phase(&mut tx, packages, options, &mut reports, database.as_deref_mut(), stage);
         let names: Vec<String> =
             reports.iter().map(|r: &PackageReport| format!("{} {}", r.name, r.version)).collect();
         let extract_s = started.elapsed().as_secs_f64();
@@ -162,6 +199,7 @@ impl<'o> Call<'o> {
             }
         };
         if let Some(db) = database.as_mut() {
+            db.emit_committed();
             if let Some((failed, e)) = db.after_commit()? {
                 self.record(db, |db, tx| db.postrm_failure_state(&failed, tx).map(|()| true))?;
                 return Err(e);

@@ -27,6 +27,7 @@
 // The API: what an embedder calls and what it gets back.
 pub mod durability;
 pub mod error;
+pub mod events;
 pub mod fs;
 pub mod interrupt;
 pub mod options;
@@ -57,7 +58,7 @@ pub mod txn;
 mod txn;
 
 pub use bootstrap::stages::bootstrap;
-pub use call::{discard_root, recover_root, unpack};
+pub use call::{discard_root, recover_root, unpack, unpack_each};
 pub use durability::Strategy;
 pub use error::{Error, Exit, Result};
 pub use fs::names::{INTENT, JOURNAL, STATE_DIR};

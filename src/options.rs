@@ -1,9 +1,10 @@
 //! How to unpack: the [`Options`] of a call and the callbacks an embedder hands it.
 //!
 //! A leaf: every layer of the engine reads these, so this module imports nothing of the engine
-//! but the [`Strategy`] trait. It must never hold behaviour, only the caller's choices.
+//! but the [`Strategy`] trait and the events' types. It must never hold behaviour, only the caller's choices.
 
 use crate::durability::Strategy;
+use crate::events::EventFn;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -44,6 +45,8 @@ pub struct Options {
     pub scripts: bool,
     /// Where the maintainer scripts' standard output goes.
     pub script_output: ScriptOutput,
+    /// Told each event of a call in database mode (a dpkg front end's status-fd and log).
+    pub events: Option<Arc<EventFn>>,
 }
 
 impl Options {
@@ -56,6 +59,7 @@ impl Options {
             admindir: None,
             scripts: true,
             script_output: ScriptOutput::Inherit,
+            events: None,
         }
     }
 }

@@ -60,7 +60,8 @@ pub fn bootstrap(packages: &[PathBuf], root: &Path, options: &Options) -> Result
             Error::Internal("the bootstrap's first stage made no database".into())
         })?,
     };
-    let mut report = call.transact(packages, Some(database), &mut Adopting(&mut first))?;
+    let mut database = database;
+    let mut report = call.transact(packages, Some(&mut database), &mut Adopting(&mut first))?;
     report.first_stage =
         Some(report::FirstStage { packages: plan.first_names, seconds, adopted: first.adopted });
     Ok(report)

@@ -14,10 +14,12 @@ use super::format::version::Relation;
 use super::lock::{self, DpkgLocks};
 use super::scripts::runner::{Call, Runner};
 use crate::error::Result;
+use crate::events::{self, Event, EventFn};
 use crate::fs::root::Root;
 use crate::read::control::ControlArchive;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A package of the call.
 pub(super) struct Incoming {
@@ -86,6 +88,8 @@ impl Locked {
             scripts: None,
             disappearing: Vec::new(),
             status: Vec::new(),
+            events: None,
+            pended: Vec::new(),
         })
     }
 }
@@ -103,9 +107,25 @@ pub struct Database {
     pub(super) disappearing: Vec<(usize, usize)>,
     /// The status file the transaction writes, once [`Database::finish`] made it.
     pub(super) status: Vec<Stanza>,
+    /// Told each event (a dpkg front end's status-fd and log).
+    pub(super) events: Option<Arc<EventFn>>,
+    /// The installed packages the call made `triggers-pending`, for the events after the
+    /// commit: (index, the state they reached).
+    pub(super) pended: Vec<(usize, State)>,
 }
 
 impl Database {
+    /// Reads the database again for the next transaction of the call (dpkg's locks kept):
+    /// what the last one committed, for the next package to see.
+    pub fn refresh(&mut self, root: &mut Root) -> Result<()> {
+        self.installed = self.admin.read(root)?;
+        self.incoming.clear();
+        self.disappearing.clear();
+        self.status.clear();
+        self.pended.clear();
+        Ok(())
+    }
+
     /// The admin directory's canonical path inside the root: no package writes a file there.
     pub fn admin_rel(&self) -> &Path {
         &self.admin.rel
@@ -118,5 +138,99 @@ impl Database {
         let present =
             |p: &&Package| !matches!(p.status.state, State::NotInstalled | State::HalfInstalled);
         self.installed.packages.iter().filter(present).count()
+    }
+}
+
+impl Database {
+    /// Tells the events of the call to `events` from now on.
+    pub fn set_events(&mut self, events: Option<Arc<EventFn>>) {
+        self.events = events;
+    }
+
+    fn emit(&self, event: Event) {
+        if let Some(events) = &self.events {
+            events(&event);
+        }
+    }
+
+    /// A package of the database, as an event names it.
+    fn installed_id(&self, o: usize) -> events::Package {
+        let p = &self.installed.packages[o];
+        events::Package::new(&p.name, &p.arch, p.multi_arch_same)
+    }
+
+    /// Package `index` of the call, as an event names it.
+    fn incoming_id(&self, index: usize) -> events::Package {
+        let inc = &self.incoming[index];
+        events::Package::new(&inc.name, &inc.arch, inc.multi_arch_same)
+    }
+
+    fn status_event(&self, package: events::Package, state: State, version: &str) {
+        let (state, version) = (state.word().to_string(), version.to_string());
+        self.emit(Event::Status { package, state, version });
+    }
+
+    /// Package `index` of the call starts: `install` or `upgrade`.
+    pub(super) fn emit_unpacking(&self, index: usize) {
+        let inc = &self.incoming[index];
+        let old = inc
+            .old
+            .map(|o| &self.installed.packages[o])
+            .filter(|o| o.status.state != State::ConfigFiles)
+            .map(|o| o.version.clone());
+        let version = inc.archive.control.version.clone();
+        self.emit(Event::Unpacking { package: self.incoming_id(index), old, version });
+    }
+
+    /// What dpkg notes of package `index` and the packages it deconfigures before its files:
+    /// a configured old version `half-configured` then `unpacked` (around its prerm), each
+    /// deconfigured instance `half-configured`, then the package `half-installed`.
+    pub(super) fn emit_before_files(&self, index: usize) {
+        let inc = &self.incoming[index];
+        if let Some(o) = inc.old {
+            let old = &self.installed.packages[o];
+            if matches!(
+                old.status.state,
+                State::HalfConfigured
+                    | State::TriggersAwaited
+                    | State::TriggersPending
+                    | State::Installed
+            ) {
+                for state in [State::HalfConfigured, State::Unpacked] {
+                    self.status_event(self.installed_id(o), state, &old.version);
+                }
+            }
+        }
+        for &d in &inc.deconfigures {
+            let version = &self.installed.packages[d].version;
+            self.status_event(self.installed_id(d), State::HalfConfigured, version);
+        }
+        let version =
+            inc.old.map_or(&inc.archive.control.version, |o| &self.installed.packages[o].version);
+        self.status_event(self.incoming_id(index), State::HalfInstalled, version);
+    }
+
+    /// What dpkg notes once the call's packages are in place: the packages it made
+    /// triggers-pending, the packages that disappeared (`not-installed`), and each package of
+    /// the call `unpacked`.
+    pub fn emit_committed(&self) {
+        for &(o, state) in &self.pended {
+            self.status_event(self.installed_id(o), state, &self.installed.packages[o].version);
+        }
+        for &(o, _) in &self.disappearing {
+            let version = self.installed.packages[o].version.clone();
+            self.emit(Event::Disappeared {
+                package: self.installed_id(o),
+                version: version.clone(),
+            });
+            self.status_event(self.installed_id(o), State::NotInstalled, &version);
+        }
+        for (index, inc) in self.incoming.iter().enumerate() {
+            self.status_event(
+                self.incoming_id(index),
+                State::Unpacked,
+                &inc.archive.control.version,
+            );
+        }
     }
 }

@@ -153,6 +153,7 @@ impl Database {
             unwind: Vec::new(),
             scripts_ran: false,
         });
+        self.emit_unpacking(self.incoming.len() - 1);
         Ok(())
     }
 
@@ -405,7 +406,7 @@ impl Database {
         let refs: Vec<&Stanza> = stanzas.iter().collect();
         let admin_rel = &self.admin.rel;
         tx.add_generated(&admin_rel.join("status"), &status::write_status(&refs), 0o644)?;
-        if db.format_missing {
+        if self.installed.format_missing {
             tx.add_generated(&admin_rel.join("info/format"), b"1\n", 0o644)?;
         }
         done.removals.extend(self.record_paths());

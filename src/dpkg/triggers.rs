@@ -54,7 +54,7 @@ impl Database {
     /// packages' from `first_new` on, in call order) and the trigger files the transaction
     /// writes; `dropped` are the paths each package's upgrade removes (by package name).
     pub(super) fn record_triggers(
-        &self,
+        &mut self,
         tx: &mut Transaction<'_>,
         stanzas: &mut [Stanza],
         first_new: usize,
@@ -67,7 +67,29 @@ impl Database {
         let mut status = Statuses::new(stanzas);
         self.activate(&interests, &directives, &mut status, first_new, dropped);
         self.incorporate(&interests, &mut status);
-        self.write_interests(tx, &interests)
+        let pended: Vec<(String, Option<String>, String)> = status
+            .pended
+            .iter()
+            .map(|&i| {
+                let s = &status.stanzas[i];
+                let key = |f: &str| s.get(f).map(String::from);
+                let state = key("Status").unwrap_or_default();
+                (key("Package").unwrap_or_default(), key("Architecture"), state)
+            })
+            .collect();
+        self.write_interests(tx, &interests)?;
+        self.pended = pended
+            .into_iter()
+            .filter_map(|(name, arch, status)| {
+                let o =
+                    self.installed.packages.iter().position(|p| {
+                        p.name == name && arch.as_deref().is_none_or(|a| a == p.arch)
+                    })?;
+                let state = StatusField::parse(&status).ok()?.state;
+                Some((o, state))
+            })
+            .collect();
+        Ok(())
     }
 
     /// The admin directory's `triggers/`, if it has one.
@@ -280,14 +302,9 @@ impl Database {
     /// that found it missing would make every installed package's interests pending).
     fn write_interests(&self, tx: &mut Transaction<'_>, interests: &Interests) -> Result<()> {
         let triggers_rel = self.admin.rel.join("triggers");
-        if self.installed.triggers_missing {
-            return self.make_triggers_dir(tx).and_then(|()| {
-                let file_after = triggers::write_interests(&interests.file, true);
-                if file_after.is_empty() {
-                    return Ok(());
-                }
-                tx.add_generated(&triggers_rel.join("File"), &file_after, 0o644)
-            });
+        let missing = self.installed.triggers_missing;
+        if missing {
+            self.make_triggers_dir(tx)?;
         }
         let file_after = triggers::write_interests(&interests.file, true);
         if file_after != interests.file_before {
@@ -302,7 +319,7 @@ impl Database {
                 tx.add_generated(&triggers_rel.join(name), &after, 0o644)?;
             }
         }
-        if interests.unincorp_before.as_deref().is_none_or(|b| !b.is_empty()) {
+        if !missing && interests.unincorp_before.as_deref().is_none_or(|b| !b.is_empty()) {
             tx.add_generated(&triggers_rel.join("Unincorp"), b"", 0o644)?;
         }
         tx.plan_removals(emptied)
@@ -322,6 +339,8 @@ impl Database {
 struct Statuses<'s> {
     stanzas: &'s mut [Stanza],
     by_name: HashMap<String, Vec<usize>>,
+    /// The stanzas [`Statuses::pend`] changed, by index, for the events after the commit.
+    pended: Vec<usize>,
 }
 
 impl<'s> Statuses<'s> {
@@ -330,7 +349,7 @@ impl<'s> Statuses<'s> {
         for (i, s) in stanzas.iter().enumerate() {
             by_name.entry(s.get("Package").unwrap_or_default().to_string()).or_default().push(i);
         }
-        Statuses { stanzas, by_name }
+        Statuses { stanzas, by_name, pended: Vec::new() }
     }
 
     /// The stanza of `who` (`NAME` or `NAME:ARCH`).
@@ -364,6 +383,9 @@ impl<'s> Statuses<'s> {
             .collect();
         if !pending.iter().any(|p| p == trigger) {
             pending.insert(0, trigger.to_string());
+            if !self.pended.contains(&i) {
+                self.pended.push(i);
+            }
         }
         status::set_known(stanza, "Triggers-Pending", pending.join(" "));
         if st.state == State::Installed {

@@ -61,6 +61,13 @@ const STATES: [(State, &str); 8] = [
     (State::Installed, "installed"),
 ];
 
+impl State {
+    /// The state as dpkg writes it (`half-installed`).
+    pub fn word(self) -> &'static str {
+        word(&STATES, self)
+    }
+}
+
 fn word<T: Copy + PartialEq>(table: &[(T, &'static str)], value: T) -> &'static str {
     table.iter().find(|(v, _)| *v == value).map_or("", |(_, w)| w)
 }

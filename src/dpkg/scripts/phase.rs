@@ -43,10 +43,11 @@ impl Database {
     /// upgrade`, the new `preinst`. On a failure, unwinds every package of the call whose
     /// scripts ran, and fails.
     pub fn before_files(&mut self, tx: &Transaction<'_>) -> Result<()> {
+        let index = self.incoming.len() - 1;
+        self.emit_before_files(index);
         if self.scripts.is_none() {
             return Ok(());
         }
-        let index = self.incoming.len() - 1;
         self.write_new_scripts(index)?;
         let result = self.prerm_and_preinst(index, tx);
         if result.is_err() {
