@@ -23,6 +23,8 @@ use std::sync::Arc;
 
 /// A package of the call.
 pub(super) struct Incoming {
+    /// Its file, which messages name.
+    pub(super) package: PathBuf,
     pub(super) control: Stanza,
     pub(super) archive: ControlArchive,
     pub(super) name: String,
@@ -37,7 +39,10 @@ pub(super) struct Incoming {
     /// Multi-Arch: same set it takes out of sync (src/main/unpack.c): configured ones of
     /// another version, left `half-configured` (their `prerm deconfigure in-favour` run).
     pub(super) deconfigures: Vec<usize>,
+    /// Every path its `conffiles` member names, in order, `remove-on-upgrade` ones included.
     pub(super) conffiles: Vec<PathBuf>,
+    /// Those marked `remove-on-upgrade`: never shipped, removed after the unpack.
+    pub(super) remove_on_upgrade: HashSet<PathBuf>,
     pub(super) replaces: Vec<Relation>,
     /// The package's paths as dpkg lists them, in archive order.
     pub(super) list: Vec<PathBuf>,
@@ -47,13 +52,28 @@ pub(super) struct Incoming {
     pub(super) written_as: HashMap<PathBuf, PathBuf>,
     /// Computed while writing when the package has no md5sums member.
     pub(super) md5sums: Option<Vec<(String, PathBuf)>>,
-    /// Paths taken over from other installed packages, by their index.
-    pub(super) taken: Vec<(usize, PathBuf)>,
+    /// Paths it takes from other installed packages' lists.
+    pub(super) taken: Vec<Taken>,
+    /// Its conffiles an installed package that replaces it keeps: recorded obsolete, as dpkg
+    /// records them, and not listed.
+    pub(super) kept_conffiles: HashSet<PathBuf>,
     /// The calls that undo what its scripts did so far, in order (Policy 6.6's error
     /// unwinding), for when the call fails before its commit.
     pub(super) unwind: Vec<Call>,
     /// One of its scripts ran (database mode records a failure then, as dpkg does).
     pub(super) scripts_ran: bool,
+}
+
+/// A path a package of the call writes that an installed package lists: it leaves that
+/// package's list when the call commits (dpkg's `FNNF_ELIDE_OTHER_LISTS`), and where the new
+/// entry is a conffile, the other package's conffile of that path is marked obsolete.
+pub(super) struct Taken {
+    /// The installed package, by index.
+    pub(super) from: usize,
+    pub(super) path: PathBuf,
+    /// By the new package's Replaces (dpkg says "Replacing files in old package"), not
+    /// silently from a package with only config files left or from an obsolete conffile.
+    pub(super) replaced: bool,
 }
 
 /// A root's admin directory found and locked with dpkg's locks, for the whole call: before

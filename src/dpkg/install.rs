@@ -18,7 +18,7 @@
 //! maintainer scripts.
 
 use super::admin::{self, Installed};
-use super::database::{Database, Incoming};
+use super::database::{Database, Incoming, Taken};
 use super::format::deb822::Stanza;
 use super::format::list;
 use super::format::status::{self, Conffile, Flag, State, StatusField, Want};
@@ -121,9 +121,6 @@ impl Database {
                 .map_err(|e| Error::bad(package, format!("conffiles: {e}")))?,
             None => Vec::new(),
         };
-        if let Some(c) = conffiles.iter().find(|c| c.remove_on_upgrade) {
-            return Err(Error::bad(package, format!("conffiles: 'remove-on-upgrade {}' is not supported by unpack yet; use dpkg for this package", escape(&c.path))));
-        }
         let replaces = match control.get("Replaces") {
             Some(v) => parse_relations(v)
                 .map_err(|e| Error::bad(package, format!("control: Replaces: {e}")))?
@@ -135,6 +132,7 @@ impl Database {
         let md5sums = (!archive.members.iter().any(|m| m.name == "md5sums")).then(Vec::new);
         let deconfigures = self.out_of_sync(&name, old, &archive.control.version);
         self.incoming.push(Incoming {
+            package: package.to_path_buf(),
             control,
             archive,
             name,
@@ -143,6 +141,11 @@ impl Database {
             old,
             slot,
             deconfigures,
+            remove_on_upgrade: conffiles
+                .iter()
+                .filter(|c| c.remove_on_upgrade)
+                .map(|c| c.path.clone())
+                .collect(),
             conffiles: conffiles.into_iter().map(|c| c.path).collect(),
             replaces,
             list: Vec::new(),
@@ -150,6 +153,7 @@ impl Database {
             written_as: HashMap::new(),
             md5sums,
             taken: Vec::new(),
+            kept_conffiles: HashSet::new(),
             unwind: Vec::new(),
             scripts_ran: false,
         });
@@ -180,18 +184,43 @@ impl Database {
 
     /// Decides about one entry of the package begun last, and changes its path, owner and mode
     /// where dpkg would write it elsewhere or otherwise.
-    pub fn map_entry(&mut self, entry: &mut Entry) -> Result<Action> {
+    ///
+    /// A symlink meeting a directory, or a symlink that leads to the same directory, is listed
+    /// and left as it is, whoever else lists the path, as dpkg leaves it
+    /// ([`Transaction::keeps_existing_dir`]).
+    pub fn map_entry(&mut self, tx: &mut Transaction<'_>, entry: &mut Entry) -> Result<Action> {
         let Some(inc) = self.incoming.last_mut() else {
             return Err(Error::Internal("an entry before its package".into()));
         };
         let db = &self.installed;
         let listed = list_path(&entry.path);
-        if entry.kind != Kind::Dir {
+        if inc.remove_on_upgrade.contains(&listed) {
+            return Err(Error::bad(
+                &inc.package,
+                format!(
+                    "conffile '{}' marked for removal on upgrade, shipped in package",
+                    escape(&listed)
+                ),
+            ));
+        }
+        let mut target = divert(db, &listed, &inc.name);
+        let existing_dir = match &entry.kind {
+            Kind::Symlink { target: link } => tx.keeps_existing_dir(&relative(&target), link),
+            _ => false,
+        };
+        if entry.kind != Kind::Dir && !existing_dir {
             for &o in db.owners.get(&listed).map(Vec::as_slice).unwrap_or_default() {
                 match ownership(db, inc, o, &listed) {
                     Ownership::Shared => {}
-                    Ownership::Taken => inc.taken.push((o, listed.clone())),
-                    Ownership::KeptByOwner => return Ok(Action::Skip),
+                    Ownership::Taken { replaced } => {
+                        inc.taken.push(Taken { from: o, path: listed.clone(), replaced })
+                    }
+                    Ownership::KeptByOwner => {
+                        if inc.conffiles.contains(&listed) {
+                            inc.kept_conffiles.insert(listed);
+                        }
+                        return Ok(Action::Skip);
+                    }
                     Ownership::Conflict => {
                         let other = &db.packages[o];
                         return Err(Error::Conflict {
@@ -207,6 +236,9 @@ impl Database {
         }
         if inc.listed.insert(listed.clone()) {
             inc.list.push(listed.clone());
+        }
+        if existing_dir {
+            return Ok(Action::Skip);
         }
         // A Multi-Arch: same sibling earlier in this call wrote the shared file already.
         let (name, same) = (inc.name.clone(), inc.multi_arch_same);
@@ -226,12 +258,6 @@ impl Database {
         };
         if entry.path.as_os_str().is_empty() {
             return Ok(Action::Write { hash: false });
-        }
-        let mut target = listed.clone();
-        if let Some(d) = db.diversions.get(&listed) {
-            if d.by.as_deref() != Some(inc.name.as_str()) {
-                target = d.to.clone();
-            }
         }
         if entry.kind != Kind::Dir && inc.conffiles.contains(&listed) {
             let mut name = target.clone().into_os_string();
@@ -309,6 +335,7 @@ impl Database {
             inc.listed.clear();
             inc.written_as.clear();
             inc.taken.clear();
+            inc.kept_conffiles.clear();
             if let Some(sums) = inc.md5sums.as_mut() {
                 sums.clear();
             }
@@ -345,11 +372,9 @@ impl Database {
             }
             (Shared::OnDisk, Kind::File { .. }) => match tx.on_disk(written)? {
                 OnDisk::File(file) => {
-                    let mut reader = std::io::BufReader::new(file);
-                    let mut hashing = super::md5::Hashing::new(&mut reader);
-                    std::io::copy(&mut hashing, &mut std::io::sink())
+                    let sum = super::md5::of_reader(&file)
                         .map_err(|e| Error::root(tx.root().display(written), "reading", e))?;
-                    md5 == Some(hashing.finish().as_str())
+                    md5 == Some(sum.as_str())
                 }
                 OnDisk::Nothing => true,
                 _ => false,
@@ -376,30 +401,17 @@ impl Database {
     pub fn finish(&mut self, tx: &mut Transaction<'_>) -> Result<Vec<DatabaseReport>> {
         let all_new: HashSet<&PathBuf> = self.incoming.iter().flat_map(|i| i.list.iter()).collect();
         let mut done = Finished::default();
-        for inc in &self.incoming {
-            self.finish_package(tx, inc, &all_new, &mut done)?;
+        for (index, inc) in self.incoming.iter().enumerate() {
+            self.finish_package(tx, index, inc, &all_new, &mut done)?;
         }
         self.finish_losers(tx, &all_new, &mut done)?;
         let db = &self.installed;
         let deconfigured: HashSet<usize> =
             self.incoming.iter().flat_map(|i| i.deconfigures.iter().copied()).collect();
-        let mut stanzas: Vec<Stanza> = db
-            .packages
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !done.gone.contains(i))
-            .map(|(i, p)| {
-                let mut stanza = p.stanza.clone();
-                if deconfigured.contains(&i) {
-                    if let Some(version) = config_version(p) {
-                        status::set_known(&mut stanza, "Config-Version", version.to_string());
-                    }
-                    let half = StatusField { state: State::HalfConfigured, ..p.status };
-                    status::set_known(&mut stanza, "Status", half.to_string());
-                }
-                stanza
-            })
-            .collect();
+        let mut stanzas: Vec<Stanza> = (0..db.packages.len())
+            .filter(|i| !done.gone.contains(i))
+            .map(|i| self.installed_stanza(i, &deconfigured))
+            .collect::<Result<_>>()?;
         let first_new = stanzas.len();
         stanzas.extend(done.new_stanzas);
         self.record_triggers(tx, &mut stanzas, first_new, &done.dropped)?;
@@ -421,6 +433,7 @@ impl Database {
     fn finish_package(
         &self,
         tx: &mut Transaction<'_>,
+        index: usize,
         inc: &Incoming,
         all_new: &HashSet<&PathBuf>,
         done: &mut Finished,
@@ -434,6 +447,7 @@ impl Database {
             Some(o) => self.drop_old_paths(inc, o, &list, all_new, done),
             None => 0,
         };
+        self.remove_on_upgrade(tx, index, inc, &conffiles, done)?;
         self.write_info_files(tx, inc, &list, done)?;
         let status = StatusField { want: Want::Install, flag: Flag::Ok, state: State::Unpacked };
         let config_version = old.and_then(config_version);
@@ -481,15 +495,21 @@ impl Database {
         let mut conffiles: Vec<Conffile> = inc
             .conffiles
             .iter()
-            .filter(|p| inc.listed.contains(*p))
+            .filter(|p| {
+                inc.listed.contains(*p)
+                    || inc.kept_conffiles.contains(*p)
+                    || inc.remove_on_upgrade.contains(*p)
+            })
             .map(|p| Conffile {
                 path: p.clone(),
                 hash: old_conffiles
                     .iter()
                     .find(|c| &c.path == p)
-                    .map_or_else(|| "newconffile".to_string(), |c| c.hash.clone()),
-                obsolete: false,
-                remove_on_upgrade: false,
+                    .map(|c| c.hash.clone())
+                    .or_else(|| self.owners_hash(inc, p))
+                    .unwrap_or_else(|| status::NEW_CONFFILE.to_string()),
+                obsolete: inc.kept_conffiles.contains(p),
+                remove_on_upgrade: inc.remove_on_upgrade.contains(p),
             })
             .collect();
         let mut list = inc.list.clone();
@@ -507,6 +527,68 @@ impl Database {
         Ok((conffiles, list))
     }
 
+    /// The package's `remove-on-upgrade` conffiles, as dpkg treats them after the unpack
+    /// (src/main/unpack.c pkg_remove_conffile_on_upgrade), unless another package lists the
+    /// path: its `.dpkg-dist` removed; the file removed where it is what the package's
+    /// previous version shipped (its recorded hash), otherwise kept as `PATH.dpkg-old` (a copy
+    /// with its owner, mode and mtime, renamed in with the package's files, the file itself
+    /// removed after). Only a regular file is looked at: dpkg follows a symlink there to the
+    /// file it leads to, this leaves it.
+    fn remove_on_upgrade(
+        &self,
+        tx: &mut Transaction<'_>,
+        index: usize,
+        inc: &Incoming,
+        conffiles: &[Conffile],
+        done: &mut Finished,
+    ) -> Result<()> {
+        let db = &self.installed;
+        for c in conffiles.iter().filter(|c| c.remove_on_upgrade) {
+            if db.owners.get(&c.path).into_iter().flatten().any(|&o| Some(o) != inc.old) {
+                continue;
+            }
+            let at = relative(&divert(db, &c.path, &inc.name));
+            done.removals.push(suffixed(&at, ".dpkg-dist"));
+            let OnDisk::File(file) = tx.on_disk(&at)? else { continue };
+            let shown = tx.root().display(&at);
+            let hash =
+                super::md5::of_reader(&file).map_err(|e| Error::root(&shown, "reading", e))?;
+            done.removals.push(at.clone());
+            if hash == c.hash {
+                continue;
+            }
+            let st = rustix::fs::fstat(&file).map_err(|e| Error::root(&shown, "stat", e))?;
+            let copy = Entry {
+                path: suffixed(&at, ".dpkg-old"),
+                kind: Kind::File { size: st.st_size as u64 },
+                mode: st.st_mode & 0o7777,
+                uid: st.st_uid,
+                gid: st.st_gid,
+                mtime: (st.st_mtime, st.st_mtime_nsec as u32),
+            };
+            let mut reader = std::io::BufReader::new(&file);
+            std::io::Seek::rewind(&mut reader).map_err(|e| Error::root(&shown, "reading", e))?;
+            tx.add(index, &inc.package, &copy, &mut reader)?;
+        }
+        Ok(())
+    }
+
+    /// The hash another installed package that lists `path` records for it as its conffile:
+    /// a conffile taken over (by Replaces, from a package with only config files left, from an
+    /// obsolete conffile, between Multi-Arch: same instances) keeps the hash its previous
+    /// owner had, as dpkg keeps it (src/main/unpack.c deb_parse_conffiles), so that
+    /// `dpkg --configure` sees an unchanged file as the distributor's, not as one "created by
+    /// you or by a script". Several such owners are rare; dpkg then takes one of them ("at
+    /// random"), this the first in the database's order.
+    fn owners_hash(&self, inc: &Incoming, path: &Path) -> Option<String> {
+        let db = &self.installed;
+        db.owners.get(path)?.iter().filter(|&&o| Some(o) != inc.old).find_map(|&o| {
+            let field = db.packages[o].stanza.get("Conffiles")?;
+            let recorded = status::parse_conffiles_field(field).ok()?;
+            recorded.into_iter().find(|c| c.path == path).map(|c| c.hash)
+        })
+    }
+
     /// The paths installed package `o`, which `inc` upgrades, listed and the new version does
     /// not keep (`list`), nor any other package has: removed after the renames. Returns how
     /// many.
@@ -520,14 +602,17 @@ impl Database {
     ) -> u64 {
         let db = &self.installed;
         let kept: HashSet<&PathBuf> = list.iter().collect();
+        // An installed package another package of the call upgrades keeps a path only if its
+        // new version lists it, which `all_new` says: a directory several upgrades all drop
+        // goes.
+        let upgraded: HashSet<usize> = self.incoming.iter().filter_map(|i| i.old).collect();
         let mut removed = 0;
-        for p in db.lists[o].iter().rev() {
-            let others = db
-                .owners
-                .get(p)
-                .into_iter()
-                .flatten()
-                .any(|&x| x != o && db.packages[x].status.state != State::NotInstalled);
+        for p in db.lists[o].iter().rev().filter(|p| !inc.remove_on_upgrade.contains(*p)) {
+            let others = db.owners.get(p).into_iter().flatten().any(|&x| {
+                x != o
+                    && !upgraded.contains(&x)
+                    && db.packages[x].status.state != State::NotInstalled
+            });
             if kept.contains(p) || all_new.contains(p) || others || p.as_os_str() == "/." {
                 continue;
             }
@@ -585,24 +670,27 @@ impl Database {
     ) -> Result<()> {
         let db = &self.installed;
         let info_rel = self.admin.rel.join("info");
-        let mut taken_from: HashMap<usize, HashSet<PathBuf>> = HashMap::new();
-        for inc in &self.incoming {
-            for (o, p) in &inc.taken {
-                taken_from.entry(*o).or_default().insert(p.clone());
+        // By loser: the paths taken, and the package of the call that took the first.
+        let mut taken_from: HashMap<usize, (HashSet<&PathBuf>, usize)> = HashMap::new();
+        for (by, inc) in self.incoming.iter().enumerate() {
+            for t in &inc.taken {
+                taken_from.entry(t.from).or_insert_with(|| (HashSet::new(), by)).0.insert(&t.path);
+                if t.replaced && !done.reports[by].replaced.contains(&db.packages[t.from].name) {
+                    done.reports[by].replaced.push(db.packages[t.from].name.clone());
+                }
             }
         }
-        for (o, taken) in &taken_from {
-            if done.gone.contains(o) {
+        let mut losers: Vec<_> = taken_from.into_iter().collect();
+        losers.sort_by_key(|(o, _)| *o);
+        for (o, (taken, by)) in losers {
+            if done.gone.contains(&o) {
                 continue;
             }
-            let other = &db.packages[*o];
-            let by =
-                self.incoming.iter().position(|i| i.taken.iter().any(|(x, _)| x == o)).unwrap_or(0);
-            done.reports[by].replaced.push(other.name.clone());
-            if disappears(db, *o, all_new, &self.incoming[by]) {
-                done.gone.insert(*o);
+            let other = &db.packages[o];
+            if disappears(db, o, all_new, &self.incoming[by]) {
+                done.gone.insert(o);
                 done.reports[by].disappeared.push(other.name.clone());
-                done.disappearing.push((*o, by));
+                done.disappearing.push((o, by));
                 let stem = other.info_name();
                 done.removals.extend(
                     db.info_names
@@ -612,7 +700,7 @@ impl Database {
                 );
             } else {
                 let left: Vec<PathBuf> =
-                    db.lists[*o].iter().filter(|p| !taken.contains(*p)).cloned().collect();
+                    db.lists[o].iter().filter(|p| !taken.contains(p)).cloned().collect();
                 tx.add_generated(
                     &info_rel.join(format!("{}.list", other.info_name())),
                     &list::write_list(&left),
@@ -621,6 +709,37 @@ impl Database {
             }
         }
         Ok(())
+    }
+
+    /// The stanza of installed package `i` as the commit leaves it: a conffile of it that a
+    /// package of the call now ships as its own conffile is marked obsolete (dpkg's
+    /// conffile_mark_obsolete), and a deconfigured package is half-configured.
+    fn installed_stanza(&self, i: usize, deconfigured: &HashSet<usize>) -> Result<Stanza> {
+        let p = &self.installed.packages[i];
+        let mut stanza = p.stanza.clone();
+        let now_theirs: HashSet<&PathBuf> = self
+            .incoming
+            .iter()
+            .flat_map(|inc| inc.taken.iter().filter(move |t| inc.conffiles.contains(&t.path)))
+            .filter(|t| t.from == i)
+            .map(|t| &t.path)
+            .collect();
+        if let (false, Some(field)) = (now_theirs.is_empty(), p.stanza.get("Conffiles")) {
+            let mut conffiles = status::parse_conffiles_field(field)
+                .map_err(|e| admin::bad_db(&self.admin.dir.path().join("status"), e))?;
+            for c in conffiles.iter_mut().filter(|c| now_theirs.contains(&c.path)) {
+                c.obsolete = true;
+            }
+            status::set_known(&mut stanza, "Conffiles", status::conffiles_field(&conffiles));
+        }
+        if deconfigured.contains(&i) {
+            if let Some(version) = config_version(p) {
+                status::set_known(&mut stanza, "Config-Version", version.to_string());
+            }
+            let half = StatusField { state: State::HalfConfigured, ..p.status };
+            status::set_known(&mut stanza, "Status", half.to_string());
+        }
+        Ok(stanza)
     }
 }
 
@@ -639,11 +758,15 @@ pub(super) fn config_version(old: &status::Package) -> Option<&str> {
 
 /// How an installed package's claim on a path weighs against the new package's.
 enum Ownership {
-    /// No conflict: the same package, a Multi-Arch: same sibling, a diversion one of them
-    /// made, a package with only config files left.
+    /// No conflict, and the path stays in the owner's list too: the same package, a
+    /// Multi-Arch: same sibling, a diversion one of them made.
     Shared,
-    /// The new package replaces the owner: ownership moves.
-    Taken,
+    /// Ownership moves to the new package: it replaces the owner, or (not `replaced`) takes
+    /// the path silently from a package with only config files left or from one whose
+    /// obsolete conffile it ships as a conffile.
+    Taken {
+        replaced: bool,
+    },
     /// The owner replaces the new package: the path stays the owner's, the entry is skipped.
     KeptByOwner,
     Conflict,
@@ -653,8 +776,7 @@ enum Ownership {
 /// package `o` lists.
 fn ownership(db: &Installed, inc: &Incoming, o: usize, path: &Path) -> Ownership {
     let other = &db.packages[o];
-    if Some(o) == inc.old || matches!(other.status.state, State::NotInstalled | State::ConfigFiles)
-    {
+    if Some(o) == inc.old || other.status.state == State::NotInstalled {
         return Ownership::Shared;
     }
     if other.name == inc.name && other.multi_arch_same && inc.multi_arch_same {
@@ -665,20 +787,23 @@ fn ownership(db: &Installed, inc: &Incoming, o: usize, path: &Path) -> Ownership
             return Ownership::Shared;
         }
     }
+    if other.status.state == State::ConfigFiles {
+        return Ownership::Taken { replaced: false };
+    }
     let obsolete_conffile = other
         .stanza
         .get("Conffiles")
         .and_then(|v| status::parse_conffiles_field(v).ok())
         .is_some_and(|cs| cs.iter().any(|c| c.obsolete && c.path == path));
     if obsolete_conffile && inc.conffiles.iter().any(|c| c == path) {
-        return Ownership::Shared;
+        return Ownership::Taken { replaced: false };
     }
     let other_version = Version::parse(&other.version).ok();
     if other_version
         .as_ref()
         .is_some_and(|v| inc.replaces.iter().any(|r| r.satisfied_by(&other.name, v)))
     {
-        return Ownership::Taken;
+        return Ownership::Taken { replaced: true };
     }
     let other_replaces: Vec<Relation> = other
         .stanza
@@ -706,7 +831,9 @@ fn ownership(db: &Installed, inc: &Incoming, o: usize, path: &Path) -> Ownership
 /// keeps a package dpkg might let go, never the other way round.)
 fn disappears(db: &Installed, o: usize, all_new: &HashSet<&PathBuf>, inc: &Incoming) -> bool {
     let other = &db.packages[o];
-    if other.stanza.get("Essential").is_some_and(|e| e.eq_ignore_ascii_case("yes")) {
+    if other.status.state == State::ConfigFiles
+        || other.stanza.get("Essential").is_some_and(|e| e.eq_ignore_ascii_case("yes"))
+    {
         return false;
     }
     let files: Vec<&PathBuf> = db.lists[o].iter().filter(|p| p.as_os_str() != "/.").collect();
@@ -780,6 +907,13 @@ fn list_path(path: &Path) -> PathBuf {
     let mut bytes = b"/".to_vec();
     bytes.extend_from_slice(path.as_os_str().as_bytes());
     PathBuf::from(OsString::from_vec(bytes))
+}
+
+/// `path` with `suffix` added to its last name.
+fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 /// A listed path relative to the root, as entries are.

@@ -214,7 +214,7 @@ pub(crate) fn write_entry(
     let Some(db) = database else {
         return tx.add(index, path, &entry, data);
     };
-    match db.map_entry(&mut entry)? {
+    match db.map_entry(tx, &mut entry)? {
         Action::Skip => std::io::copy(data, &mut std::io::sink())
             .map(drop)
             .map_err(|e| Error::bad(path, e.to_string())),
