@@ -169,6 +169,7 @@ impl<'o> Call<'o> {
         let (options, started) = (self.options, self.started);
         if let Some(db) = database.as_mut() {
             db.set_events(options.events.clone());
+            db.set_choices(&options.force, options.auto_deconfigure);
             if options.scripts {
                 db.run_scripts(&self.path, options.script_output);
             }

@@ -41,6 +41,10 @@ pub enum Event {
     /// disappear: PKG`, dpkg.log's `disappear PKG:ARCH VERSION <none>` (then its
     /// `not-installed` status).
     Disappeared { package: Package, version: String },
+    /// What dpkg says on its way about the others a package affects ("considering removing
+    /// OLD in favour of NEW ...", "yes, will deconfigure ...", the warning of a `--force-*`
+    /// that let a problem through): a front end prints it on standard error as dpkg does.
+    Notice { message: String },
 }
 
 /// Called with each event of a call, from the engine's one writing thread.

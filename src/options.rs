@@ -47,6 +47,33 @@ pub struct Options {
     pub script_output: ScriptOutput,
     /// Told each event of a call in database mode (a dpkg front end's status-fd and log).
     pub events: Option<Arc<EventFn>>,
+    /// dpkg's `--force-*` options, for what the engine checks (database mode).
+    pub force: Force,
+    /// dpkg's `--auto-deconfigure` (apt passes it): a package the unpack breaks, or one a
+    /// conflicting package's removal leaves without a dependency, is deconfigured instead of the
+    /// unpack being refused (database mode).
+    pub auto_deconfigure: bool,
+}
+
+/// The `--force-*` options of dpkg that concern the unpack phase (`dpkg --force-help`), each
+/// off unless set: what each lets through is said where the engine checks it (dependencies
+/// and conflicts: `crate::dpkg::depcon`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Force {
+    /// An unsatisfied Pre-Depends, or a dependency a conflicting package's removal breaks, is
+    /// a warning. The bootstrap sets it, as a first stage's `dpkg --force-depends` does.
+    pub depends: bool,
+    /// A conflict nothing resolves is a warning.
+    pub conflicts: bool,
+    /// Breaking an installed package is a warning.
+    pub breaks: bool,
+    /// A conflicting package that is Essential, Protected, on hold or needing reinstallation
+    /// may still be removed.
+    pub remove_essential: bool,
+    pub remove_protected: bool,
+    pub hold: bool,
+    pub remove_reinstreq: bool,
 }
 
 impl Options {
@@ -60,6 +87,8 @@ impl Options {
             scripts: true,
             script_output: ScriptOutput::Inherit,
             events: None,
+            force: Force::default(),
+            auto_deconfigure: false,
         }
     }
 }

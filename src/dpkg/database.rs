@@ -8,6 +8,7 @@
 //! imports this file, which imports neither. Nothing here writes.
 
 use super::admin::{self, Admin, Installed};
+use super::depcon::Choices;
 use super::format::deb822::Stanza;
 use super::format::status::{Package, State};
 use super::format::version::Relation;
@@ -20,6 +21,10 @@ use crate::read::control::ControlArchive;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// An installed package a package of the call deconfigures, by index, with the conflictor
+/// whose removal is the reason (its prerm's `removing CONFLICTOR VERSION`).
+pub(super) type Deconfigure = (usize, Option<usize>);
 
 /// A package of the call.
 pub(super) struct Incoming {
@@ -35,10 +40,14 @@ pub(super) struct Incoming {
     /// The stanza its own replaces: `old`'s, or a `not-installed` one of its name and
     /// architecture.
     pub(super) slot: Option<usize>,
-    /// The other installed instances of its name it deconfigures, as dpkg does with a
-    /// Multi-Arch: same set it takes out of sync (src/main/unpack.c): configured ones of
-    /// another version, left `half-configured` (their `prerm deconfigure in-favour` run).
-    pub(super) deconfigures: Vec<usize>,
+    /// The installed packages it deconfigures, as dpkg does (src/main/unpack.c): the other
+    /// instances of a Multi-Arch: same set it takes out of sync, what it breaks, what the
+    /// removal of a conflictor leaves without a dependency (that conflictor given); left
+    /// `half-configured`, their `prerm deconfigure in-favour` run.
+    pub(super) deconfigures: Vec<Deconfigure>,
+    /// The installed packages it removes: they conflict with it and it replaces them
+    /// ([`super::depcon`]), removed in its transaction ([`super::conflictors`]).
+    pub(super) conflictors: Vec<usize>,
     /// Every path its `conffiles` member names, in order, `remove-on-upgrade` ones included.
     pub(super) conffiles: Vec<PathBuf>,
     /// Those marked `remove-on-upgrade`: never shipped, removed after the unpack.
@@ -107,9 +116,12 @@ impl Locked {
             incoming: Vec::new(),
             scripts: None,
             disappearing: Vec::new(),
+            conflicted: Vec::new(),
+            conflict_failed: Vec::new(),
             status: Vec::new(),
             events: None,
             pended: Vec::new(),
+            choices: Choices::default(),
         })
     }
 }
@@ -125,6 +137,11 @@ pub struct Database {
     /// Installed packages that disappear (by index), with the package of the call that took
     /// their last file: their postrm is called `disappear` after the commit.
     pub(super) disappearing: Vec<(usize, usize)>,
+    /// The conflictors the call removed, by index: true when left `config-files`, false when
+    /// forgotten. Their `postrm remove` runs after the commit.
+    pub(super) conflicted: Vec<(usize, bool)>,
+    /// The conflictors whose `postrm remove` failed after the commit.
+    pub(super) conflict_failed: Vec<usize>,
     /// The status file the transaction writes, once [`Database::finish`] made it.
     pub(super) status: Vec<Stanza>,
     /// Told each event (a dpkg front end's status-fd and log).
@@ -132,6 +149,8 @@ pub struct Database {
     /// The installed packages the call made `triggers-pending`, for the events after the
     /// commit: (index, the state they reached).
     pub(super) pended: Vec<(usize, State)>,
+    /// What the caller's `--force-*` options and `--auto-deconfigure` allow.
+    pub(super) choices: Choices,
 }
 
 impl Database {
@@ -141,6 +160,8 @@ impl Database {
         self.installed = self.admin.read(root)?;
         self.incoming.clear();
         self.disappearing.clear();
+        self.conflicted.clear();
+        self.conflict_failed.clear();
         self.status.clear();
         self.pended.clear();
         Ok(())
@@ -162,12 +183,17 @@ impl Database {
 }
 
 impl Database {
+    /// The `--force-*` options and `--auto-deconfigure` of the call, from now on.
+    pub fn set_choices(&mut self, force: &crate::options::Force, auto_deconfigure: bool) {
+        self.choices = Choices { force: *force, auto_deconfigure };
+    }
+
     /// Tells the events of the call to `events` from now on.
     pub fn set_events(&mut self, events: Option<Arc<EventFn>>) {
         self.events = events;
     }
 
-    fn emit(&self, event: Event) {
+    pub(super) fn emit(&self, event: Event) {
         if let Some(events) = &self.events {
             events(&event);
         }
@@ -221,9 +247,17 @@ impl Database {
                 }
             }
         }
-        for &d in &inc.deconfigures {
+        for &(d, _) in &inc.deconfigures {
             let version = &self.installed.packages[d].version;
             self.status_event(self.installed_id(d), State::HalfConfigured, version);
+        }
+        for &c in &inc.conflictors {
+            let p = &self.installed.packages[c];
+            if configured(p.status.state) {
+                for state in [State::HalfConfigured, State::HalfInstalled] {
+                    self.status_event(self.installed_id(c), state, &p.version);
+                }
+            }
         }
         let version =
             inc.old.map_or(&inc.archive.control.version, |o| &self.installed.packages[o].version);
@@ -252,5 +286,21 @@ impl Database {
                 &inc.archive.control.version,
             );
         }
+        for &(c, kept) in &self.conflicted {
+            let p = &self.installed.packages[c];
+            if !configured(p.status.state) && p.status.state != State::HalfInstalled {
+                self.status_event(self.installed_id(c), State::HalfInstalled, &p.version);
+            }
+            let state = if kept { State::ConfigFiles } else { State::NotInstalled };
+            self.status_event(self.installed_id(c), state, &p.version);
+        }
     }
+}
+
+/// A state in which dpkg runs a package's prerm before it upgrades, deconfigures or removes it.
+pub(super) fn configured(state: State) -> bool {
+    matches!(
+        state,
+        State::HalfConfigured | State::TriggersAwaited | State::TriggersPending | State::Installed
+    )
 }

@@ -18,12 +18,14 @@
 //! maintainer scripts.
 
 use super::admin::{self, Installed};
-use super::database::{Database, Incoming, Taken};
+use super::database::{Database, Deconfigure, Incoming, Taken};
+use super::depcon;
 use super::format::deb822::Stanza;
 use super::format::list;
 use super::format::status::{self, Conffile, Flag, State, StatusField, Want};
 use super::format::version::{parse_relations, Relation, Version};
 use crate::error::{escape, Error, Result};
+use crate::events::Event;
 use crate::read::control::ControlArchive;
 use crate::read::entry::{Entry, Kind};
 use crate::report::DatabaseReport;
@@ -35,17 +37,22 @@ use std::path::{Path, PathBuf};
 
 /// What [`Database::finish`] gathers over the call's packages before the status file.
 #[derive(Default)]
-struct Finished {
+pub(super) struct Finished {
     reports: Vec<DatabaseReport>,
     /// Installed packages replaced by a new version, or disappeared.
     gone: HashSet<usize>,
     new_stanzas: Vec<Stanza>,
     /// Listed paths the upgrades remove: they activate file triggers too.
     dropped: Vec<(String, PathBuf)>,
-    removals: Vec<PathBuf>,
+    pub(super) removals: Vec<PathBuf>,
     /// Installed packages that disappear, with the package of the call that took their last
     /// file.
     disappearing: Vec<(usize, usize)>,
+    /// Conflictors removed, with their new stanza (`None`: forgotten).
+    pub(super) conflicted: Vec<(usize, Option<Stanza>)>,
+    /// Listed paths the conflictors' removal removes: they activate file triggers, with no
+    /// package awaiting them.
+    pub(super) conflict_removed: Vec<PathBuf>,
 }
 
 /// What to do with an entry.
@@ -90,7 +97,7 @@ impl Database {
                 ),
             ));
         }
-        Version::parse(&archive.control.version)
+        let version = Version::parse(&archive.control.version)
             .map_err(|e| Error::bad(package, format!("control: Version: {e}")))?;
         let multi_arch_same =
             control.get("Multi-Arch").is_some_and(|m| m.eq_ignore_ascii_case("same"));
@@ -130,7 +137,8 @@ impl Database {
             None => Vec::new(),
         };
         let md5sums = (!archive.members.iter().any(|m| m.name == "md5sums")).then(Vec::new);
-        let deconfigures = self.out_of_sync(&name, old, &archive.control.version);
+        let (deconfigures, conflictors) =
+            self.dependencies(package, &control, &version, old, slot)?;
         self.incoming.push(Incoming {
             package: package.to_path_buf(),
             control,
@@ -141,6 +149,7 @@ impl Database {
             old,
             slot,
             deconfigures,
+            conflictors,
             remove_on_upgrade: conffiles
                 .iter()
                 .filter(|c| c.remove_on_upgrade)
@@ -161,12 +170,62 @@ impl Database {
         Ok(())
     }
 
+    /// What the package begun asks of the installed ones, as dpkg decides it before its
+    /// scripts ([`depcon`]): the packages it deconfigures (the out-of-sync Multi-Arch: same
+    /// instances first) and the conflictors it removes. Refused: exit 1 with dpkg's reasons;
+    /// dpkg's notices go to the events.
+    fn dependencies(
+        &self,
+        package: &Path,
+        control: &Stanza,
+        version: &Version,
+        old: Option<usize>,
+        slot: Option<usize>,
+    ) -> Result<(Vec<Deconfigure>, Vec<usize>)> {
+        let name = control.get("Package").unwrap_or_default().to_ascii_lowercase();
+        let arch = control.get("Architecture").unwrap_or_default();
+        let mut deconfigures: Vec<Deconfigure> = self
+            .out_of_sync(&name, old, control.get("Version").unwrap_or_default())
+            .into_iter()
+            .map(|o| (o, None))
+            .collect();
+        let newcomer = depcon::Newcomer {
+            name: &name,
+            arch,
+            version,
+            control,
+            slot,
+            file: &package.to_string_lossy(),
+        };
+        let verdict =
+            depcon::check(&self.installed, &newcomer, &self.native_arch(arch), self.choices)
+                .map_err(|reason| Error::Conflict { path: package.to_path_buf(), reason })?;
+        for note in verdict.notes {
+            self.emit(Event::Notice { message: note });
+        }
+        for d in verdict.deconfigure {
+            if !deconfigures.iter().any(|(o, _)| *o == d.0) {
+                deconfigures.push(d);
+            }
+        }
+        Ok((deconfigures, verdict.conflictors))
+    }
+
+    /// The root's native architecture, as dpkg's own: its installed `dpkg` package's, else
+    /// that of the package begun (`arch`), unless that is `all`.
+    fn native_arch(&self, arch: &str) -> String {
+        let dpkg = self.installed.packages.iter().find(|p| {
+            p.name == "dpkg" && !matches!(p.status.state, State::NotInstalled | State::ConfigFiles)
+        });
+        dpkg.map_or_else(|| arch.to_string(), |p| p.arch.clone())
+    }
+
     /// The installed instances of `name` (not `old`, the one the package replaces) that a
     /// package of `version` takes out of sync: configured (or with triggers to run) at another
     /// version, and not deconfigured by an earlier package of the call already.
     fn out_of_sync(&self, name: &str, old: Option<usize>, version: &str) -> Vec<usize> {
         let taken: HashSet<usize> =
-            self.incoming.iter().flat_map(|i| i.deconfigures.iter().copied()).collect();
+            self.incoming.iter().flat_map(|i| i.deconfigures.iter().map(|d| d.0)).collect();
         let configured = |p: &status::Package| {
             matches!(
                 p.status.state,
@@ -405,16 +464,21 @@ impl Database {
             self.finish_package(tx, index, inc, &all_new, &mut done)?;
         }
         self.finish_losers(tx, &all_new, &mut done)?;
+        self.remove_conflictors(tx, &all_new, &mut done)?;
         let db = &self.installed;
         let deconfigured: HashSet<usize> =
-            self.incoming.iter().flat_map(|i| i.deconfigures.iter().copied()).collect();
-        let mut stanzas: Vec<Stanza> = (0..db.packages.len())
-            .filter(|i| !done.gone.contains(i))
-            .map(|i| self.installed_stanza(i, &deconfigured))
-            .collect::<Result<_>>()?;
+            self.incoming.iter().flat_map(|i| i.deconfigures.iter().map(|d| d.0)).collect();
+        let mut stanzas: Vec<Stanza> = Vec::with_capacity(db.packages.len() + 1);
+        for i in (0..db.packages.len()).filter(|i| !done.gone.contains(i)) {
+            match done.conflicted.iter().find(|(c, _)| *c == i) {
+                Some((_, Some(removed))) => stanzas.push(removed.clone()),
+                Some((_, None)) => {}
+                None => stanzas.push(self.installed_stanza(i, &deconfigured)?),
+            }
+        }
         let first_new = stanzas.len();
         stanzas.extend(done.new_stanzas);
-        self.record_triggers(tx, &mut stanzas, first_new, &done.dropped)?;
+        self.record_triggers(tx, &mut stanzas, first_new, &done.dropped, &done.conflict_removed)?;
         let refs: Vec<&Stanza> = stanzas.iter().collect();
         let admin_rel = &self.admin.rel;
         tx.add_generated(&admin_rel.join("status"), &status::write_status(&refs), 0o644)?;
@@ -424,6 +488,7 @@ impl Database {
         done.removals.extend(self.record_paths());
         tx.plan_removals(done.removals)?;
         self.disappearing = done.disappearing;
+        self.conflicted = done.conflicted.iter().map(|(c, s)| (*c, s.is_some())).collect();
         self.status = stanzas;
         Ok(done.reports)
     }
@@ -450,7 +515,7 @@ impl Database {
         self.remove_on_upgrade(tx, index, inc, &conffiles, done)?;
         self.write_info_files(tx, inc, &list, done)?;
         let status = StatusField { want: Want::Install, flag: Flag::Ok, state: State::Unpacked };
-        let config_version = old.and_then(config_version);
+        let config_version = old.and_then(status::Package::config_version);
         done.new_stanzas.push(status::status_stanza(
             &inc.control,
             &status,
@@ -682,8 +747,10 @@ impl Database {
         }
         let mut losers: Vec<_> = taken_from.into_iter().collect();
         losers.sort_by_key(|(o, _)| *o);
+        let conflictors: HashSet<usize> =
+            self.incoming.iter().flat_map(|i| i.conflictors.iter().copied()).collect();
         for (o, (taken, by)) in losers {
-            if done.gone.contains(&o) {
+            if done.gone.contains(&o) || conflictors.contains(&o) {
                 continue;
             }
             let other = &db.packages[o];
@@ -733,26 +800,13 @@ impl Database {
             status::set_known(&mut stanza, "Conffiles", status::conffiles_field(&conffiles));
         }
         if deconfigured.contains(&i) {
-            if let Some(version) = config_version(p) {
+            if let Some(version) = p.config_version() {
                 status::set_known(&mut stanza, "Config-Version", version.to_string());
             }
             let half = StatusField { state: State::HalfConfigured, ..p.status };
             status::set_known(&mut stanza, "Status", half.to_string());
         }
         Ok(stanza)
-    }
-}
-
-/// The version whose configuration `old` holds, which the new stanza keeps for dpkg --configure:
-/// its Config-Version, or for an installed package (whose stanza never carries the field) its
-/// Version, as dpkg reads it (lib/dpkg/parse.c).
-pub(super) fn config_version(old: &status::Package) -> Option<&str> {
-    match old.stanza.get("Config-Version") {
-        Some(v) => Some(v),
-        None if matches!(old.status.state, State::Installed | State::TriggersPending) => {
-            Some(old.version.as_str())
-        }
-        None => None,
     }
 }
 
@@ -892,7 +946,7 @@ fn keeps_member(name: &str) -> bool {
 
 /// Where an old file of package `name` is on disk: its divert-to name when someone else
 /// diverted it.
-fn divert(db: &Installed, path: &Path, name: &str) -> PathBuf {
+pub(super) fn divert(db: &Installed, path: &Path, name: &str) -> PathBuf {
     match db.diversions.get(path) {
         Some(d) if d.by.as_deref() != Some(name) => d.to.clone(),
         _ => path.to_path_buf(),
@@ -917,6 +971,6 @@ fn suffixed(path: &Path, suffix: &str) -> PathBuf {
 }
 
 /// A listed path relative to the root, as entries are.
-fn relative(path: &Path) -> PathBuf {
+pub(super) fn relative(path: &Path) -> PathBuf {
     path.strip_prefix("/").map(Path::to_path_buf).unwrap_or_else(|_| path.to_path_buf())
 }

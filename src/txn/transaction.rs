@@ -501,6 +501,42 @@ impl<'a> Transaction<'a> {
         }
     }
 
+    /// Whether `path` leads to a directory, symlinks followed inside the root (dpkg's `stat`
+    /// of a path a removal meets), as the transaction would leave it.
+    pub fn leads_to_dir(&mut self, path: &Path) -> bool {
+        let slots = &self.slots;
+        self.root.resolve_dir(path, Create::Never, &|p| pending(slots, p)).is_ok()
+    }
+
+    /// The names in the directory `path` leads to on disk now (symlinks followed inside the
+    /// root), `.` and `..` left out; `None` where it leads to no directory.
+    pub fn dir_names(&mut self, path: &Path) -> Result<Option<Vec<OsString>>> {
+        let slots = &self.slots;
+        let Ok((canon, dir)) = self.root.resolve_dir(path, Create::Never, &|p| pending(slots, p))
+        else {
+            return Ok(None);
+        };
+        let shown = self.root.display(&canon);
+        let fd = rustix::fs::openat(
+            dir.fd(),
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::root(&shown, "opening directory", e))?;
+        let mut names = Vec::new();
+        for e in rustix::fs::Dir::read_from(&fd)
+            .map_err(|e| Error::root(&shown, "reading directory", e))?
+        {
+            let e = e.map_err(|e| Error::root(&shown, "reading directory", e))?;
+            let name = e.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(OsString::from_vec(name.to_vec()));
+            }
+        }
+        Ok(Some(names))
+    }
+
     /// Takes `entry` (not a directory) of package number `pkg` as it is on disk, written by an
     /// earlier transaction whose commit made it durable: the path is claimed as [`Transaction::add`]
     /// claims it (a second package writing it is refused), and nothing is written, flushed or
