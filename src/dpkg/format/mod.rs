@@ -21,8 +21,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-/// The longest path the database may hold (PATH_MAX).
-pub const MAX_PATH: usize = 4096;
+/// The longest path the database may hold, as the entry checks bound a package's paths.
+pub use crate::fs::names::MAX_PATH;
 
 /// An md5sum as dpkg writes it: 32 lowercase hex digits (the `md5sums` member, `Conffiles:`).
 pub(crate) fn is_md5(hash: &str) -> bool {
