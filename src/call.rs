@@ -87,14 +87,14 @@ impl<'o> Call<'o> {
 
     /// dpkg's database of the root, read once (`None`: no database, an extraction).
     pub(crate) fn read_database(&mut self) -> Result<Option<Database>> {
-        self.dpkg.take().map(|d| d.read(&mut self.root)).transpose()
+        self.dpkg.take().map(|d| d.read(&mut self.root, self.options.force)).transpose()
     }
 
     /// dpkg's database, found, locked and read again: one that an earlier transaction of this
     /// call made.
     pub(crate) fn find_database(&mut self) -> Result<Option<Database>> {
         Locked::find(&mut self.root, None, self.options.wait)?
-            .map(|locked| locked.read(&mut self.root))
+            .map(|locked| locked.read(&mut self.root, self.options.force))
             .transpose()
     }
 

@@ -26,6 +26,17 @@ pub enum ScriptOutput {
     Stderr,
 }
 
+/// dpkg's `--force-*` options that turn a refusal of database mode into a warning, as they do
+/// in dpkg. All off by default, as in dpkg; `unpack` itself never turns one on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Force {
+    /// `--force-architecture`: a package of an architecture the root has not enabled.
+    pub architecture: bool,
+    /// `--force-overwrite-diverted`: a package path that is a diversion's divert-to name.
+    pub overwrite_diverted: bool,
+}
+
 /// How to unpack. Made by [`Options::new`] and changed field by field: new fields come with
 /// defaults, so it is `#[non_exhaustive]`.
 #[derive(Clone)]
@@ -44,6 +55,8 @@ pub struct Options {
     pub scripts: bool,
     /// Where the maintainer scripts' standard output goes.
     pub script_output: ScriptOutput,
+    /// Database mode: the refusals dpkg lets a `--force-*` option through.
+    pub force: Force,
 }
 
 impl Options {
@@ -56,6 +69,7 @@ impl Options {
             admindir: None,
             scripts: true,
             script_output: ScriptOutput::Inherit,
+            force: Force::default(),
         }
     }
 }

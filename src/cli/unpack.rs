@@ -23,11 +23,12 @@ fn after_help() -> String {
         "\
 Exit codes:
   0  ok: unpacked, and (for every strategy but none) on stable storage
-  1  any other failure, including a package that conflicts with what ROOT holds, and an
-     internal error (a bug to report)
+  1  any other failure, including a package that conflicts with what ROOT holds (in database
+     mode also an architecture ROOT has not enabled, a diversion's divert-to name, a package
+     not co-installable), and an internal error (a bug to report)
   2  usage error
-  3  bad, truncated or hostile package, or one dpkg refuses (a tar header type, a name);
-     ROOT is left unchanged
+  3  bad, truncated or hostile package, or one dpkg refuses (a tar header type, a name, a
+     control field, the conffiles or triggers member); ROOT is left unchanged
   4  I/O error in ROOT: no space left, read-only, no permission
   5  ROOT is locked by another unpack (see --wait)
   130, 143  stopped by SIGINT / SIGTERM before any rename (ROOT is left as it was); a signal

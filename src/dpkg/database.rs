@@ -15,6 +15,7 @@ use super::lock::{self, DpkgLocks};
 use super::scripts::runner::{Call, Runner};
 use crate::error::Result;
 use crate::fs::root::Root;
+use crate::options::Force;
 use crate::read::control::ControlArchive;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -47,6 +48,31 @@ pub(super) struct Incoming {
     pub(super) scripts_ran: bool,
 }
 
+/// What the checks of a package against the root ([`super::admission`]) keep over a call.
+#[derive(Default)]
+pub(super) struct Admission {
+    /// dpkg's `--force-*` options that turn these refusals into warnings.
+    pub(super) force: Force,
+    /// The root's architectures, read at the first package.
+    pub(super) arches: Option<Arches>,
+    /// The package file of the package begun last, for the messages.
+    pub(super) package: PathBuf,
+    /// The diversions by their divert-to names, for the package of that index: made again for
+    /// each package, whose preinst may have added a diversion.
+    pub(super) divert_to: Option<(usize, DivertTo)>,
+}
+
+/// The diversions by their divert-to name: where each comes from, and who made it (`None`: the
+/// administrator).
+pub(super) type DivertTo = HashMap<PathBuf, (PathBuf, Option<String>)>;
+
+/// The architectures a root accepts besides `all`.
+pub(super) struct Arches {
+    /// From the root's `dpkg` package; `None`: the call's own.
+    pub(super) native: Option<String>,
+    pub(super) foreign: Vec<String>,
+}
+
 /// A root's admin directory found and locked with dpkg's locks, for the whole call: before
 /// recovery (which may finish a transaction that changed the database), then read.
 pub struct Locked {
@@ -65,8 +91,8 @@ impl Locked {
         Ok(Some(Locked { admin, locks }))
     }
 
-    /// Reads the database.
-    pub fn read(self, root: &mut Root) -> Result<Database> {
+    /// Reads the database; `force`: the refusals dpkg's `--force-*` options let through.
+    pub fn read(self, root: &mut Root, force: Force) -> Result<Database> {
         let installed = self.admin.read(root)?;
         Ok(Database {
             admin: self.admin,
@@ -76,6 +102,7 @@ impl Locked {
             scripts: None,
             disappearing: Vec::new(),
             status: Vec::new(),
+            admission: Admission { force, ..Admission::default() },
         })
     }
 }
@@ -93,6 +120,8 @@ pub struct Database {
     pub(super) disappearing: Vec<(usize, usize)>,
     /// The status file the transaction writes, once [`Database::finish`] made it.
     pub(super) status: Vec<Stanza>,
+    /// What the checks against the root keep over the call.
+    pub(super) admission: Admission,
 }
 
 impl Database {

@@ -63,6 +63,7 @@ impl Database {
     /// A package of the call starts: its control archive is kept (its scripts and info files).
     pub fn begin(&mut self, package: &Path, archive: ControlArchive) -> Result<()> {
         let control = admin::control_stanza(package, &archive.text)?;
+        self.admit(package, &control, &archive)?;
         let name = archive.control.name.to_ascii_lowercase();
         let arch = archive.control.architecture.clone();
         if !super::format::valid_package_name(&name) || !super::format::valid_arch(&arch) {
@@ -134,6 +135,7 @@ impl Database {
     /// Decides about one entry of the package begun last, and changes its path, owner and mode
     /// where dpkg would write it elsewhere or otherwise.
     pub fn map_entry(&mut self, entry: &mut Entry) -> Result<Action> {
+        self.admit_entry(entry, &list_path(&entry.path))?;
         let Some(inc) = self.incoming.last_mut() else {
             return Err(Error::Internal("an entry before its package".into()));
         };

@@ -2,7 +2,8 @@
 //! files and database what `dpkg --unpack` does, inside its one transaction.
 //!
 //! [`format`] holds dpkg's file formats, pure and fuzzed; [`admin`] finds a root's admin
-//! directory and reads it through the root's confined resolution, [`lock`] takes dpkg's locks,
+//! directory and reads it through the root's confined resolution, [`admission`] checks a
+//! package against the root (its architecture, a divert-to name), [`lock`] takes dpkg's locks,
 //! [`install`] decides entry by entry what dpkg would and hands the transaction the database
 //! files and the removals, [`triggers`] records the triggers the call activates, [`md5`] hashes
 //! the files of a package that ships no md5sums, and [`scripts`] runs the unpack phase's
@@ -13,6 +14,7 @@
 //! real dpkg is the oracle for every behaviour here.
 
 pub(crate) mod admin;
+pub(crate) mod admission;
 pub(crate) mod database;
 pub(crate) mod install;
 pub(crate) mod lock;

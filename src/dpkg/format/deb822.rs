@@ -52,6 +52,7 @@ impl Stanza {
 pub fn parse(bytes: &[u8]) -> Result<Vec<Stanza>, ParseError> {
     let mut stanzas = Vec::new();
     let mut current: Option<(Stanza, HashSet<String>)> = None;
+    let last = bytes.iter().filter(|&&b| b == b'\n').count();
     for line in lines(bytes) {
         let (n, line) = line?;
         if line.is_empty() {
@@ -70,6 +71,13 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Stanza>, ParseError> {
             field.value.push_str(line);
         } else {
             let (name, value) = field_line(n, line)?;
+            // lib/dpkg/parse.c: the end of the input right after a field's ':' and blanks.
+            if value.is_empty() && n == last {
+                return Err(ParseError::new(
+                    n,
+                    format!("end of file before value of field '{name}' (missing final newline)"),
+                ));
+            }
             let (stanza, seen) = current
                 .get_or_insert_with(|| (Stanza { fields: Vec::new(), line: n }, HashSet::new()));
             if !seen.insert(name.to_ascii_lowercase()) {
@@ -126,7 +134,7 @@ mod tests {
 
     #[test]
     fn reads_stanzas_fields_and_continuations_as_dpkg_does() {
-        let text = "Package: a\nStatus:  install ok installed \nConffiles:\n /etc/a 0123\n /etc/b newconffile \nDescription: short  \n long\n .\n\n\nPackage : b\nX-Y:\n";
+        let text = "Package: a\nStatus:  install ok installed \nConffiles:\n /etc/a 0123\n /etc/b newconffile \nDescription: short  \n long\n .\n\n\nPackage : b\nX-Y:\nX-Z: z\n";
         let s = parse(text.as_bytes()).unwrap();
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].line, 1);
@@ -140,7 +148,7 @@ mod tests {
             ]
         );
         assert_eq!(s[1].line, 11);
-        assert_eq!(s[1].fields, vec![field("Package", "b"), field("X-Y", "")]);
+        assert_eq!(s[1].fields, vec![field("Package", "b"), field("X-Y", ""), field("X-Z", "z")]);
         assert_eq!(s[0].get("conffiles"), Some("\n /etc/a 0123\n /etc/b newconffile"));
         assert_eq!(parse(b"").unwrap(), vec![]);
         assert_eq!(parse(b"\n\n").unwrap(), vec![]);
@@ -148,7 +156,7 @@ mod tests {
 
     #[test]
     fn refuses_what_dpkg_refuses_naming_the_line() {
-        let cases: [(&[u8], usize, &str); 10] = [
+        let cases: [(&[u8], usize, &str); 11] = [
             (b"Package: a\n x\n \n", 3, "whitespace-only"),
             (b" x\n", 1, "begins a stanza"),
             (b"Package: a\nno colon\n", 2, "not followed by ':'"),
@@ -159,6 +167,7 @@ mod tests {
             (b"Package: a\nB: \xff\n", 2, "UTF-8"),
             (b"Package: a", 1, "final newline"),
             (b"Package: a\n\n\t\n", 3, "begins a stanza"),
+            (b"Package: a\nX-Y: \t\n", 2, "end of file before value of field 'X-Y'"),
         ];
         crate::dpkg::format::oracle::assert_refuses(parse, &cases);
         // A hostile megabyte line makes a short message.
@@ -183,6 +192,7 @@ mod tests {
             b"Package: a\nX-A: 1\nx-a: 2\n",
             b"Package: a\nStatus: install ok installed",
             b"Package: a\n\n \n",
+            b"Package: a\nX-Y:\n",
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
             std::fs::write(admin.join("status"), bad).unwrap();

@@ -1,5 +1,5 @@
 //! dpkg's file formats, in dpkg's own spelling: the status file and control files ([`deb822`],
-//! [`status`]), the `info/PKG.list` files and the `conffiles` and `md5sums` control members
+//! [`status`]), a binary package's control file field by field ([`control`]), the `info/PKG.list` files and the `conffiles` and `md5sums` control members
 //! ([`list`]), versions and relations ([`version`]), [`diversions`], [`statoverride`] and the
 //! trigger files ([`triggers`]).
 //!
@@ -9,6 +9,8 @@
 //! validated before it leaves them. The real dpkg (1.21) is the oracle for each format; the
 //! tests ask it.
 
+pub mod arch;
+pub mod control;
 pub mod deb822;
 pub mod diversions;
 pub mod list;
