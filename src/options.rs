@@ -56,8 +56,9 @@ pub struct Options {
 }
 
 /// The `--force-*` options of dpkg that concern the unpack phase (`dpkg --force-help`), each
-/// off unless set: what each lets through is said where the engine checks it (dependencies
-/// and conflicts: `crate::dpkg::depcon`).
+/// off unless set, as in dpkg: each turns one of database mode's refusals into dpkg's warning.
+/// What each lets through is said where the engine checks it (dependencies and conflicts:
+/// `crate::dpkg::depcon`; the root's architectures and divert-to names: `crate::dpkg::admission`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Force {
@@ -74,6 +75,43 @@ pub struct Force {
     pub remove_protected: bool,
     pub hold: bool,
     pub remove_reinstreq: bool,
+    /// A package of an architecture the root has not enabled is unpacked.
+    pub architecture: bool,
+    /// A package path that is a diversion's divert-to name is written.
+    pub overwrite_diverted: bool,
+}
+
+impl Force {
+    /// The names of dpkg's options these are (`--force-NAME`), in the order of the fields.
+    pub const NAMES: [&'static str; 9] = [
+        "depends",
+        "conflicts",
+        "breaks",
+        "remove-essential",
+        "remove-protected",
+        "hold",
+        "remove-reinstreq",
+        "architecture",
+        "overwrite-diverted",
+    ];
+
+    /// Turns on dpkg's `--force-NAME`; false when `name` is none of [`Force::NAMES`].
+    pub fn set(&mut self, name: &str) -> bool {
+        let flag = match name {
+            "depends" => &mut self.depends,
+            "conflicts" => &mut self.conflicts,
+            "breaks" => &mut self.breaks,
+            "remove-essential" => &mut self.remove_essential,
+            "remove-protected" => &mut self.remove_protected,
+            "hold" => &mut self.hold,
+            "remove-reinstreq" => &mut self.remove_reinstreq,
+            "architecture" => &mut self.architecture,
+            "overwrite-diverted" => &mut self.overwrite_diverted,
+            _ => return false,
+        };
+        *flag = true;
+        true
+    }
 }
 
 impl Options {
