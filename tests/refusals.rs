@@ -297,7 +297,17 @@ fn control_fields_dpkg_accepts_are_written_as_dpkg_writes_them() {
         let mut parts = Parts::new(&name);
         parts.control = control(&name, extra);
         let deb = parts.write(debs.path(), &format!("{name}.deb"));
-        Oracle::new(&format!("accepted: {extra:?}")).unpack(&[&deb]);
+        let r = Oracle::new(&format!("accepted: {extra:?}")).unpack(&[&deb]);
+        if extra.starts_with("Provides: v (>= 1)") && ours_via() == Via::Unpack {
+            // dpkg's warning, said as dpkg says it, naming the package file.
+            let says = format!("unpack: warning: {}: control: ", deb.display());
+            assert!(r.stderr.contains(&says), "no {says:?} in:\n{}", r.stderr);
+            assert!(
+                r.stderr.contains("only exact versions may be used for 'Provides'"),
+                "{}",
+                r.stderr
+            );
+        }
     }
 }
 

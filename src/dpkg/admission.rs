@@ -30,6 +30,7 @@ use super::format::deb822::Stanza;
 use super::format::status::State;
 use super::format::triggers;
 use crate::error::{escape, Error, Result};
+use crate::events::Event;
 use crate::read::control::ControlArchive;
 use crate::read::entry::{Entry, Kind};
 use std::path::Path;
@@ -39,7 +40,7 @@ const MAX_ARCH_FILE: u64 = 1 << 20;
 
 impl Database {
     /// The checks of a package begun (`control`, its stanza as [`admin::control_stanza`] checked
-    /// it, from `archive`) against the root; dpkg's warnings about its control file printed.
+    /// it, from `archive`) against the root; dpkg's warnings about its control file told as notices.
     pub(super) fn admit(
         &mut self,
         package: &Path,
@@ -48,7 +49,8 @@ impl Database {
     ) -> Result<()> {
         self.admission.package = package.to_path_buf();
         for warning in admin::control_checked(package, &archive.text)?.warnings {
-            eprintln!("unpack: warning: {}: control: {warning}", escape(package));
+            let message = format!("warning: {}: control: {warning}", escape(package));
+            self.emit(Event::Notice { message });
         }
         // dpkg reads the triggers member before the preinst (lib/dpkg/triglib.c trig_parse_ci).
         if let Some(m) = archive.members.iter().find(|m| m.name == "triggers") {
@@ -94,7 +96,8 @@ impl Database {
             escape(arch)
         );
         if self.choices.force.architecture {
-            eprintln!("unpack: warning: {}: {why} (forced)", escape(&self.admission.package));
+            let message = format!("warning: {}: {why} (forced)", escape(&self.admission.package));
+            self.emit(Event::Notice { message });
             return Ok(());
         }
         Err(self.conflict(why))
@@ -174,7 +177,8 @@ impl Database {
             escape(from)
         );
         if self.choices.force.overwrite_diverted {
-            eprintln!("unpack: warning: {}: {why} (forced)", escape(&self.admission.package));
+            let message = format!("warning: {}: {why} (forced)", escape(&self.admission.package));
+            self.emit(Event::Notice { message });
             return Ok(());
         }
         let inc = &self.incoming[index - 1];
