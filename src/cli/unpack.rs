@@ -183,7 +183,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // own do: standard error.
     options.events = Some(Arc::new(|event: &crate::events::Event| {
         if let crate::events::Event::Notice { message } = event {
-            eprintln!("unpack: {}", escape(message));
+            // A notice of several lines (dpkg's "regarding ...:" and its reasons) is printed
+            // as lines, each escaped.
+            for line in message.lines() {
+                eprintln!("unpack: {}", escape(line));
+            }
         }
     }));
     crate::interrupt::install();
