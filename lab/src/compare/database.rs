@@ -87,38 +87,46 @@ pub fn differences(a: &Database, b: &Database) -> Vec<Difference> {
 }
 
 /// One stanza of `status`: its fields in order, each name with its value (continuation lines
-/// kept, with their line breaks).
-type Fields = Vec<(String, String)>;
+/// kept, with their line breaks), as bytes: a field may hold any byte, and two different values
+/// must never look alike once escaped.
+type Fields = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// A `status` file's stanzas in order, each with its key `Package:Architecture` (`KEY#2` for a
 /// second stanza of one key, which dpkg never writes).
-fn stanzas(bytes: &[u8]) -> Vec<(String, Fields)> {
-    let text = String::from_utf8_lossy(bytes);
+fn stanzas(bytes: &[u8]) -> Vec<(Vec<u8>, Fields)> {
     let mut out = Vec::new();
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut seen: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
     let mut fields: Fields = Vec::new();
-    for line in text.lines().chain(std::iter::once("")) {
-        if line.trim().is_empty() {
+    for line in bytes.split(|&b| b == b'\n').chain(std::iter::once(&b""[..])) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.trim_ascii().is_empty() {
             if !fields.is_empty() {
-                let get = |n: &str| value(&fields, n).unwrap_or_default();
-                let key = format!("{}:{}", get("Package"), get("Architecture"));
+                let get = |n: &[u8]| value(&fields, n).unwrap_or_default();
+                let key = [get(b"Package"), b":", get(b"Architecture")].concat();
                 let n = seen.entry(key.clone()).or_default();
                 *n += 1;
-                let key = if *n == 1 { key } else { format!("{key}#{n}") };
+                let key = if *n == 1 { key } else { [key, format!("#{n}").into_bytes()].concat() };
                 out.push((key, std::mem::take(&mut fields)));
             }
-        } else if let (true, Some(last)) = (line.starts_with([' ', '\t']), fields.last_mut()) {
-            last.1 += &format!("\n{line}");
+        } else if let (true, Some(last)) =
+            (line.starts_with(b" ") || line.starts_with(b"\t"), fields.last_mut())
+        {
+            last.1.push(b'\n');
+            last.1.extend_from_slice(line);
         } else {
-            let (name, value) = line.split_once(':').unwrap_or((line, ""));
-            fields.push((name.trim().to_string(), value.trim().to_string()));
+            let at = line.iter().position(|&b| b == b':');
+            let (name, value) = match at {
+                Some(at) => (&line[..at], &line[at + 1..]),
+                None => (line, &b""[..]),
+            };
+            fields.push((name.trim_ascii().to_vec(), value.trim_ascii().to_vec()));
         }
     }
     out
 }
 
-fn value<'f>(fields: &'f [(String, String)], name: &str) -> Option<&'f str> {
-    fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+fn value<'f>(fields: &'f [(Vec<u8>, Vec<u8>)], name: &[u8]) -> Option<&'f [u8]> {
+    fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice())
 }
 
 /// `status`: stanzas one root has alone, fields that differ or one stanza has alone, and the
@@ -126,54 +134,54 @@ fn value<'f>(fields: &'f [(String, String)], name: &str) -> Option<&'f str> {
 fn status(subject: &str, a: &[u8], b: &[u8], out: &mut Vec<Difference>) {
     let (a, b) = (stanzas(a), stanzas(b));
     let (ia, ib): (BTreeMap<_, _>, BTreeMap<_, _>) = (
-        a.iter().map(|(k, f)| (k.as_str(), f)).collect(),
-        b.iter().map(|(k, f)| (k.as_str(), f)).collect(),
+        a.iter().map(|(k, f)| (k.as_slice(), f)).collect(),
+        b.iter().map(|(k, f)| (k.as_slice(), f)).collect(),
     );
     for (key, fa) in &ia {
-        let stanza = format!("{subject}/{}", escape(key.as_bytes()));
+        let stanza = format!("{subject}/{}", escape(key));
         match ib.get(key) {
             None => out.push(Difference::only(stanza, "stanza", Side::A, field_names(fa))),
             Some(fb) => fields(&stanza, fa, fb, out),
         }
     }
     for (key, fb) in ib.iter().filter(|(k, _)| !ia.contains_key(*k)) {
-        let stanza = format!("{subject}/{}", escape(key.as_bytes()));
+        let stanza = format!("{subject}/{}", escape(key));
         out.push(Difference::only(stanza, "stanza", Side::B, field_names(fb)));
     }
-    let keys = |s: &[(String, Fields)], other: &BTreeMap<&str, &Fields>| -> Vec<String> {
-        s.iter().map(|(k, _)| k.clone()).filter(|k| other.contains_key(k.as_str())).collect()
+    let keys = |s: &[(Vec<u8>, Fields)], other: &BTreeMap<&[u8], &Fields>| -> Vec<Vec<u8>> {
+        s.iter().map(|(k, _)| k.clone()).filter(|k| other.contains_key(k.as_slice())).collect()
     };
     order(subject, "stanza order", &keys(&a, &ib), &keys(&b, &ia), out);
 }
 
-fn fields(stanza: &str, a: &[(String, String)], b: &[(String, String)], out: &mut Vec<Difference>) {
+fn fields(
+    stanza: &str,
+    a: &[(Vec<u8>, Vec<u8>)],
+    b: &[(Vec<u8>, Vec<u8>)],
+    out: &mut Vec<Difference>,
+) {
     for (name, va) in a {
-        let subject = format!("{stanza}/{}", escape(name.as_bytes()));
+        let subject = format!("{stanza}/{}", escape(name));
         match value(b, name) {
-            None => out.push(Difference::only(subject, "field", Side::A, escape(va.as_bytes()))),
-            Some(vb) if vb != va => {
-                out.push(Difference::new(
-                    subject,
-                    "field",
-                    escape(va.as_bytes()),
-                    escape(vb.as_bytes()),
-                ));
+            None => out.push(Difference::only(subject, "field", Side::A, escape(va))),
+            Some(vb) if vb != va.as_slice() => {
+                out.push(Difference::new(subject, "field", escape(va), escape(vb)));
             }
             Some(_) => {}
         }
     }
     for (name, vb) in b.iter().filter(|(n, _)| value(a, n).is_none()) {
-        let subject = format!("{stanza}/{}", escape(name.as_bytes()));
-        out.push(Difference::only(subject, "field", Side::B, escape(vb.as_bytes())));
+        let subject = format!("{stanza}/{}", escape(name));
+        out.push(Difference::only(subject, "field", Side::B, escape(vb)));
     }
-    let names = |f: &[(String, String)], other: &[(String, String)]| -> Vec<String> {
+    let names = |f: &[(Vec<u8>, Vec<u8>)], other: &[(Vec<u8>, Vec<u8>)]| -> Vec<Vec<u8>> {
         f.iter().map(|(n, _)| n.clone()).filter(|n| value(other, n).is_some()).collect()
     };
     order(stanza, "field order", &names(a, b), &names(b, a), out);
 }
 
-fn field_names(fields: &[(String, String)]) -> String {
-    fields.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+fn field_names(fields: &[(Vec<u8>, Vec<u8>)]) -> String {
+    fields.iter().map(|(n, _)| escape(n)).collect::<Vec<_>>().join(", ")
 }
 
 /// Where two sequences of the same items part: `#N X in A, #N Y in B` at the first place.
@@ -284,5 +292,31 @@ fn lines(subject: &str, a: &[u8], b: &[u8], out: &mut Vec<Difference>) {
             };
             out.push(Difference::new(subject.to_string(), "end", end(a).into(), end(b).into()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(a: &[u8], b: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        status("status", a, b, &mut out);
+        out.iter().map(Difference::line).collect()
+    }
+
+    #[test]
+    fn status_bytes_that_are_not_utf8_stay_apart() {
+        let a = b"Package: x\xff\nArchitecture: all\nVersion: 1\xfe\n";
+        let b = b"Package: x\xff\nArchitecture: all\nVersion: 1\xfd\n";
+        assert_eq!(lines(a, b), ["status/x\\xff:all/Version: field: 1\\xfe in A, 1\\xfd in B"]);
+    }
+
+    #[test]
+    fn continuation_lines_crlf_and_lines_without_a_colon_are_read_never_refused() {
+        let a =
+            b"Package: p\r\nArchitecture: all\r\nDescription: d\r\n more\r\n\tand a tab\r\nodd\r\n";
+        let b = b"Package: p\nArchitecture: all\nDescription: d\n more\n\tand a tab\n";
+        assert_eq!(lines(a, b), ["status/p:all/odd: field only in A: "]);
     }
 }
