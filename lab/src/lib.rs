@@ -4,6 +4,8 @@
 //!   peers dpkg and tar beside), its tables and charts;
 //! - [`crash`]: `unpack-crashtest`, power cuts replayed from the virtual disk's write log and
 //!   each crash state checked against what the engine promises;
+//! - [`compare`]: `unpack-compare`, every difference between two roots' trees and dpkg
+//!   databases (apt with the engine against apt with dpkg);
 //! - [`vdisk`]: `unpack-vdisk`, a FUSE-backed disk image with device profiles and a write log;
 //! - [`scratchfs`], [`workdir`], [`mounts`]: scratch filesystems on loop devices, the
 //!   directories they live in, and the mount table questions their clean-up asks;
@@ -14,6 +16,7 @@
 
 pub mod ar;
 pub mod bench;
+pub mod compare;
 pub mod crash;
 pub mod mounts;
 pub mod scratchfs;

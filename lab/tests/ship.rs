@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Every program of the Debian package: the engine's (src/bin/) and the lab's (lab/src/bin/).
-const PROGRAMS: &[&str] = &["unpack", "unpack-bench", "unpack-crashtest", "unpack-vdisk"];
+const PROGRAMS: &[&str] =
+    &["unpack", "unpack-bench", "unpack-compare", "unpack-crashtest", "unpack-vdisk"];
 
 /// The programs, with their binaries (`unpack` is the engine package's, built beside the lab's).
 fn built() -> impl Iterator<Item = (&'static str, &'static str)> {
