@@ -69,12 +69,15 @@ pub struct RemovalRecord {
     pub seen: Option<Seen>,
 }
 
-/// What the journal saw at a name: nothing, or a node whose inode, type and mode, size and
-/// times anyone who changed it (dpkg writing a newer version there) would have changed.
+/// What the journal saw at a name: nothing, or a node whose inode, type and mode, owner, size
+/// and mtime anyone who put something else there would have changed: dpkg writing a newer
+/// version (a new inode through its rename), an edit (the mtime), a chmod or chown. Not the
+/// ctime: an administrator who clears what refused a rename (`chattr -i`, an xattr) changes
+/// only that, and recovery must then finish the renames, as the error told them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Seen {
     Nothing,
-    Node { ino: u64, mode: u32, size: i64, mtime: (i64, u64), ctime: (i64, u64) },
+    Node { ino: u64, mode: u32, owner: (u32, u32), size: i64, mtime: (i64, u64) },
 }
 
 impl Seen {
@@ -86,9 +89,9 @@ impl Seen {
             Some(st) => Seen::Node {
                 ino: st.st_ino as u64,
                 mode: st.st_mode as u32,
+                owner: (st.st_uid as u32, st.st_gid as u32),
                 size: st.st_size as i64,
                 mtime: (st.st_mtime as i64, st.st_mtime_nsec as u64),
-                ctime: (st.st_ctime as i64, st.st_ctime_nsec as u64),
             },
         }
     }
@@ -96,8 +99,8 @@ impl Seen {
     fn encode(&self) -> Vec<u8> {
         match self {
             Seen::Nothing => b"-".to_vec(),
-            Seen::Node { ino, mode, size, mtime, ctime } => {
-                format!("{ino}.{mode}.{size}.{}.{}.{}.{}", mtime.0, mtime.1, ctime.0, ctime.1)
+            Seen::Node { ino, mode, owner, size, mtime } => {
+                format!("{ino}.{mode}.{}.{}.{size}.{}.{}", owner.0, owner.1, mtime.0, mtime.1)
                     .into_bytes()
             }
         }
@@ -110,13 +113,13 @@ impl Seen {
         let text = std::str::from_utf8(field).map_err(|_| "a stamp that is not text")?;
         let n: Vec<&str> = text.split('.').collect();
         let bad = || format!("bad stamp '{}'", shown(field));
-        let [ino, mode, size, ms, mn, cs, cn] = n.as_slice() else { return Err(bad()) };
+        let [ino, mode, uid, gid, size, ms, mn] = n.as_slice() else { return Err(bad()) };
         Ok(Seen::Node {
             ino: ino.parse().map_err(|_| bad())?,
             mode: mode.parse().map_err(|_| bad())?,
+            owner: (uid.parse().map_err(|_| bad())?, gid.parse().map_err(|_| bad())?),
             size: size.parse().map_err(|_| bad())?,
             mtime: (ms.parse().map_err(|_| bad())?, mn.parse().map_err(|_| bad())?),
-            ctime: (cs.parse().map_err(|_| bad())?, cn.parse().map_err(|_| bad())?),
         })
     }
 }
@@ -471,9 +474,9 @@ mod tests {
                         Seen::Node {
                             ino: 7,
                             mode: 0o40755,
+                            owner: (3, 4),
                             size: 4096,
                             mtime: (-1, 2),
-                            ctime: (3, 4),
                         },
                         8,
                     )),
@@ -487,9 +490,9 @@ mod tests {
                     seen: Some(Seen::Node {
                         ino: 9,
                         mode: 0o100644,
+                        owner: (7, 8),
                         size: 1,
                         mtime: (5, 6),
-                        ctime: (7, 8),
                     }),
                 },
                 RemovalRecord {
