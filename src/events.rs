@@ -41,6 +41,13 @@ pub enum Event {
     /// disappear: PKG`, dpkg.log's `disappear PKG:ARCH VERSION <none>` (then its
     /// `not-installed` status).
     Disappeared { package: Package, version: String },
+    /// The package being unpacked failed, before its unwinding (whose states follow as
+    /// [`Event::Status`]): dpkg's `status: ARCHIVE : error : REASON` and its `error processing
+    /// archive` message, which it writes at that point. `reason` is the error on one line.
+    Failed { reason: String },
+    /// A problem a `--force-*` option let through, as dpkg's `warning: overriding problem
+    /// because --force enabled:` says it: `message` is the problem.
+    Forced { message: String },
 }
 
 /// Called with each event of a call, from the engine's one writing thread.

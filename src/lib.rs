@@ -25,6 +25,7 @@
 //! ```
 
 // The API: what an embedder calls and what it gets back.
+pub mod dpkg_log;
 pub mod durability;
 pub mod error;
 pub mod events;
@@ -62,6 +63,6 @@ pub use call::{discard_root, recover_root, unpack, unpack_each};
 pub use durability::Strategy;
 pub use error::{Error, Exit, Result};
 pub use fs::names::{INTENT, JOURNAL, STATE_DIR};
-pub use options::{Options, ProgressFn, ScriptOutput, StopFn};
+pub use options::{Force, Options, PathFilter, ProgressFn, ScriptOutput, StopFn};
 pub use report::Report;
 pub use txn::recover::Recovery;

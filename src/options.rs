@@ -47,6 +47,50 @@ pub struct Options {
     pub script_output: ScriptOutput,
     /// Told each event of a call in database mode (a dpkg front end's status-fd and log).
     pub events: Option<Arc<EventFn>>,
+    /// dpkg.log, as a path inside the root (`var/log/dpkg.log`), in database mode: each event's
+    /// line is appended to it as dpkg writes them. Resolved inside the root as every name is
+    /// (a symlink never leads out of it), and only when its directory exists; `None`: no log.
+    pub log: Option<PathBuf>,
+    /// dpkg's `--force-*` options, for what the engine checks (database mode).
+    pub force: Force,
+    /// dpkg's `path-exclude` and `path-include` filters, in the order given (database mode).
+    pub path_filters: Vec<PathFilter>,
+}
+
+/// The `--force-*` options of dpkg that concern the unpack phase (`dpkg --force-help`), each
+/// off unless set. The engine honours what it checks: `overwrite` turns a file another package
+/// owns into a warning and an overwrite, as dpkg does. It checks no dependency, Conflicts or
+/// Breaks, no architecture and no diverted-to name, so `depends`, `conflicts`, `breaks`,
+/// `architecture` and `overwrite_diverted` change nothing yet (forcing what is not checked is
+/// honoured as it is). `overwrite_dir` and `bad_version` are refused
+/// ([`Error::Usage`](crate::error::Error::Usage)): the engine cannot replace another package's
+/// directory with a file, and reads versions with dpkg's strict syntax only.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Force {
+    pub depends: bool,
+    pub conflicts: bool,
+    pub breaks: bool,
+    pub overwrite: bool,
+    pub overwrite_dir: bool,
+    pub overwrite_diverted: bool,
+    pub architecture: bool,
+    pub bad_version: bool,
+}
+
+/// One of dpkg's `path-exclude=GLOB` (`include: false`) or `path-include=GLOB` filters: the
+/// last one whose glob matches a package's path decides whether it is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PathFilter {
+    pub glob: String,
+    pub include: bool,
+}
+
+impl PathFilter {
+    pub fn new(glob: &str, include: bool) -> PathFilter {
+        PathFilter { glob: glob.to_string(), include }
+    }
 }
 
 impl Options {
@@ -60,6 +104,9 @@ impl Options {
             scripts: true,
             script_output: ScriptOutput::Inherit,
             events: None,
+            log: None,
+            force: Force::default(),
+            path_filters: Vec::new(),
         }
     }
 }

@@ -151,6 +151,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     options.wait = cli.wait;
     options.admindir = cli.admindir.clone();
     options.scripts = !cli.no_scripts;
+    // Database mode's dpkg.log is the root's own, as dpkg's would be inside it.
+    options.log = Some(PathBuf::from("var/log/dpkg.log"));
     if cli.json {
         options.script_output = ScriptOutput::Stderr;
     }

@@ -16,6 +16,7 @@ use super::scripts::runner::{Call, Runner};
 use crate::error::Result;
 use crate::events::{self, Event, EventFn};
 use crate::fs::root::Root;
+use crate::options::{Force, PathFilter};
 use crate::read::control::ControlArchive;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -49,6 +50,8 @@ pub(super) struct Incoming {
     pub(super) md5sums: Option<Vec<(String, PathBuf)>>,
     /// Paths taken over from other installed packages, by their index.
     pub(super) taken: Vec<(usize, PathBuf)>,
+    /// Paths it lists that the path filters kept from being written ([`super::filter`]).
+    pub(super) filtered: HashSet<PathBuf>,
     /// The calls that undo what its scripts did so far, in order (Policy 6.6's error
     /// unwinding), for when the call fails before its commit.
     pub(super) unwind: Vec<Call>,
@@ -90,6 +93,8 @@ impl Locked {
             status: Vec::new(),
             events: None,
             pended: Vec::new(),
+            force: Force::default(),
+            filters: Vec::new(),
         })
     }
 }
@@ -112,6 +117,10 @@ pub struct Database {
     /// The installed packages the call made `triggers-pending`, for the events after the
     /// commit: (index, the state they reached).
     pub(super) pended: Vec<(usize, State)>,
+    /// The `--force-*` options in effect.
+    pub(super) force: Force,
+    /// dpkg's path filters, in order.
+    pub(super) filters: Vec<PathFilter>,
 }
 
 impl Database {
@@ -147,6 +156,12 @@ impl Database {
         self.events = events;
     }
 
+    /// The `--force-*` options and path filters of the call, from now on.
+    pub fn set_choices(&mut self, force: Force, filters: &[PathFilter]) {
+        self.force = force;
+        self.filters = filters.to_vec();
+    }
+
     fn emit(&self, event: Event) {
         if let Some(events) = &self.events {
             events(&event);
@@ -170,16 +185,16 @@ impl Database {
         self.emit(Event::Status { package, state, version });
     }
 
-    /// Package `index` of the call starts: `install` or `upgrade`.
+    /// Package `index` of the call starts: `install`, or `upgrade` named as the installed
+    /// instance is (its architecture's, in a cross-grade), as dpkg names it.
     pub(super) fn emit_unpacking(&self, index: usize) {
         let inc = &self.incoming[index];
-        let old = inc
-            .old
-            .map(|o| &self.installed.packages[o])
-            .filter(|o| o.status.state != State::ConfigFiles)
-            .map(|o| o.version.clone());
+        let upgraded =
+            inc.old.filter(|&o| self.installed.packages[o].status.state != State::ConfigFiles);
+        let old = upgraded.map(|o| self.installed.packages[o].version.clone());
+        let package = upgraded.map_or_else(|| self.incoming_id(index), |o| self.installed_id(o));
         let version = inc.archive.control.version.clone();
-        self.emit(Event::Unpacking { package: self.incoming_id(index), old, version });
+        self.emit(Event::Unpacking { package, old, version });
     }
 
     /// What dpkg notes of package `index` and the packages it deconfigures before its files:
@@ -189,13 +204,7 @@ impl Database {
         let inc = &self.incoming[index];
         if let Some(o) = inc.old {
             let old = &self.installed.packages[o];
-            if matches!(
-                old.status.state,
-                State::HalfConfigured
-                    | State::TriggersAwaited
-                    | State::TriggersPending
-                    | State::Installed
-            ) {
+            if configured(old.status.state) {
                 for state in [State::HalfConfigured, State::Unpacked] {
                     self.status_event(self.installed_id(o), state, &old.version);
                 }
@@ -207,7 +216,50 @@ impl Database {
         }
         let version =
             inc.old.map_or(&inc.archive.control.version, |o| &self.installed.packages[o].version);
-        self.status_event(self.incoming_id(index), State::HalfInstalled, version);
+        let package = inc.old.map_or_else(|| self.incoming_id(index), |o| self.installed_id(o));
+        self.status_event(package, State::HalfInstalled, version);
+    }
+
+    /// The call failed before its commit: dpkg's error, which it reports before unwinding.
+    pub fn emit_failed(&self, error: &crate::error::Error) {
+        self.emit(Event::Failed { reason: crate::error::one_line(error) });
+    }
+
+    /// After a failed call was unwound and recorded: the states dpkg's unwinding notes, last
+    /// package first (src/main/cleanup.c): a new package `not-installed`, one over config files
+    /// `config-files`, an upgrade back to its old state (a configured one `unpacked`, then, once
+    /// its postinst abort-upgrade ran, configured again), and each instance it deconfigured
+    /// configured again. The database holds the same: nothing of the call, or what
+    /// [`Database::failure_state`] recorded.
+    pub fn emit_unwound(&self) {
+        for (index, inc) in self.incoming.iter().enumerate().rev() {
+            let old = inc.old.map(|o| (o, &self.installed.packages[o]));
+            let back = |o: usize, state: State| {
+                self.status_event(self.installed_id(o), state, &self.installed.packages[o].version)
+            };
+            match old {
+                None => self.status_event(self.incoming_id(index), State::NotInstalled, ""),
+                Some((o, p)) if configured(p.status.state) => back(o, State::Unpacked),
+                Some((_, p)) if p.status.state == State::HalfInstalled => {}
+                Some((o, p)) => back(o, p.status.state),
+            }
+            for &d in &inc.deconfigures {
+                back(d, self.installed.packages[d].status.state);
+            }
+            if let Some((o, p)) = old.filter(|(_, p)| configured(p.status.state)) {
+                back(o, p.status.state);
+            }
+        }
+    }
+
+    /// After both postrms of the upgrades `failed` failed behind the commit: the error, then
+    /// those packages `half-installed`, as [`Database::postrm_failure_state`] records them.
+    pub fn emit_postrm_failed(&self, failed: &[usize], error: &crate::error::Error) {
+        self.emit_failed(error);
+        for &index in failed {
+            let version = &self.incoming[index].archive.control.version;
+            self.status_event(self.incoming_id(index), State::HalfInstalled, version);
+        }
     }
 
     /// What dpkg notes once the call's packages are in place: the packages it made
@@ -219,11 +271,9 @@ impl Database {
         }
         for &(o, _) in &self.disappearing {
             let version = self.installed.packages[o].version.clone();
-            self.emit(Event::Disappeared {
-                package: self.installed_id(o),
-                version: version.clone(),
-            });
-            self.status_event(self.installed_id(o), State::NotInstalled, &version);
+            self.emit(Event::Disappeared { package: self.installed_id(o), version });
+            // Its record blanked, as dpkg blanks it: no version.
+            self.status_event(self.installed_id(o), State::NotInstalled, "");
         }
         for (index, inc) in self.incoming.iter().enumerate() {
             self.status_event(
@@ -233,4 +283,12 @@ impl Database {
             );
         }
     }
+}
+
+/// A state in which dpkg runs the old version's `prerm upgrade` before an upgrade.
+fn configured(state: State) -> bool {
+    matches!(
+        state,
+        State::HalfConfigured | State::TriggersAwaited | State::TriggersPending | State::Installed
+    )
 }

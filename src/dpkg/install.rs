@@ -24,6 +24,7 @@ use super::format::list;
 use super::format::status::{self, Conffile, Flag, State, StatusField, Want};
 use super::format::version::{parse_relations, Relation, Version};
 use crate::error::{escape, Error, Result};
+use crate::events::Event;
 use crate::read::control::ControlArchive;
 use crate::read::entry::{Entry, Kind};
 use crate::report::DatabaseReport;
@@ -150,6 +151,7 @@ impl Database {
             written_as: HashMap::new(),
             md5sums,
             taken: Vec::new(),
+            filtered: HashSet::new(),
             unwind: Vec::new(),
             scripts_ran: false,
         });
@@ -192,6 +194,16 @@ impl Database {
                     Ownership::Shared => {}
                     Ownership::Taken => inc.taken.push((o, listed.clone())),
                     Ownership::KeptByOwner => return Ok(Action::Skip),
+                    // As dpkg with --force-overwrite: a warning, and the file taken over as
+                    // one the package Replaces.
+                    Ownership::Conflict if self.force.overwrite => {
+                        inc.taken.push((o, listed.clone()));
+                        if let Some(events) = &self.events {
+                            events(&Event::Forced {
+                                message: overwrite_message(&listed, &db.packages[o]),
+                            });
+                        }
+                    }
                     Ownership::Conflict => {
                         let other = &db.packages[o];
                         return Err(Error::Conflict {
@@ -528,7 +540,9 @@ impl Database {
                 .into_iter()
                 .flatten()
                 .any(|&x| x != o && db.packages[x].status.state != State::NotInstalled);
-            if kept.contains(p) || all_new.contains(p) || others || p.as_os_str() == "/." {
+            // A path the filters kept from being written is not the new version's on disk.
+            let shipped = (kept.contains(p) || all_new.contains(p)) && !inc.filtered.contains(p);
+            if shipped || others || p.as_os_str() == "/." {
                 continue;
             }
             done.removals.push(relative(&divert(db, p, &inc.name)));
@@ -635,6 +649,20 @@ pub(super) fn config_version(old: &status::Package) -> Option<&str> {
         }
         None => None,
     }
+}
+
+/// dpkg's words for a file another package owns (src/main/archives.c, tarobject).
+fn overwrite_message(path: &Path, owner: &status::Package) -> String {
+    let name = if owner.multi_arch_same {
+        format!("{}:{}", owner.name, owner.arch)
+    } else {
+        owner.name.clone()
+    };
+    format!(
+        "trying to overwrite '{}', which is also in package {name} {}",
+        escape(path),
+        crate::dpkg_log::shown(&owner.version)
+    )
 }
 
 /// How an installed package's claim on a path weighs against the new package's.

@@ -4,7 +4,7 @@
 //! [`format`] holds dpkg's file formats, pure and fuzzed; [`admin`] finds a root's admin
 //! directory and reads it through the root's confined resolution, [`lock`] takes dpkg's locks,
 //! [`install`] decides entry by entry what dpkg would and hands the transaction the database
-//! files and the removals, [`triggers`] records the triggers the call activates, [`md5`] hashes
+//! files and the removals, [`filter`] applies dpkg's path filters, [`triggers`] records the triggers the call activates, [`md5`] hashes
 //! the files of a package that ships no md5sums, [`scripts`] runs the unpack phase's
 //! maintainer scripts and [`updates`] records a package's state durably before they run.
 //!
@@ -14,6 +14,7 @@
 
 pub(crate) mod admin;
 pub(crate) mod database;
+pub(crate) mod filter;
 pub(crate) mod install;
 pub(crate) mod lock;
 pub(crate) mod md5;
