@@ -19,7 +19,6 @@ use crate::txn::commit::commit;
 use crate::txn::recover::{discard, recover, Recovery};
 use crate::txn::transaction::Transaction;
 use crate::txn::write_phase::{write_phase, Plain, Stage};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -181,7 +180,8 @@ impl<'o> Call<'o> {
         let (options, started) = (self.options, self.started);
         if let Some(db) = database.as_mut() {
             db.set_events(Some(self.events.clone()));
-            db.set_choices(options.force, &options.path_filters);
+            db.set_choices(&options.force, options.auto_deconfigure);
+            db.set_filters(&options.path_filters);
             if options.scripts {
                 db.run_scripts(&self.path, options.script_output);
             }
@@ -270,19 +270,14 @@ fn refuse_unsupported(options: &Options) -> Result<()> {
     Ok(())
 }
 
-/// The events of a call: to the root's dpkg.log (`log`) and to the caller's callback; without
-/// one, a problem a `--force-*` option let through is warned about on standard error.
+/// The events of a call: to the root's dpkg.log (`log`), then to the caller's callback.
 fn route(caller: Option<Arc<EventFn>>, log: Option<InRoot>) -> Arc<EventFn> {
     Arc::new(move |event: &Event| {
         if let Some(log) = &log {
             log.write(event);
         }
-        match (&caller, event) {
-            (Some(caller), _) => caller(event),
-            (None, Event::Forced { message }) => {
-                let _ = writeln!(std::io::stderr(), "unpack: warning: {message}");
-            }
-            (None, _) => {}
+        if let Some(caller) = &caller {
+            caller(event);
         }
     })
 }

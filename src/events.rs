@@ -45,9 +45,10 @@ pub enum Event {
     /// [`Event::Status`]): dpkg's `status: ARCHIVE : error : REASON` and its `error processing
     /// archive` message, which it writes at that point. `reason` is the error on one line.
     Failed { reason: String },
-    /// A problem a `--force-*` option let through, as dpkg's `warning: overriding problem
-    /// because --force enabled:` says it: `message` is the problem.
-    Forced { message: String },
+    /// What dpkg says on its way about the others a package affects ("considering removing
+    /// OLD in favour of NEW ...", "yes, will deconfigure ...", the warning of a `--force-*`
+    /// that let a problem through): a front end prints it on standard error as dpkg does.
+    Notice { message: String },
 }
 
 /// Called with each event of a call, from the engine's one writing thread.

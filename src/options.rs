@@ -53,24 +53,41 @@ pub struct Options {
     pub log: Option<PathBuf>,
     /// dpkg's `--force-*` options, for what the engine checks (database mode).
     pub force: Force,
+    /// dpkg's `--auto-deconfigure` (apt passes it): a package the unpack breaks, or one a
+    /// conflicting package's removal leaves without a dependency, is deconfigured instead of the
+    /// unpack being refused (database mode).
+    pub auto_deconfigure: bool,
     /// dpkg's `path-exclude` and `path-include` filters, in the order given (database mode).
     pub path_filters: Vec<PathFilter>,
 }
 
 /// The `--force-*` options of dpkg that concern the unpack phase (`dpkg --force-help`), each
-/// off unless set. The engine honours what it checks: `overwrite` turns a file another package
-/// owns into a warning and an overwrite, as dpkg does. It checks no dependency, Conflicts or
-/// Breaks, no architecture and no diverted-to name, so `depends`, `conflicts`, `breaks`,
-/// `architecture` and `overwrite_diverted` change nothing yet (forcing what is not checked is
-/// honoured as it is). `overwrite_dir` and `bad_version` are refused
-/// ([`Error::Usage`](crate::error::Error::Usage)): the engine cannot replace another package's
-/// directory with a file, and reads versions with dpkg's strict syntax only.
+/// off unless set: what each lets through is said where the engine checks it (dependencies
+/// and conflicts: `crate::dpkg::depcon`; files: `crate::dpkg::install`).
+///
+/// The engine checks no architecture and no diverted-to name, so `architecture` and
+/// `overwrite_diverted` change nothing (forcing what is not checked is honoured as it is).
+/// `overwrite_dir` and `bad_version` are refused ([`Error::Usage`](crate::error::Error::Usage)):
+/// the engine never replaces another package's directory with a file, and reads versions by
+/// dpkg's strict syntax only.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Force {
+    /// An unsatisfied Pre-Depends, or a dependency a conflicting package's removal breaks, is
+    /// a warning. The bootstrap sets it, as a first stage's `dpkg --force-depends` does.
     pub depends: bool,
+    /// A conflict nothing resolves is a warning.
     pub conflicts: bool,
+    /// Breaking an installed package is a warning.
     pub breaks: bool,
+    /// A conflicting package that is Essential, Protected, on hold or needing reinstallation
+    /// may still be removed.
+    pub remove_essential: bool,
+    pub remove_protected: bool,
+    pub hold: bool,
+    pub remove_reinstreq: bool,
+    /// A file another package owns (and the new one does not Replace) is a warning: the new
+    /// package's file is written and the path leaves the owner's list, as dpkg does it.
     pub overwrite: bool,
     pub overwrite_dir: bool,
     pub overwrite_diverted: bool,
@@ -106,6 +123,7 @@ impl Options {
             events: None,
             log: None,
             force: Force::default(),
+            auto_deconfigure: false,
             path_filters: Vec::new(),
         }
     }

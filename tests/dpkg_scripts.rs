@@ -34,6 +34,7 @@
 mod common;
 
 use common::dpkg::*;
+use common::scripts::*;
 use common::Run;
 use std::path::{Path, PathBuf};
 
@@ -60,45 +61,6 @@ impl Debs {
     fn build(&self, pkg: Pkg) -> PathBuf {
         pkg.build(self.dir.path())
     }
-}
-
-/// The log of the fixtures' scripts.
-const LOG: &str = "var/log/scripts.log";
-
-/// `pkg` with the four maintainer scripts, each logging its call (see the module's doc) and
-/// failing on its marker.
-fn logging(mut pkg: Pkg, name: &str, version: &str) -> Pkg {
-    for script in ["preinst", "postinst", "prerm", "postrm"] {
-        pkg = pkg.script(script, &logging_script(&format!("{name}_{version}"), script));
-    }
-    pkg
-}
-
-fn logging_script(who: &str, script: &str) -> String {
-    format!(
-        r#"#!/bin/sh
-# The dpkg oracle's maintainer script: one line per call, then the failure asked for, if any.
-args=
-for a in "$@"; do args="$args [$a]"; done
-echo "{who} {script}$args | package=${{DPKG_MAINTSCRIPT_PACKAGE-(unset)}} name=${{DPKG_MAINTSCRIPT_NAME-(unset)}} arch=${{DPKG_MAINTSCRIPT_ARCH-(unset)}} refcount=${{DPKG_MAINTSCRIPT_PACKAGE_REFCOUNT-(unset)}} debug=${{DPKG_MAINTSCRIPT_DEBUG-(unset)}} root=${{DPKG_ROOT-(unset)}} admindir=${{DPKG_ADMINDIR-(unset)}} cwd=$PWD umask=$(umask) || running=${{DPKG_RUNNING_VERSION-(unset)}} force=${{DPKG_FORCE-(unset)}}" >> /{LOG}
-if [ -e "/fail/{who}.{script}.$1" ]; then exit 1; fi
-exit 0
-"#
-    )
-}
-
-/// The calls a root's log holds, each without what may differ between dpkg and unpack.
-fn calls(root: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(root.join(LOG)).unwrap_or_default();
-    text.lines().map(|l| l.split_once(" || ").map_or(l, |(call, _)| call).to_string()).collect()
-}
-
-/// The calls alone (`NAME_VERSION SCRIPT [ARG]...`), to assert dpkg's sequence.
-fn sequence(root: &Path) -> Vec<String> {
-    calls(root)
-        .iter()
-        .map(|l| l.split_once(" | ").map_or(l.as_str(), |(call, _)| call).to_string())
-        .collect()
 }
 
 /// The trigger queue dpkg leaves out of DbSnapshot (it makes it on every run): compared here,
@@ -200,7 +162,7 @@ fn ours_try_unpack(root: &Path, flags: &[&str], debs: &[&Path]) -> Run {
         return dpkg_try_unpack(root, &NO_TRIGGERS, debs);
     }
     let mut args = vec!["-s".as_ref(), "fsync".as_ref()];
-    args.extend(flags.iter().map(std::ffi::OsStr::new));
+    args.extend(UNPACK_NO_DEPENDS.iter().chain(flags).map(std::ffi::OsStr::new));
     args.extend(debs.iter().map(|d| d.as_os_str()));
     args.push(root.as_os_str());
     common::unpack(args)

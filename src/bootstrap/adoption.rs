@@ -104,7 +104,7 @@ fn plan<'w>(
     let mut adopted: HashSet<&Path> = HashSet::new();
     for ((entry, bytes), stamp) in written.entries.iter().zip(&written.stamps) {
         let mut mapped = entry.clone();
-        let step = match db.map_entry(&mut mapped)? {
+        let step = match db.map_entry(tx, &mut mapped)? {
             Action::Skip => Step::Skip,
             Action::Write { hash: true } | Action::Shared { .. } => return Ok(None),
             Action::Write { hash: false } if mapped.kind == Kind::Dir => Step::Write(mapped, &[]),

@@ -23,6 +23,11 @@ use std::time::Instant;
 /// package in database mode, maintainer scripts included (see the `bootstrap` module). The
 /// report is the second's, with the first stage's packages and time, and both stages' flushes.
 pub fn bootstrap(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Report> {
+    // Into an empty database no Pre-Depends is satisfied yet: as dpkg --force-depends in a
+    // first stage's second half (debootstrap, mmdebstrap).
+    let mut options = options.clone();
+    options.force.depends = true;
+    let options = &options;
     let mut call = Call::open(packages, root, options)?;
     let plan = plan(packages)?;
     let existing = call.read_database()?;

@@ -107,6 +107,19 @@ struct Cli {
     #[arg(long)]
     no_scripts: bool,
 
+    /// Database mode: let through what dpkg's --force-WHAT lets through, a comma-separated list
+    /// (or the option again): depends (an unsatisfied Pre-Depends), conflicts, breaks,
+    /// remove-essential, remove-protected, hold, remove-reinstreq (a conflicting package of
+    /// that kind may be removed). Each problem let through is a warning.
+    #[arg(long, value_name = "WHAT,...", value_delimiter = ',')]
+    force: Vec<String>,
+
+    /// Database mode: deconfigure a package the unpack breaks (Breaks), or one the removal of a
+    /// conflicting package leaves without a dependency, instead of refusing, as dpkg's
+    /// --auto-deconfigure (apt passes it).
+    #[arg(long)]
+    auto_deconfigure: bool,
+
     /// A base system in one call, into a ROOT whose dpkg database is empty or absent: first the
     /// merged-/usr layout, an empty database and the files of the Essential packages and their
     /// dependencies (no scripts, as debootstrap's first stage), then every PACKAGE in database
@@ -153,9 +166,32 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     options.scripts = !cli.no_scripts;
     // Database mode's dpkg.log is the root's own, as dpkg's would be inside it.
     options.log = Some(PathBuf::from("var/log/dpkg.log"));
+    options.auto_deconfigure = cli.auto_deconfigure;
+    for what in &cli.force {
+        let flag = match what.as_str() {
+            "depends" => &mut options.force.depends,
+            "conflicts" => &mut options.force.conflicts,
+            "breaks" => &mut options.force.breaks,
+            "remove-essential" => &mut options.force.remove_essential,
+            "remove-protected" => &mut options.force.remove_protected,
+            "hold" => &mut options.force.hold,
+            "remove-reinstreq" => &mut options.force.remove_reinstreq,
+            other => {
+                return Err(Error::Usage(format!("--force: unknown '{}' (known: depends, conflicts, breaks, remove-essential, remove-protected, hold, remove-reinstreq)", escape(other))).into())
+            }
+        };
+        *flag = true;
+    }
     if cli.json {
         options.script_output = ScriptOutput::Stderr;
     }
+    // dpkg's notices (a conflicting package removed, a package deconfigured) go where its
+    // own do: standard error.
+    options.events = Some(Arc::new(|event: &crate::events::Event| {
+        if let crate::events::Event::Notice { message } = event {
+            eprintln!("unpack: {}", escape(message));
+        }
+    }));
     crate::interrupt::install();
     options.stop = Some(Arc::new(crate::interrupt::pending));
     if cli.recover {

@@ -8,6 +8,7 @@
 //! imports this file, which imports neither. Nothing here writes.
 
 use super::admin::{self, Admin, Installed};
+use super::depcon::Choices;
 use super::format::deb822::Stanza;
 use super::format::status::{Package, State};
 use super::format::version::Relation;
@@ -16,14 +17,20 @@ use super::scripts::runner::{Call, Runner};
 use crate::error::Result;
 use crate::events::{self, Event, EventFn};
 use crate::fs::root::Root;
-use crate::options::{Force, PathFilter};
+use crate::options::PathFilter;
 use crate::read::control::ControlArchive;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// An installed package a package of the call deconfigures, by index, with the conflictor
+/// whose removal is the reason (its prerm's `removing CONFLICTOR VERSION`).
+pub(super) type Deconfigure = (usize, Option<usize>);
+
 /// A package of the call.
 pub(super) struct Incoming {
+    /// Its file, which messages name.
+    pub(super) package: PathBuf,
     pub(super) control: Stanza,
     pub(super) archive: ControlArchive,
     pub(super) name: String,
@@ -34,11 +41,18 @@ pub(super) struct Incoming {
     /// The stanza its own replaces: `old`'s, or a `not-installed` one of its name and
     /// architecture.
     pub(super) slot: Option<usize>,
-    /// The other installed instances of its name it deconfigures, as dpkg does with a
-    /// Multi-Arch: same set it takes out of sync (src/main/unpack.c): configured ones of
-    /// another version, left `half-configured` (their `prerm deconfigure in-favour` run).
-    pub(super) deconfigures: Vec<usize>,
+    /// The installed packages it deconfigures, as dpkg does (src/main/unpack.c): the other
+    /// instances of a Multi-Arch: same set it takes out of sync, what it breaks, what the
+    /// removal of a conflictor leaves without a dependency (that conflictor given); left
+    /// `half-configured`, their `prerm deconfigure in-favour` run.
+    pub(super) deconfigures: Vec<Deconfigure>,
+    /// The installed packages it removes: they conflict with it and it replaces them
+    /// ([`super::depcon`]), removed in its transaction ([`super::conflictors`]).
+    pub(super) conflictors: Vec<usize>,
+    /// Every path its `conffiles` member names, in order, `remove-on-upgrade` ones included.
     pub(super) conffiles: Vec<PathBuf>,
+    /// Those marked `remove-on-upgrade`: never shipped, removed after the unpack.
+    pub(super) remove_on_upgrade: HashSet<PathBuf>,
     pub(super) replaces: Vec<Relation>,
     /// The package's paths as dpkg lists them, in archive order.
     pub(super) list: Vec<PathBuf>,
@@ -48,15 +62,30 @@ pub(super) struct Incoming {
     pub(super) written_as: HashMap<PathBuf, PathBuf>,
     /// Computed while writing when the package has no md5sums member.
     pub(super) md5sums: Option<Vec<(String, PathBuf)>>,
-    /// Paths taken over from other installed packages, by their index.
-    pub(super) taken: Vec<(usize, PathBuf)>,
     /// Paths it lists that the path filters kept from being written ([`super::filter`]).
     pub(super) filtered: HashSet<PathBuf>,
+    /// Paths it takes from other installed packages' lists.
+    pub(super) taken: Vec<Taken>,
+    /// Its conffiles an installed package that replaces it keeps: recorded obsolete, as dpkg
+    /// records them, and not listed.
+    pub(super) kept_conffiles: HashSet<PathBuf>,
     /// The calls that undo what its scripts did so far, in order (Policy 6.6's error
     /// unwinding), for when the call fails before its commit.
     pub(super) unwind: Vec<Call>,
     /// One of its scripts ran (database mode records a failure then, as dpkg does).
     pub(super) scripts_ran: bool,
+}
+
+/// A path a package of the call writes that an installed package lists: it leaves that
+/// package's list when the call commits (dpkg's `FNNF_ELIDE_OTHER_LISTS`), and where the new
+/// entry is a conffile, the other package's conffile of that path is marked obsolete.
+pub(super) struct Taken {
+    /// The installed package, by index.
+    pub(super) from: usize,
+    pub(super) path: PathBuf,
+    /// By the new package's Replaces (dpkg says "Replacing files in old package"), not
+    /// silently from a package with only config files left or from an obsolete conffile.
+    pub(super) replaced: bool,
 }
 
 /// A root's admin directory found and locked with dpkg's locks, for the whole call: before
@@ -90,11 +119,13 @@ impl Locked {
             incoming: Vec::new(),
             scripts: None,
             disappearing: Vec::new(),
+            conflicted: Vec::new(),
+            conflict_failed: Vec::new(),
             status: Vec::new(),
             events: None,
             pended: Vec::new(),
-            force: Force::default(),
             filters: Vec::new(),
+            choices: Choices::default(),
         })
     }
 }
@@ -110,6 +141,11 @@ pub struct Database {
     /// Installed packages that disappear (by index), with the package of the call that took
     /// their last file: their postrm is called `disappear` after the commit.
     pub(super) disappearing: Vec<(usize, usize)>,
+    /// The conflictors the call removed, by index: true when left `config-files`, false when
+    /// forgotten. Their `postrm remove` runs after the commit.
+    pub(super) conflicted: Vec<(usize, bool)>,
+    /// The conflictors whose `postrm remove` failed after the commit.
+    pub(super) conflict_failed: Vec<usize>,
     /// The status file the transaction writes, once [`Database::finish`] made it.
     pub(super) status: Vec<Stanza>,
     /// Told each event (a dpkg front end's status-fd and log).
@@ -117,10 +153,10 @@ pub struct Database {
     /// The installed packages the call made `triggers-pending`, for the events after the
     /// commit: (index, the state they reached).
     pub(super) pended: Vec<(usize, State)>,
-    /// The `--force-*` options in effect.
-    pub(super) force: Force,
     /// dpkg's path filters, in order.
     pub(super) filters: Vec<PathFilter>,
+    /// What the caller's `--force-*` options and `--auto-deconfigure` allow.
+    pub(super) choices: Choices,
 }
 
 impl Database {
@@ -130,6 +166,8 @@ impl Database {
         self.installed = self.admin.read(root)?;
         self.incoming.clear();
         self.disappearing.clear();
+        self.conflicted.clear();
+        self.conflict_failed.clear();
         self.status.clear();
         self.pended.clear();
         Ok(())
@@ -151,18 +189,22 @@ impl Database {
 }
 
 impl Database {
+    /// The `--force-*` options and `--auto-deconfigure` of the call, from now on.
+    pub fn set_choices(&mut self, force: &crate::options::Force, auto_deconfigure: bool) {
+        self.choices = Choices { force: *force, auto_deconfigure };
+    }
+
     /// Tells the events of the call to `events` from now on.
     pub fn set_events(&mut self, events: Option<Arc<EventFn>>) {
         self.events = events;
     }
 
-    /// The `--force-*` options and path filters of the call, from now on.
-    pub fn set_choices(&mut self, force: Force, filters: &[PathFilter]) {
-        self.force = force;
+    /// dpkg's path filters of the call, from now on.
+    pub fn set_filters(&mut self, filters: &[PathFilter]) {
         self.filters = filters.to_vec();
     }
 
-    fn emit(&self, event: Event) {
+    pub(super) fn emit(&self, event: Event) {
         if let Some(events) = &self.events {
             events(&event);
         }
@@ -210,9 +252,17 @@ impl Database {
                 }
             }
         }
-        for &d in &inc.deconfigures {
+        for &(d, _) in &inc.deconfigures {
             let version = &self.installed.packages[d].version;
             self.status_event(self.installed_id(d), State::HalfConfigured, version);
+        }
+        for &c in &inc.conflictors {
+            let p = &self.installed.packages[c];
+            if configured(p.status.state) {
+                for state in [State::HalfConfigured, State::HalfInstalled] {
+                    self.status_event(self.installed_id(c), state, &p.version);
+                }
+            }
         }
         let version =
             inc.old.map_or(&inc.archive.control.version, |o| &self.installed.packages[o].version);
@@ -228,8 +278,8 @@ impl Database {
     /// After a failed call was unwound and recorded: the states dpkg's unwinding notes, last
     /// package first (src/main/cleanup.c): a new package `not-installed`, one over config files
     /// `config-files`, an upgrade back to its old state (a configured one `unpacked`, then, once
-    /// its postinst abort-upgrade ran, configured again), and each instance it deconfigured
-    /// configured again. The database holds the same: nothing of the call, or what
+    /// its postinst abort-upgrade ran, configured again), each conflictor it was removing and
+    /// each package it deconfigured back to its state. The database holds the same: nothing of the call, or what
     /// [`Database::failure_state`] recorded.
     pub fn emit_unwound(&self) {
         for (index, inc) in self.incoming.iter().enumerate().rev() {
@@ -243,7 +293,10 @@ impl Database {
                 Some((_, p)) if p.status.state == State::HalfInstalled => {}
                 Some((o, p)) => back(o, p.status.state),
             }
-            for &d in &inc.deconfigures {
+            for &c in inc.conflictors.iter().rev() {
+                back(c, self.installed.packages[c].status.state);
+            }
+            for &(d, _) in inc.deconfigures.iter().rev() {
                 back(d, self.installed.packages[d].status.state);
             }
             if let Some((o, p)) = old.filter(|(_, p)| configured(p.status.state)) {
@@ -282,11 +335,19 @@ impl Database {
                 &inc.archive.control.version,
             );
         }
+        for &(c, kept) in &self.conflicted {
+            let p = &self.installed.packages[c];
+            if !configured(p.status.state) && p.status.state != State::HalfInstalled {
+                self.status_event(self.installed_id(c), State::HalfInstalled, &p.version);
+            }
+            let state = if kept { State::ConfigFiles } else { State::NotInstalled };
+            self.status_event(self.installed_id(c), state, &p.version);
+        }
     }
 }
 
-/// A state in which dpkg runs the old version's `prerm upgrade` before an upgrade.
-fn configured(state: State) -> bool {
+/// A state in which dpkg runs a package's prerm before it upgrades, deconfigures or removes it.
+pub(super) fn configured(state: State) -> bool {
     matches!(
         state,
         State::HalfConfigured | State::TriggersAwaited | State::TriggersPending | State::Installed

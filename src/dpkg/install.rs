@@ -18,13 +18,14 @@
 //! maintainer scripts.
 
 use super::admin::{self, Installed};
-use super::database::{Database, Incoming};
+use super::database::{Database, Deconfigure, Incoming, Taken};
+use super::depcon;
 use super::format::deb822::Stanza;
 use super::format::list;
 use super::format::status::{self, Conffile, Flag, State, StatusField, Want};
 use super::format::version::{parse_relations, Relation, Version};
 use crate::error::{escape, Error, Result};
-use crate::events::Event;
+use crate::events::{Event, EventFn};
 use crate::read::control::ControlArchive;
 use crate::read::entry::{Entry, Kind};
 use crate::report::DatabaseReport;
@@ -36,17 +37,22 @@ use std::path::{Path, PathBuf};
 
 /// What [`Database::finish`] gathers over the call's packages before the status file.
 #[derive(Default)]
-struct Finished {
+pub(super) struct Finished {
     reports: Vec<DatabaseReport>,
     /// Installed packages replaced by a new version, or disappeared.
     gone: HashSet<usize>,
     new_stanzas: Vec<Stanza>,
     /// Listed paths the upgrades remove: they activate file triggers too.
     dropped: Vec<(String, PathBuf)>,
-    removals: Vec<PathBuf>,
+    pub(super) removals: Vec<PathBuf>,
     /// Installed packages that disappear, with the package of the call that took their last
     /// file.
     disappearing: Vec<(usize, usize)>,
+    /// Conflictors removed, with their new stanza (`None`: forgotten).
+    pub(super) conflicted: Vec<(usize, Option<Stanza>)>,
+    /// Listed paths the conflictors' removal removes: they activate file triggers, with no
+    /// package awaiting them.
+    pub(super) conflict_removed: Vec<PathBuf>,
 }
 
 /// What to do with an entry.
@@ -91,7 +97,7 @@ impl Database {
                 ),
             ));
         }
-        Version::parse(&archive.control.version)
+        let version = Version::parse(&archive.control.version)
             .map_err(|e| Error::bad(package, format!("control: Version: {e}")))?;
         let multi_arch_same =
             control.get("Multi-Arch").is_some_and(|m| m.eq_ignore_ascii_case("same"));
@@ -122,9 +128,6 @@ impl Database {
                 .map_err(|e| Error::bad(package, format!("conffiles: {e}")))?,
             None => Vec::new(),
         };
-        if let Some(c) = conffiles.iter().find(|c| c.remove_on_upgrade) {
-            return Err(Error::bad(package, format!("conffiles: 'remove-on-upgrade {}' is not supported by unpack yet; use dpkg for this package", escape(&c.path))));
-        }
         let replaces = match control.get("Replaces") {
             Some(v) => parse_relations(v)
                 .map_err(|e| Error::bad(package, format!("control: Replaces: {e}")))?
@@ -134,8 +137,10 @@ impl Database {
             None => Vec::new(),
         };
         let md5sums = (!archive.members.iter().any(|m| m.name == "md5sums")).then(Vec::new);
-        let deconfigures = self.out_of_sync(&name, old, &archive.control.version);
+        let (deconfigures, conflictors) =
+            self.dependencies(package, &control, &version, old, slot)?;
         self.incoming.push(Incoming {
+            package: package.to_path_buf(),
             control,
             archive,
             name,
@@ -144,6 +149,12 @@ impl Database {
             old,
             slot,
             deconfigures,
+            conflictors,
+            remove_on_upgrade: conffiles
+                .iter()
+                .filter(|c| c.remove_on_upgrade)
+                .map(|c| c.path.clone())
+                .collect(),
             conffiles: conffiles.into_iter().map(|c| c.path).collect(),
             replaces,
             list: Vec::new(),
@@ -152,6 +163,7 @@ impl Database {
             md5sums,
             taken: Vec::new(),
             filtered: HashSet::new(),
+            kept_conffiles: HashSet::new(),
             unwind: Vec::new(),
             scripts_ran: false,
         });
@@ -159,12 +171,62 @@ impl Database {
         Ok(())
     }
 
+    /// What the package begun asks of the installed ones, as dpkg decides it before its
+    /// scripts ([`depcon`]): the packages it deconfigures (the out-of-sync Multi-Arch: same
+    /// instances first) and the conflictors it removes. Refused: exit 1 with dpkg's reasons;
+    /// dpkg's notices go to the events.
+    fn dependencies(
+        &self,
+        package: &Path,
+        control: &Stanza,
+        version: &Version,
+        old: Option<usize>,
+        slot: Option<usize>,
+    ) -> Result<(Vec<Deconfigure>, Vec<usize>)> {
+        let name = control.get("Package").unwrap_or_default().to_ascii_lowercase();
+        let arch = control.get("Architecture").unwrap_or_default();
+        let mut deconfigures: Vec<Deconfigure> = self
+            .out_of_sync(&name, old, control.get("Version").unwrap_or_default())
+            .into_iter()
+            .map(|o| (o, None))
+            .collect();
+        let newcomer = depcon::Newcomer {
+            name: &name,
+            arch,
+            version,
+            control,
+            slot,
+            file: &package.to_string_lossy(),
+        };
+        let verdict =
+            depcon::check(&self.installed, &newcomer, &self.native_arch(arch), self.choices)
+                .map_err(|reason| Error::Conflict { path: package.to_path_buf(), reason })?;
+        for note in verdict.notes {
+            self.emit(Event::Notice { message: note });
+        }
+        for d in verdict.deconfigure {
+            if !deconfigures.iter().any(|(o, _)| *o == d.0) {
+                deconfigures.push(d);
+            }
+        }
+        Ok((deconfigures, verdict.conflictors))
+    }
+
+    /// The root's native architecture, as dpkg's own: its installed `dpkg` package's, else
+    /// that of the package begun (`arch`), unless that is `all`.
+    fn native_arch(&self, arch: &str) -> String {
+        let dpkg = self.installed.packages.iter().find(|p| {
+            p.name == "dpkg" && !matches!(p.status.state, State::NotInstalled | State::ConfigFiles)
+        });
+        dpkg.map_or_else(|| arch.to_string(), |p| p.arch.clone())
+    }
+
     /// The installed instances of `name` (not `old`, the one the package replaces) that a
     /// package of `version` takes out of sync: configured (or with triggers to run) at another
     /// version, and not deconfigured by an earlier package of the call already.
     fn out_of_sync(&self, name: &str, old: Option<usize>, version: &str) -> Vec<usize> {
         let taken: HashSet<usize> =
-            self.incoming.iter().flat_map(|i| i.deconfigures.iter().copied()).collect();
+            self.incoming.iter().flat_map(|i| i.deconfigures.iter().map(|d| d.0)).collect();
         let configured = |p: &status::Package| {
             matches!(
                 p.status.state,
@@ -182,43 +244,58 @@ impl Database {
 
     /// Decides about one entry of the package begun last, and changes its path, owner and mode
     /// where dpkg would write it elsewhere or otherwise.
-    pub fn map_entry(&mut self, entry: &mut Entry) -> Result<Action> {
+    ///
+    /// A symlink meeting a directory, or a symlink that leads to the same directory, is listed
+    /// and left as it is, whoever else lists the path, as dpkg leaves it
+    /// ([`Transaction::keeps_existing_dir`]).
+    pub fn map_entry(&mut self, tx: &mut Transaction<'_>, entry: &mut Entry) -> Result<Action> {
         let Some(inc) = self.incoming.last_mut() else {
             return Err(Error::Internal("an entry before its package".into()));
         };
         let db = &self.installed;
         let listed = list_path(&entry.path);
-        if entry.kind != Kind::Dir {
+        if inc.remove_on_upgrade.contains(&listed) {
+            return Err(Error::bad(
+                &inc.package,
+                format!(
+                    "conffile '{}' marked for removal on upgrade, shipped in package",
+                    escape(&listed)
+                ),
+            ));
+        }
+        let mut target = divert(db, &listed, &inc.name);
+        let existing_dir = match &entry.kind {
+            Kind::Symlink { target: link } => tx.keeps_existing_dir(&relative(&target), link),
+            _ => false,
+        };
+        if entry.kind != Kind::Dir && !existing_dir {
             for &o in db.owners.get(&listed).map(Vec::as_slice).unwrap_or_default() {
                 match ownership(db, inc, o, &listed) {
                     Ownership::Shared => {}
-                    Ownership::Taken => inc.taken.push((o, listed.clone())),
-                    Ownership::KeptByOwner => return Ok(Action::Skip),
-                    // As dpkg with --force-overwrite: a warning, and the file taken over as
-                    // one the package Replaces.
-                    Ownership::Conflict if self.force.overwrite => {
-                        inc.taken.push((o, listed.clone()));
-                        if let Some(events) = &self.events {
-                            events(&Event::Forced {
-                                message: overwrite_message(&listed, &db.packages[o]),
-                            });
+                    // As dpkg with --force-overwrite: its warning, and the path taken from the
+                    // owner's list as from a package the new one Replaces.
+                    Ownership::Conflict if self.choices.force.overwrite => {
+                        inc.taken.push(Taken { from: o, path: listed.clone(), replaced: false });
+                        warn_overwrite(self.events.as_deref(), &listed, &db.packages[o]);
+                    }
+                    Ownership::Taken { replaced } => {
+                        inc.taken.push(Taken { from: o, path: listed.clone(), replaced })
+                    }
+                    Ownership::KeptByOwner => {
+                        if inc.conffiles.contains(&listed) {
+                            inc.kept_conffiles.insert(listed);
                         }
+                        return Ok(Action::Skip);
                     }
-                    Ownership::Conflict => {
-                        let other = &db.packages[o];
-                        return Err(Error::Conflict {
-                            path: listed,
-                            reason: format!(
-                                "{} ({}) would overwrite it, and it is in package {} ({}), which {0} does not Replace",
-                                inc.name, inc.archive.control.version, other.name, other.version
-                            ),
-                        });
-                    }
+                    Ownership::Conflict => return Err(conflict(inc, &db.packages[o], listed)),
                 }
             }
         }
         if inc.listed.insert(listed.clone()) {
             inc.list.push(listed.clone());
+        }
+        if existing_dir {
+            return Ok(Action::Skip);
         }
         // A Multi-Arch: same sibling earlier in this call wrote the shared file already.
         let (name, same) = (inc.name.clone(), inc.multi_arch_same);
@@ -238,12 +315,6 @@ impl Database {
         };
         if entry.path.as_os_str().is_empty() {
             return Ok(Action::Write { hash: false });
-        }
-        let mut target = listed.clone();
-        if let Some(d) = db.diversions.get(&listed) {
-            if d.by.as_deref() != Some(inc.name.as_str()) {
-                target = d.to.clone();
-            }
         }
         if entry.kind != Kind::Dir && inc.conffiles.contains(&listed) {
             let mut name = target.clone().into_os_string();
@@ -321,6 +392,7 @@ impl Database {
             inc.listed.clear();
             inc.written_as.clear();
             inc.taken.clear();
+            inc.kept_conffiles.clear();
             if let Some(sums) = inc.md5sums.as_mut() {
                 sums.clear();
             }
@@ -357,11 +429,9 @@ impl Database {
             }
             (Shared::OnDisk, Kind::File { .. }) => match tx.on_disk(written)? {
                 OnDisk::File(file) => {
-                    let mut reader = std::io::BufReader::new(file);
-                    let mut hashing = super::md5::Hashing::new(&mut reader);
-                    std::io::copy(&mut hashing, &mut std::io::sink())
+                    let sum = super::md5::of_reader(&file)
                         .map_err(|e| Error::root(tx.root().display(written), "reading", e))?;
-                    md5 == Some(hashing.finish().as_str())
+                    md5 == Some(sum.as_str())
                 }
                 OnDisk::Nothing => true,
                 _ => false,
@@ -388,33 +458,25 @@ impl Database {
     pub fn finish(&mut self, tx: &mut Transaction<'_>) -> Result<Vec<DatabaseReport>> {
         let all_new: HashSet<&PathBuf> = self.incoming.iter().flat_map(|i| i.list.iter()).collect();
         let mut done = Finished::default();
-        for inc in &self.incoming {
-            self.finish_package(tx, inc, &all_new, &mut done)?;
+        for (index, inc) in self.incoming.iter().enumerate() {
+            self.finish_package(tx, index, inc, &all_new, &mut done)?;
         }
         self.finish_losers(tx, &all_new, &mut done)?;
+        self.remove_conflictors(tx, &all_new, &mut done)?;
         let db = &self.installed;
         let deconfigured: HashSet<usize> =
-            self.incoming.iter().flat_map(|i| i.deconfigures.iter().copied()).collect();
-        let mut stanzas: Vec<Stanza> = db
-            .packages
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !done.gone.contains(i))
-            .map(|(i, p)| {
-                let mut stanza = p.stanza.clone();
-                if deconfigured.contains(&i) {
-                    if let Some(version) = config_version(p) {
-                        status::set_known(&mut stanza, "Config-Version", version.to_string());
-                    }
-                    let half = StatusField { state: State::HalfConfigured, ..p.status };
-                    status::set_known(&mut stanza, "Status", half.to_string());
-                }
-                stanza
-            })
-            .collect();
+            self.incoming.iter().flat_map(|i| i.deconfigures.iter().map(|d| d.0)).collect();
+        let mut stanzas: Vec<Stanza> = Vec::with_capacity(db.packages.len() + 1);
+        for i in (0..db.packages.len()).filter(|i| !done.gone.contains(i)) {
+            match done.conflicted.iter().find(|(c, _)| *c == i) {
+                Some((_, Some(removed))) => stanzas.push(removed.clone()),
+                Some((_, None)) => {}
+                None => stanzas.push(self.installed_stanza(i, &deconfigured)?),
+            }
+        }
         let first_new = stanzas.len();
         stanzas.extend(done.new_stanzas);
-        self.record_triggers(tx, &mut stanzas, first_new, &done.dropped)?;
+        self.record_triggers(tx, &mut stanzas, first_new, &done.dropped, &done.conflict_removed)?;
         let refs: Vec<&Stanza> = stanzas.iter().collect();
         let admin_rel = &self.admin.rel;
         tx.add_generated(&admin_rel.join("status"), &status::write_status(&refs), 0o644)?;
@@ -424,6 +486,7 @@ impl Database {
         done.removals.extend(self.record_paths());
         tx.plan_removals(done.removals)?;
         self.disappearing = done.disappearing;
+        self.conflicted = done.conflicted.iter().map(|(c, s)| (*c, s.is_some())).collect();
         self.status = stanzas;
         Ok(done.reports)
     }
@@ -433,6 +496,7 @@ impl Database {
     fn finish_package(
         &self,
         tx: &mut Transaction<'_>,
+        index: usize,
         inc: &Incoming,
         all_new: &HashSet<&PathBuf>,
         done: &mut Finished,
@@ -446,9 +510,10 @@ impl Database {
             Some(o) => self.drop_old_paths(inc, o, &list, all_new, done),
             None => 0,
         };
+        self.remove_on_upgrade(tx, index, inc, &conffiles, done)?;
         self.write_info_files(tx, inc, &list, done)?;
         let status = StatusField { want: Want::Install, flag: Flag::Ok, state: State::Unpacked };
-        let config_version = old.and_then(config_version);
+        let config_version = old.and_then(status::Package::config_version);
         done.new_stanzas.push(status::status_stanza(
             &inc.control,
             &status,
@@ -493,15 +558,21 @@ impl Database {
         let mut conffiles: Vec<Conffile> = inc
             .conffiles
             .iter()
-            .filter(|p| inc.listed.contains(*p))
+            .filter(|p| {
+                inc.listed.contains(*p)
+                    || inc.kept_conffiles.contains(*p)
+                    || inc.remove_on_upgrade.contains(*p)
+            })
             .map(|p| Conffile {
                 path: p.clone(),
                 hash: old_conffiles
                     .iter()
                     .find(|c| &c.path == p)
-                    .map_or_else(|| "newconffile".to_string(), |c| c.hash.clone()),
-                obsolete: false,
-                remove_on_upgrade: false,
+                    .map(|c| c.hash.clone())
+                    .or_else(|| self.owners_hash(inc, p))
+                    .unwrap_or_else(|| status::NEW_CONFFILE.to_string()),
+                obsolete: inc.kept_conffiles.contains(p),
+                remove_on_upgrade: inc.remove_on_upgrade.contains(p),
             })
             .collect();
         let mut list = inc.list.clone();
@@ -519,6 +590,68 @@ impl Database {
         Ok((conffiles, list))
     }
 
+    /// The package's `remove-on-upgrade` conffiles, as dpkg treats them after the unpack
+    /// (src/main/unpack.c pkg_remove_conffile_on_upgrade), unless another package lists the
+    /// path: its `.dpkg-dist` removed; the file removed where it is what the package's
+    /// previous version shipped (its recorded hash), otherwise kept as `PATH.dpkg-old` (a copy
+    /// with its owner, mode and mtime, renamed in with the package's files, the file itself
+    /// removed after). Only a regular file is looked at: dpkg follows a symlink there to the
+    /// file it leads to, this leaves it.
+    fn remove_on_upgrade(
+        &self,
+        tx: &mut Transaction<'_>,
+        index: usize,
+        inc: &Incoming,
+        conffiles: &[Conffile],
+        done: &mut Finished,
+    ) -> Result<()> {
+        let db = &self.installed;
+        for c in conffiles.iter().filter(|c| c.remove_on_upgrade) {
+            if db.owners.get(&c.path).into_iter().flatten().any(|&o| Some(o) != inc.old) {
+                continue;
+            }
+            let at = relative(&divert(db, &c.path, &inc.name));
+            done.removals.push(suffixed(&at, ".dpkg-dist"));
+            let OnDisk::File(file) = tx.on_disk(&at)? else { continue };
+            let shown = tx.root().display(&at);
+            let hash =
+                super::md5::of_reader(&file).map_err(|e| Error::root(&shown, "reading", e))?;
+            done.removals.push(at.clone());
+            if hash == c.hash {
+                continue;
+            }
+            let st = rustix::fs::fstat(&file).map_err(|e| Error::root(&shown, "stat", e))?;
+            let copy = Entry {
+                path: suffixed(&at, ".dpkg-old"),
+                kind: Kind::File { size: st.st_size as u64 },
+                mode: st.st_mode & 0o7777,
+                uid: st.st_uid,
+                gid: st.st_gid,
+                mtime: (st.st_mtime, st.st_mtime_nsec as u32),
+            };
+            let mut reader = std::io::BufReader::new(&file);
+            std::io::Seek::rewind(&mut reader).map_err(|e| Error::root(&shown, "reading", e))?;
+            tx.add(index, &inc.package, &copy, &mut reader)?;
+        }
+        Ok(())
+    }
+
+    /// The hash another installed package that lists `path` records for it as its conffile:
+    /// a conffile taken over (by Replaces, from a package with only config files left, from an
+    /// obsolete conffile, between Multi-Arch: same instances) keeps the hash its previous
+    /// owner had, as dpkg keeps it (src/main/unpack.c deb_parse_conffiles), so that
+    /// `dpkg --configure` sees an unchanged file as the distributor's, not as one "created by
+    /// you or by a script". Several such owners are rare; dpkg then takes one of them ("at
+    /// random"), this the first in the database's order.
+    fn owners_hash(&self, inc: &Incoming, path: &Path) -> Option<String> {
+        let db = &self.installed;
+        db.owners.get(path)?.iter().filter(|&&o| Some(o) != inc.old).find_map(|&o| {
+            let field = db.packages[o].stanza.get("Conffiles")?;
+            let recorded = status::parse_conffiles_field(field).ok()?;
+            recorded.into_iter().find(|c| c.path == path).map(|c| c.hash)
+        })
+    }
+
     /// The paths installed package `o`, which `inc` upgrades, listed and the new version does
     /// not keep (`list`), nor any other package has: removed after the renames. Returns how
     /// many.
@@ -532,14 +665,17 @@ impl Database {
     ) -> u64 {
         let db = &self.installed;
         let kept: HashSet<&PathBuf> = list.iter().collect();
+        // An installed package another package of the call upgrades keeps a path only if its
+        // new version lists it, which `all_new` says: a directory several upgrades all drop
+        // goes.
+        let upgraded: HashSet<usize> = self.incoming.iter().filter_map(|i| i.old).collect();
         let mut removed = 0;
-        for p in db.lists[o].iter().rev() {
-            let others = db
-                .owners
-                .get(p)
-                .into_iter()
-                .flatten()
-                .any(|&x| x != o && db.packages[x].status.state != State::NotInstalled);
+        for p in db.lists[o].iter().rev().filter(|p| !inc.remove_on_upgrade.contains(*p)) {
+            let others = db.owners.get(p).into_iter().flatten().any(|&x| {
+                x != o
+                    && !upgraded.contains(&x)
+                    && db.packages[x].status.state != State::NotInstalled
+            });
             // A path the filters kept from being written is not the new version's on disk.
             let shipped = (kept.contains(p) || all_new.contains(p)) && !inc.filtered.contains(p);
             if shipped || others || p.as_os_str() == "/." {
@@ -599,24 +735,29 @@ impl Database {
     ) -> Result<()> {
         let db = &self.installed;
         let info_rel = self.admin.rel.join("info");
-        let mut taken_from: HashMap<usize, HashSet<PathBuf>> = HashMap::new();
-        for inc in &self.incoming {
-            for (o, p) in &inc.taken {
-                taken_from.entry(*o).or_default().insert(p.clone());
+        // By loser: the paths taken, and the package of the call that took the first.
+        let mut taken_from: HashMap<usize, (HashSet<&PathBuf>, usize)> = HashMap::new();
+        for (by, inc) in self.incoming.iter().enumerate() {
+            for t in &inc.taken {
+                taken_from.entry(t.from).or_insert_with(|| (HashSet::new(), by)).0.insert(&t.path);
+                if t.replaced && !done.reports[by].replaced.contains(&db.packages[t.from].name) {
+                    done.reports[by].replaced.push(db.packages[t.from].name.clone());
+                }
             }
         }
-        for (o, taken) in &taken_from {
-            if done.gone.contains(o) {
+        let mut losers: Vec<_> = taken_from.into_iter().collect();
+        losers.sort_by_key(|(o, _)| *o);
+        let conflictors: HashSet<usize> =
+            self.incoming.iter().flat_map(|i| i.conflictors.iter().copied()).collect();
+        for (o, (taken, by)) in losers {
+            if done.gone.contains(&o) || conflictors.contains(&o) {
                 continue;
             }
-            let other = &db.packages[*o];
-            let by =
-                self.incoming.iter().position(|i| i.taken.iter().any(|(x, _)| x == o)).unwrap_or(0);
-            done.reports[by].replaced.push(other.name.clone());
-            if disappears(db, *o, all_new, &self.incoming[by]) {
-                done.gone.insert(*o);
+            let other = &db.packages[o];
+            if disappears(db, o, all_new, &self.incoming[by]) {
+                done.gone.insert(o);
                 done.reports[by].disappeared.push(other.name.clone());
-                done.disappearing.push((*o, by));
+                done.disappearing.push((o, by));
                 let stem = other.info_name();
                 done.removals.extend(
                     db.info_names
@@ -626,7 +767,7 @@ impl Database {
                 );
             } else {
                 let left: Vec<PathBuf> =
-                    db.lists[*o].iter().filter(|p| !taken.contains(*p)).cloned().collect();
+                    db.lists[o].iter().filter(|p| !taken.contains(p)).cloned().collect();
                 tx.add_generated(
                     &info_rel.join(format!("{}.list", other.info_name())),
                     &list::write_list(&left),
@@ -636,18 +777,60 @@ impl Database {
         }
         Ok(())
     }
+
+    /// The stanza of installed package `i` as the commit leaves it: a conffile of it that a
+    /// package of the call now ships as its own conffile is marked obsolete (dpkg's
+    /// conffile_mark_obsolete), and a deconfigured package is half-configured.
+    fn installed_stanza(&self, i: usize, deconfigured: &HashSet<usize>) -> Result<Stanza> {
+        let p = &self.installed.packages[i];
+        let mut stanza = p.stanza.clone();
+        let now_theirs: HashSet<&PathBuf> = self
+            .incoming
+            .iter()
+            .flat_map(|inc| inc.taken.iter().filter(move |t| inc.conffiles.contains(&t.path)))
+            .filter(|t| t.from == i)
+            .map(|t| &t.path)
+            .collect();
+        if let (false, Some(field)) = (now_theirs.is_empty(), p.stanza.get("Conffiles")) {
+            let mut conffiles = status::parse_conffiles_field(field)
+                .map_err(|e| admin::bad_db(&self.admin.dir.path().join("status"), e))?;
+            for c in conffiles.iter_mut().filter(|c| now_theirs.contains(&c.path)) {
+                c.obsolete = true;
+            }
+            status::set_known(&mut stanza, "Conffiles", status::conffiles_field(&conffiles));
+        }
+        if deconfigured.contains(&i) {
+            if let Some(version) = p.config_version() {
+                status::set_known(&mut stanza, "Config-Version", version.to_string());
+            }
+            let half = StatusField { state: State::HalfConfigured, ..p.status };
+            status::set_known(&mut stanza, "Status", half.to_string());
+        }
+        Ok(stanza)
+    }
 }
 
-/// The version whose configuration `old` holds, which the new stanza keeps for dpkg --configure:
-/// its Config-Version, or for an installed package (whose stanza never carries the field) its
-/// Version, as dpkg reads it (lib/dpkg/parse.c).
-pub(super) fn config_version(old: &status::Package) -> Option<&str> {
-    match old.stanza.get("Config-Version") {
-        Some(v) => Some(v),
-        None if matches!(old.status.state, State::Installed | State::TriggersPending) => {
-            Some(old.version.as_str())
-        }
-        None => None,
+/// A file of package `inc` that `other` owns and `inc` does not Replace.
+fn conflict(inc: &Incoming, other: &status::Package, path: PathBuf) -> Error {
+    Error::Conflict {
+        reason: format!(
+            "{} ({}) would overwrite it, and it is in package {} ({}), which {0} does not Replace",
+            inc.name, inc.archive.control.version, other.name, other.version
+        ),
+        path,
+    }
+}
+
+/// dpkg's warning when `--force-overwrite` lets package `owner`'s `path` be overwritten
+/// (src/main/archives.c, tarobject), told to `events` as a notice.
+fn warn_overwrite(events: Option<&EventFn>, path: &Path, owner: &status::Package) {
+    if let Some(events) = events {
+        let problem = overwrite_message(path, owner);
+        events(&Event::Notice {
+            message: format!(
+                "warning: overriding problem because --force enabled:\nwarning: {problem}"
+            ),
+        });
     }
 }
 
@@ -667,11 +850,15 @@ fn overwrite_message(path: &Path, owner: &status::Package) -> String {
 
 /// How an installed package's claim on a path weighs against the new package's.
 enum Ownership {
-    /// No conflict: the same package, a Multi-Arch: same sibling, a diversion one of them
-    /// made, a package with only config files left.
+    /// No conflict, and the path stays in the owner's list too: the same package, a
+    /// Multi-Arch: same sibling, a diversion one of them made.
     Shared,
-    /// The new package replaces the owner: ownership moves.
-    Taken,
+    /// Ownership moves to the new package: it replaces the owner, or (not `replaced`) takes
+    /// the path silently from a package with only config files left or from one whose
+    /// obsolete conffile it ships as a conffile.
+    Taken {
+        replaced: bool,
+    },
     /// The owner replaces the new package: the path stays the owner's, the entry is skipped.
     KeptByOwner,
     Conflict,
@@ -681,8 +868,7 @@ enum Ownership {
 /// package `o` lists.
 fn ownership(db: &Installed, inc: &Incoming, o: usize, path: &Path) -> Ownership {
     let other = &db.packages[o];
-    if Some(o) == inc.old || matches!(other.status.state, State::NotInstalled | State::ConfigFiles)
-    {
+    if Some(o) == inc.old || other.status.state == State::NotInstalled {
         return Ownership::Shared;
     }
     if other.name == inc.name && other.multi_arch_same && inc.multi_arch_same {
@@ -693,20 +879,23 @@ fn ownership(db: &Installed, inc: &Incoming, o: usize, path: &Path) -> Ownership
             return Ownership::Shared;
         }
     }
+    if other.status.state == State::ConfigFiles {
+        return Ownership::Taken { replaced: false };
+    }
     let obsolete_conffile = other
         .stanza
         .get("Conffiles")
         .and_then(|v| status::parse_conffiles_field(v).ok())
         .is_some_and(|cs| cs.iter().any(|c| c.obsolete && c.path == path));
     if obsolete_conffile && inc.conffiles.iter().any(|c| c == path) {
-        return Ownership::Shared;
+        return Ownership::Taken { replaced: false };
     }
     let other_version = Version::parse(&other.version).ok();
     if other_version
         .as_ref()
         .is_some_and(|v| inc.replaces.iter().any(|r| r.satisfied_by(&other.name, v)))
     {
-        return Ownership::Taken;
+        return Ownership::Taken { replaced: true };
     }
     let other_replaces: Vec<Relation> = other
         .stanza
@@ -734,7 +923,9 @@ fn ownership(db: &Installed, inc: &Incoming, o: usize, path: &Path) -> Ownership
 /// keeps a package dpkg might let go, never the other way round.)
 fn disappears(db: &Installed, o: usize, all_new: &HashSet<&PathBuf>, inc: &Incoming) -> bool {
     let other = &db.packages[o];
-    if other.stanza.get("Essential").is_some_and(|e| e.eq_ignore_ascii_case("yes")) {
+    if other.status.state == State::ConfigFiles
+        || other.stanza.get("Essential").is_some_and(|e| e.eq_ignore_ascii_case("yes"))
+    {
         return false;
     }
     let files: Vec<&PathBuf> = db.lists[o].iter().filter(|p| p.as_os_str() != "/.").collect();
@@ -793,7 +984,7 @@ fn keeps_member(name: &str) -> bool {
 
 /// Where an old file of package `name` is on disk: its divert-to name when someone else
 /// diverted it.
-fn divert(db: &Installed, path: &Path, name: &str) -> PathBuf {
+pub(super) fn divert(db: &Installed, path: &Path, name: &str) -> PathBuf {
     match db.diversions.get(path) {
         Some(d) if d.by.as_deref() != Some(name) => d.to.clone(),
         _ => path.to_path_buf(),
@@ -810,7 +1001,14 @@ fn list_path(path: &Path) -> PathBuf {
     PathBuf::from(OsString::from_vec(bytes))
 }
 
+/// `path` with `suffix` added to its last name.
+fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
 /// A listed path relative to the root, as entries are.
-fn relative(path: &Path) -> PathBuf {
+pub(super) fn relative(path: &Path) -> PathBuf {
     path.strip_prefix("/").map(Path::to_path_buf).unwrap_or_else(|_| path.to_path_buf())
 }

@@ -4,6 +4,14 @@
 use md5::{Digest, Md5};
 use std::io::{BufRead, Read};
 
+/// The hex md5 of everything `reader` has from where it stands.
+pub fn of_reader(reader: impl Read) -> std::io::Result<String> {
+    let mut reader = std::io::BufReader::new(reader);
+    let mut hashing = Hashing::new(&mut reader);
+    std::io::copy(&mut hashing, &mut std::io::sink())?;
+    Ok(hashing.finish())
+}
+
 /// A `BufRead` that hashes what its reader consumes.
 pub struct Hashing<'a> {
     inner: &'a mut dyn BufRead,

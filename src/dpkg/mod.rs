@@ -3,9 +3,10 @@
 //!
 //! [`format`] holds dpkg's file formats, pure and fuzzed; [`admin`] finds a root's admin
 //! directory and reads it through the root's confined resolution, [`lock`] takes dpkg's locks,
-//! [`install`] decides entry by entry what dpkg would and hands the transaction the database
-//! files and the removals, [`filter`] applies dpkg's path filters, [`triggers`] records the triggers the call activates, [`md5`] hashes
-//! the files of a package that ships no md5sums, [`scripts`] runs the unpack phase's
+//! [`depcon`] decides what a package's Conflicts, Breaks and Pre-Depends ask of the
+//! installed ones, [`install`] decides entry by entry what dpkg would and hands the transaction
+//! the database files and the removals, [`filter`] applies dpkg's path filters, [`triggers`]
+//! records the triggers the call activates, [`md5`] hashes the files of a package that ships no md5sums, [`scripts`] runs the unpack phase's
 //! maintainer scripts and [`updates`] records a package's state durably before they run.
 //!
 //! None of them writes a name in the root: every change, the database's included, goes through
@@ -13,7 +14,9 @@
 //! real dpkg is the oracle for every behaviour here.
 
 pub(crate) mod admin;
+pub(crate) mod conflictors;
 pub(crate) mod database;
+pub(crate) mod depcon;
 pub(crate) mod filter;
 pub(crate) mod install;
 pub(crate) mod lock;

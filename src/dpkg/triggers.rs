@@ -43,22 +43,26 @@ struct Interests {
     deferred: Vec<Deferred>,
 }
 
-/// The directives of each package of the call: its new version's, its old version's.
+/// The directives of each package of the call: its new version's, its old version's; and
+/// each conflictor's the call removes (its interests go with it).
 struct Directives {
     new: Vec<Vec<Directive>>,
     old: Vec<Vec<Directive>>,
+    removed: Vec<Vec<Directive>>,
 }
 
 impl Database {
     /// Triggers as dpkg records them at unpack (see the module doc), into `stanzas` (the new
     /// packages' from `first_new` on, in call order) and the trigger files the transaction
-    /// writes; `dropped` are the paths each package's upgrade removes (by package name).
+    /// writes; `dropped` are the paths each package's upgrade removes (by package name),
+    /// `removed` those the conflictors' removal removes.
     pub(super) fn record_triggers(
         &mut self,
         tx: &mut Transaction<'_>,
         stanzas: &mut [Stanza],
         first_new: usize,
         dropped: &[(String, PathBuf)],
+        removed: &[PathBuf],
     ) -> Result<()> {
         let dir = self.triggers_dir()?;
         let directives = self.directives()?;
@@ -66,6 +70,14 @@ impl Database {
         self.replace_interests(&mut interests, &directives.new);
         let mut status = Statuses::new(stanzas);
         self.activate(&interests, &directives, &mut status, first_new, dropped);
+        // A conflictor's removed paths activate the interests in them and their parents, as
+        // dpkg's removal does (trig_path_activate); no package of the call awaits them.
+        let table = FileTable::new(&interests.file);
+        for path in removed {
+            for i in table.at_or_above(path) {
+                status.pend(&i.package, &i.path.to_string_lossy());
+            }
+        }
         self.incorporate(&interests, &mut status);
         let pended: Vec<(String, Option<String>, String)> = status
             .pended
@@ -110,27 +122,32 @@ impl Database {
 
     /// Each package's `triggers` member, and its old version's (`info/PKG.triggers`).
     fn directives(&self) -> Result<Directives> {
-        let mut directives = Directives { new: Vec::new(), old: Vec::new() };
+        let mut directives = Directives { new: Vec::new(), old: Vec::new(), removed: Vec::new() };
         for inc in &self.incoming {
             directives.new.push(match inc.archive.members.iter().find(|m| m.name == "triggers") {
                 Some(m) => triggers::parse_member(&m.bytes)
                     .map_err(|e| Error::bad(Path::new(&inc.name), format!("triggers: {e}")))?,
                 None => Vec::new(),
             });
-            let old = match inc.old {
-                Some(o) => {
-                    let file = format!("{}.triggers", self.installed.packages[o].info_name());
-                    match admin::read_file(&self.admin.info, &file, MAX_TRIGGER_FILE)? {
-                        Some(bytes) => triggers::parse_member(&bytes)
-                            .map_err(|e| admin::bad_db(&self.admin.info.path().join(&file), e))?,
-                        None => Vec::new(),
-                    }
-                }
+            directives.old.push(match inc.old {
+                Some(o) => self.installed_directives(o)?,
                 None => Vec::new(),
-            };
-            directives.old.push(old);
+            });
+            for &c in &inc.conflictors {
+                directives.removed.push(self.installed_directives(c)?);
+            }
         }
         Ok(directives)
+    }
+
+    /// Installed package `o`'s directives (`info/PKG.triggers`).
+    fn installed_directives(&self, o: usize) -> Result<Vec<Directive>> {
+        let file = format!("{}.triggers", self.installed.packages[o].info_name());
+        match admin::read_file(&self.admin.info, &file, MAX_TRIGGER_FILE)? {
+            Some(bytes) => triggers::parse_member(&bytes)
+                .map_err(|e| admin::bad_db(&self.admin.info.path().join(&file), e)),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// `triggers/File`, `triggers/Unincorp`, and the explicit triggers' files a new package
@@ -159,6 +176,7 @@ impl Database {
             .new
             .iter()
             .chain(&directives.old)
+            .chain(&directives.removed)
             .flatten()
             .filter(|d| !d.is_file())
             .map(|d| d.name.as_str())
@@ -178,6 +196,18 @@ impl Database {
     /// package (its name, with or without an architecture, as the line's form may have
     /// changed) goes, then its new ones are added.
     fn replace_interests(&self, interests: &mut Interests, directives: &[Vec<Directive>]) {
+        // A conflictor's interests go with it.
+        for c in self.incoming.iter().flat_map(|i| i.conflictors.iter()) {
+            let p = &self.installed.packages[*c];
+            let theirs = |who: &str| {
+                let (name, arch) = who.split_once(':').map_or((who, None), |(n, a)| (n, Some(a)));
+                name == p.name && arch.is_none_or(|a| a == p.arch)
+            };
+            interests.file.retain(|i| !theirs(&i.package));
+            for (_, list) in interests.explicit.values_mut() {
+                list.retain(|i| !theirs(&i.package));
+            }
+        }
         for (inc, dirs) in self.incoming.iter().zip(directives) {
             let who = status::info_name(&inc.name, &inc.arch, inc.multi_arch_same);
             // The package's interests are found by package, whatever the line's form: its own

@@ -35,16 +35,21 @@ impl Database {
         self.note(tx.durable(), tx.calls(), &stanza)
     }
 
-    /// Records the installed package `o` (another instance of a package of the call) as
-    /// `half-configured`, as dpkg notes a package it deconfigures, before its prerm runs.
-    pub(super) fn note_deconfigured(&mut self, tx: &Transaction<'_>, o: usize) -> Result<()> {
+    /// Records installed package `o` in `state`, its want and flag as they are: a package the
+    /// call deconfigures (`half-configured` before its prerm), or a conflictor it removes
+    /// (`half-configured` before its prerm, `half-installed` after it), as dpkg notes them.
+    pub(super) fn note_other(
+        &mut self,
+        tx: &Transaction<'_>,
+        o: usize,
+        state: State,
+    ) -> Result<()> {
         let old = &self.installed.packages[o];
         let mut stanza = old.stanza.clone();
-        if let Some(version) = super::install::config_version(old) {
+        if let Some(version) = old.config_version() {
             status::set_known(&mut stanza, "Config-Version", version.to_string());
         }
-        let half = StatusField { state: State::HalfConfigured, ..old.status };
-        status::set_known(&mut stanza, "Status", half.to_string());
+        status::set_known(&mut stanza, "Status", StatusField { state, ..old.status }.to_string());
         self.note(tx.durable(), tx.calls(), &stanza)
     }
 
@@ -134,7 +139,7 @@ impl Database {
 /// keeps apart from `Version` in every state but installed.
 fn noted(old: &Package, state: State) -> Stanza {
     let mut stanza = old.stanza.clone();
-    if let Some(version) = super::install::config_version(old) {
+    if let Some(version) = old.config_version() {
         status::set_known(&mut stanza, "Config-Version", version.to_string());
     }
     set_status(&mut stanza, state);

@@ -162,8 +162,8 @@ impl TempFile {
 /// Writes `dir/name` (a directory the caller holds, inside the root) with `bytes` at once,
 /// outside any transaction: through a temporary name, flushed, renamed and the rename flushed
 /// when `durable`, so that it is on disk before what follows (a maintainer script) and
-/// survives a rollback. dpkg's `updates/` records are written so (database mode's
-/// `updates.rs`), as dpkg writes them, never a file a package ships.
+/// survives a rollback. dpkg's `updates/` records are written so (the dpkg module), as dpkg
+/// writes them, never a file a package ships.
 pub fn write_durably(
     dir: &Directory,
     name: &str,

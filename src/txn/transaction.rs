@@ -332,6 +332,11 @@ impl<'a> Transaction<'a> {
         if entry.kind == Kind::Dir {
             return self.add_dir(pkg, package, entry, &canon);
         }
+        if let Kind::Symlink { target } = &entry.kind {
+            if self.keeps_existing_dir(&entry.path, target) {
+                return Ok(());
+            }
+        }
         let display = self.root.display(&canon);
         let replaces_empty_dir = !dir.staged && self.check_final_name(&dir, name, &display)?;
         // In a new tree the final name is the name on disk: the tree is what gets renamed.
@@ -382,6 +387,42 @@ impl<'a> Transaction<'a> {
         });
         self.slots.insert(canon, (slot, pkg));
         Ok(())
+    }
+
+    /// Whether a symlink entry at `path` to `target` leaves what is there as it is, as dpkg
+    /// leaves it (src/main/archives.c, tarobject's `existingdir`): a directory, or a symlink
+    /// that leads to the directory the new one would lead to (`linktosameexistingdir`), such
+    /// as merged /usr's `bin -> usr/bin` shipped by a package where the root has it already.
+    /// Both are resolved inside the root, seeing what the transaction holds already (never the
+    /// host's `/`, which dpkg's `stat` follows an absolute link to under `--root`); what does
+    /// not resolve to a directory is no directory, and the entry is written.
+    pub fn keeps_existing_dir(&mut self, path: &Path, target: &OsStr) -> bool {
+        let slots = &self.slots;
+        let overlay = |p: &Path| pending(slots, p);
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        let Ok((parent, dir)) = self.root.resolve_dir(parent, Create::Never, &overlay) else {
+            return false;
+        };
+        let canon = parent.join(name);
+        match overlay(&canon) {
+            Pending::Dir => return true,
+            Pending::NotDir => return false,
+            Pending::Symlink(_) => {}
+            Pending::Nothing => {
+                match rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW)
+                    .map(|st| FileType::from_raw_mode(st.st_mode))
+                {
+                    Ok(FileType::Directory) => return true,
+                    Ok(FileType::Symlink) => {}
+                    _ => return false,
+                }
+            }
+        }
+        let old = self.root.resolve_dir(&canon, Create::Never, &overlay);
+        let new = self.root.resolve_dir(&parent.join(target), Create::Never, &overlay);
+        matches!((old, new), (Ok((old, _)), Ok((new, _))) if old == new)
     }
 
     /// Whether package number `pkg` may have `entry` at `canon`: not in the engine's state
@@ -458,6 +499,42 @@ impl<'a> Transaction<'a> {
             }
             _ => Ok(OnDisk::Other),
         }
+    }
+
+    /// Whether `path` leads to a directory, symlinks followed inside the root (dpkg's `stat`
+    /// of a path a removal meets), as the transaction would leave it.
+    pub fn leads_to_dir(&mut self, path: &Path) -> bool {
+        let slots = &self.slots;
+        self.root.resolve_dir(path, Create::Never, &|p| pending(slots, p)).is_ok()
+    }
+
+    /// The names in the directory `path` leads to on disk now (symlinks followed inside the
+    /// root), `.` and `..` left out; `None` where it leads to no directory.
+    pub fn dir_names(&mut self, path: &Path) -> Result<Option<Vec<OsString>>> {
+        let slots = &self.slots;
+        let Ok((canon, dir)) = self.root.resolve_dir(path, Create::Never, &|p| pending(slots, p))
+        else {
+            return Ok(None);
+        };
+        let shown = self.root.display(&canon);
+        let fd = rustix::fs::openat(
+            dir.fd(),
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::root(&shown, "opening directory", e))?;
+        let mut names = Vec::new();
+        for e in rustix::fs::Dir::read_from(&fd)
+            .map_err(|e| Error::root(&shown, "reading directory", e))?
+        {
+            let e = e.map_err(|e| Error::root(&shown, "reading directory", e))?;
+            let name = e.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(OsString::from_vec(name.to_vec()));
+            }
+        }
+        Ok(Some(names))
     }
 
     /// Takes `entry` (not a directory) of package number `pkg` as it is on disk, written by an

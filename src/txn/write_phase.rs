@@ -216,7 +216,7 @@ pub(crate) fn write_entry(
     };
     let listed = Path::new("/").join(&archive_path);
     // dpkg's path filters come after its ownership rules, as in its tarobject.
-    let action = match db.map_entry(&mut entry)? {
+    let action = match db.map_entry(tx, &mut entry)? {
         Action::Skip => Action::Skip,
         _ if db.filtered(&listed, &entry.kind) => Action::Skip,
         action => action,

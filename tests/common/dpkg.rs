@@ -30,8 +30,12 @@ use std::process::Command;
 /// the tests do not depend on the caller's PATH, and need no --force-bad-path.
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/// The flags that make dpkg leave dependencies to apt, as `unpack` does.
+/// The flags that make dpkg leave dependencies to apt: the oracles' fixtures name packages
+/// that are not there (their relations are fields to record, not the point).
 pub const NO_DEPENDS: [&str; 3] = ["--force-depends", "--force-conflicts", "--force-breaks"];
+
+/// The same for `unpack`.
+pub const UNPACK_NO_DEPENDS: [&str; 2] = ["--force", "depends,conflicts,breaks"];
 
 /// A binary package to build with `dpkg-deb --build --root-owner-group`.
 #[derive(Clone)]
@@ -329,9 +333,10 @@ pub fn dpkg_unpack(root: &Path, debs: &[&Path]) -> Run {
     r
 }
 
-/// `unpack -s fsync DEBS... ROOT`; asserts it succeeds.
+/// `unpack -s fsync DEBS... ROOT`, dependencies left to apt; asserts it succeeds.
 pub fn unpack_db(root: &Path, debs: &[&Path]) -> Run {
     let mut args = vec!["-s".as_ref(), "fsync".as_ref()];
+    args.extend(UNPACK_NO_DEPENDS.iter().map(std::ffi::OsStr::new));
     args.extend(debs.iter().map(|d| d.as_os_str()));
     args.push(root.as_os_str());
     let r = super::unpack(args);

@@ -202,6 +202,19 @@ impl Package {
     pub fn info_name(&self) -> String {
         info_name(&self.name, &self.arch, self.multi_arch_same)
     }
+
+    /// The version whose configuration the package holds, which a new stanza keeps for
+    /// dpkg --configure: its Config-Version, or for an installed package (whose stanza never
+    /// carries the field) its Version, as dpkg reads it (lib/dpkg/parse.c).
+    pub fn config_version(&self) -> Option<&str> {
+        match self.stanza.get("Config-Version") {
+            Some(v) => Some(v),
+            None if matches!(self.status.state, State::Installed | State::TriggersPending) => {
+                Some(self.version.as_str())
+            }
+            None => None,
+        }
+    }
 }
 
 /// The name of a package's info files: "NAME", or "NAME:ARCH" for Multi-Arch: same.

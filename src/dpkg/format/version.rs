@@ -170,7 +170,7 @@ pub enum Op {
 }
 
 impl Op {
-    fn holds(self, ordering: Ordering) -> bool {
+    pub fn holds(self, ordering: Ordering) -> bool {
         match self {
             Op::Lt => ordering == Ordering::Less,
             Op::Le => ordering != Ordering::Greater,

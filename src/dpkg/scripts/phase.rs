@@ -19,6 +19,7 @@ use crate::durability::Directory;
 use crate::error::Result;
 use crate::options::ScriptOutput;
 use crate::txn::transaction::Transaction;
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -133,9 +134,11 @@ impl Database {
                 vec!["abort-upgrade".into(), v.clone(), new_version.clone()],
             ),
         };
-        self.deconfigure_siblings(index, tx)?;
-        // Undone in reverse: the postrm abort-* first, then the siblings' postinst
-        // abort-deconfigure, then the old postinst abort-upgrade.
+        self.deconfigure_others(index, tx)?;
+        self.prerm_conflictors(index, tx)?;
+        // Undone in reverse: the postrm abort-* first, then the conflictors' postinst
+        // abort-remove, the deconfigured packages' postinst abort-deconfigure, then the old
+        // postinst abort-upgrade.
         self.incoming[index].unwind.insert(0, Call { of: Of::New, script: "postrm", args: abort });
         if self.incoming[index].archive.members.iter().any(|m| m.name == "preinst") {
             self.note_half_installed(tx, index)?;
@@ -155,46 +158,81 @@ impl Database {
         Ok(())
     }
 
-    /// The installed instances package `index` deconfigures (a Multi-Arch: same set it takes
-    /// out of sync), as dpkg deconfigures them before the new preinst: each recorded
-    /// `half-configured`, then its `prerm deconfigure in-favour PKG VERSION`, undone by its
-    /// `postinst abort-deconfigure in-favour PKG VERSION` if the call fails.
-    fn deconfigure_siblings(&mut self, index: usize, tx: &Transaction<'_>) -> Result<()> {
+    /// The installed packages package `index` deconfigures (a Multi-Arch: same set it takes
+    /// out of sync, what it breaks, what a conflictor's removal leaves without a dependency),
+    /// as dpkg deconfigures them before the new preinst (src/main/unpack.c
+    /// pkg_deconfigure_others): each recorded `half-configured`, then its `prerm deconfigure
+    /// in-favour PKG VERSION [removing CONFLICTOR VERSION]`, undone by its `postinst
+    /// abort-deconfigure` with the same arguments if the call fails (the prerm's own failure
+    /// included, as dpkg's cleanup runs it).
+    fn deconfigure_others(&mut self, index: usize, tx: &Transaction<'_>) -> Result<()> {
         let inc = &self.incoming[index];
         let favour = status::info_name(&inc.name, &inc.arch, inc.multi_arch_same);
         let version = inc.archive.control.version.clone();
-        for sibling in inc.deconfigures.clone() {
-            let has_prerm = {
-                let file = format!("{}.prerm", self.installed.packages[sibling].info_name());
-                rustix::fs::statat(
-                    self.admin.info.fd(),
-                    file.as_str(),
-                    rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-                )
-                .is_ok()
-            };
-            let args = |action: &str| {
-                vec![action.to_string(), "in-favour".into(), favour.clone(), version.clone()]
-            };
-            if has_prerm {
-                self.note_deconfigured(tx, sibling)?;
+        for (other, removing) in inc.deconfigures.clone() {
+            let mut tail = vec!["in-favour".to_string(), favour.clone(), version.clone()];
+            if let Some(c) = removing {
+                let c = &self.installed.packages[c];
+                tail.extend(["removing".to_string(), c.info_name(), c.version.clone()]);
             }
+            let args = |action: &str| [vec![action.to_string()], tail.clone()].concat();
+            if self.has_installed_script(other, "prerm")? {
+                self.note_other(tx, other, State::HalfConfigured)?;
+            }
+            let undo = Call {
+                of: Of::Installed(other),
+                script: "postinst",
+                args: args("abort-deconfigure"),
+            };
+            self.incoming[index].unwind.insert(0, undo);
             let prerm =
-                Call { of: Of::Installed(sibling), script: "prerm", args: args("deconfigure") };
+                Call { of: Of::Installed(other), script: "prerm", args: args("deconfigure") };
             if self.call_noted(index, &prerm)? == Some(false) {
                 return Err(scripts::failed(
-                    &self.installed.packages[sibling].name,
+                    &self.installed.packages[other].name,
                     "prerm",
                     &to_str(&prerm.args),
                     "unwound as Debian Policy 6.6 says; the root's files are as they were",
                 ));
             }
-            let undo = Call {
-                of: Of::Installed(sibling),
-                script: "postinst",
-                args: args("abort-deconfigure"),
-            };
-            self.incoming[index].unwind.insert(0, undo);
+        }
+        Ok(())
+    }
+
+    /// The conflicting packages package `index` removes, as dpkg starts removing them before
+    /// the new preinst: a configured one recorded `half-configured`, its `prerm remove
+    /// in-favour PKG VERSION` run (undone by its `postinst abort-remove in-favour PKG VERSION`
+    /// if the call fails), then recorded `half-installed`. Their files go in the package's
+    /// commit ([`crate::dpkg::conflictors`]), their `postrm remove` after it.
+    fn prerm_conflictors(&mut self, index: usize, tx: &Transaction<'_>) -> Result<()> {
+        let inc = &self.incoming[index];
+        let favour = status::info_name(&inc.name, &inc.arch, inc.multi_arch_same);
+        let tail = vec!["in-favour".to_string(), favour, inc.archive.control.version.clone()];
+        for c in inc.conflictors.clone() {
+            let state = self.installed.packages[c].status.state;
+            if !crate::dpkg::database::configured(state) {
+                continue;
+            }
+            self.note_other(tx, c, State::HalfConfigured)?;
+            if state != State::HalfConfigured {
+                let undo = Call {
+                    of: Of::Installed(c),
+                    script: "postinst",
+                    args: [vec!["abort-remove".to_string()], tail.clone()].concat(),
+                };
+                self.incoming[index].unwind.insert(0, undo);
+            }
+            let args = [vec!["remove".to_string()], tail.clone()].concat();
+            let prerm = Call { of: Of::Installed(c), script: "prerm", args };
+            if self.call_noted(index, &prerm)? == Some(false) {
+                return Err(scripts::failed(
+                    &self.installed.packages[c].name,
+                    "prerm",
+                    &to_str(&prerm.args),
+                    "unwound as Debian Policy 6.6 says; the root's files are as they were",
+                ));
+            }
+            self.note_other(tx, c, State::HalfInstalled)?;
         }
         Ok(())
     }
@@ -264,6 +302,17 @@ impl Database {
                 }
             }
         }
+        // Conflictors removed: `postrm remove`, as dpkg's removal runs it once their files
+        // are gone. A failure leaves the conflictor half-installed, its replacement unpacked.
+        for (c, by) in self.conflictor_calls() {
+            let call = Call { of: Of::Installed(c), script: "postrm", args: vec!["remove".into()] };
+            if self.call(by, &call)? == Some(false) {
+                self.conflict_failed.push(c);
+                first_error.get_or_insert_with(|| {
+                    scripts::failed(&self.installed.packages[c].name, "postrm", &["remove"], "the package that replaces it is unpacked, and it is recorded half-installed: dpkg --remove finishes its removal")
+                });
+            }
+        }
         // Packages whose every file another took: `postrm disappear OVERWRITER VERSION`, as
         // dpkg calls it, its failure only a warning there too.
         for &(o, by) in &self.disappearing {
@@ -285,6 +334,19 @@ impl Database {
         }
         scripts::remove_new(&self.admin.dir)?;
         Ok(first_error.map(|e| (failed, e)))
+    }
+
+    /// The removed conflictors that keep a postrm, each with the package of the call that
+    /// removed it.
+    fn conflictor_calls(&self) -> Vec<(usize, usize)> {
+        let kept: HashSet<usize> =
+            self.conflicted.iter().filter(|(_, kept)| *kept).map(|(c, _)| *c).collect();
+        self.incoming
+            .iter()
+            .enumerate()
+            .flat_map(|(by, inc)| inc.conflictors.iter().map(move |&c| (c, by)))
+            .filter(|(c, _)| kept.contains(c))
+            .collect()
     }
 
     /// Writes the package's scripts into its own directory under [`NEW_SCRIPTS`].
@@ -380,6 +442,17 @@ impl Database {
     /// reinstalls them), written through `tx`.
     pub fn postrm_failure_state(&self, failed: &[usize], tx: &mut Transaction<'_>) -> Result<()> {
         let mut stanzas = self.status.clone();
+        for &c in &self.conflict_failed {
+            let p = &self.installed.packages[c];
+            let same = |s: &Stanza| {
+                s.get("Package") == Some(p.name.as_str())
+                    && s.get("Architecture") == Some(p.arch.as_str())
+            };
+            for stanza in stanzas.iter_mut().filter(|s| same(s)) {
+                let state = StatusField { state: State::HalfInstalled, ..p.status };
+                status::set_known(stanza, "Status", state.to_string());
+            }
+        }
         for &index in failed {
             let inc = &self.incoming[index];
             let same = |s: &Stanza| {
@@ -404,7 +477,14 @@ impl Database {
 
     /// Whether the installed version of package `index` has `script` in `info/`.
     fn has_old_script(&self, index: usize, script: &str) -> Result<bool> {
-        let Some(o) = self.incoming[index].old else { return Ok(false) };
+        match self.incoming[index].old {
+            Some(o) => self.has_installed_script(o, script),
+            None => Ok(false),
+        }
+    }
+
+    /// Whether installed package `o` has `script` in `info/`.
+    fn has_installed_script(&self, o: usize, script: &str) -> Result<bool> {
         let file = format!("{}.{script}", self.installed.packages[o].info_name());
         match rustix::fs::statat(
             self.admin.info.fd(),
@@ -470,9 +550,14 @@ impl Database {
         let inc = &self.incoming[index];
         let present = |p: &status::Package| p.status.state != State::NotInstalled;
         let old = inc.old.map(|o| &self.installed.packages[o]);
+        // Whose script it is: the package's, or an installed one's it deconfigures or removes.
+        let package = match whose {
+            Of::Installed(o) => self.installed.packages[o].name.as_str(),
+            _ => inc.name.as_str(),
+        };
         // The instances of the name that are not `not-installed`, this one counted: dpkg has
         // recorded it half-installed before any of its scripts runs.
-        let others = self.installed.packages.iter().filter(|p| p.name == inc.name && present(p));
+        let others = self.installed.packages.iter().filter(|p| p.name == package && present(p));
         // Counted once dpkg noted it half-installed, which it does after deconfiguring the
         // other instances (their prerm deconfigure counts them alone).
         let noted = !matches!(whose, Of::Installed(_));
@@ -482,7 +567,7 @@ impl Database {
             (Of::Installed(o), _) => self.installed.packages[o].arch.as_str(),
             _ => inc.arch.as_str(),
         };
-        let owner = Owner { package: &inc.name, arch, refcount };
+        let owner = Owner { package, arch, refcount };
         runner.run(dir, in_root, file, name, &owner, &to_str(args))
     }
 
