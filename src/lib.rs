@@ -41,6 +41,11 @@ pub mod report;
 #[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod cli;
+// The `unpack-dpkg` program, a dpkg front end for apt: public for its binary target alone, as
+// `cli` is; not API.
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub mod frontend;
 
 // One call, and what only it drives: the transaction, `--bootstrap`, and database mode. The
 // journal's format, dpkg's formats, the resolver and the xz block decoder are reached by fuzz/

@@ -1,0 +1,234 @@
+//! What the front end tells apt and the administrator as the engine goes: status-fd lines and
+//! dpkg.log lines made from the engine's events, and dpkg's messages on standard error.
+//!
+//! status-fd's grammar is dpkg's (man dpkg, lib/dpkg/log.c `statusfd_send`): `processing:
+//! install|upgrade|disappear: PKG`, `status: PKG: STATE`, `status: ARCHIVE : error : MESSAGE`,
+//! each line's newlines made spaces. PKG is named as dpkg's `pnaw_nonambig` names it: with its
+//! architecture when it is `Multi-Arch: same` or of neither the native architecture nor `all`.
+//! The descriptors are made close-on-exec at once, as dpkg makes them, so that no maintainer
+//! script inherits them. dpkg.log is the path `--log` names on the running system, opened at
+//! the first line (made 0644 if missing), appended one `write` per line; a log that cannot be
+//! opened is warned about and left, as dpkg leaves it. A status-fd that cannot be written is
+//! fatal to dpkg: here it is remembered and ends the call with exit 2 once the package at hand
+//! is done.
+
+use crate::dpkg_log;
+use crate::error::escape;
+use crate::events::{Event, Package};
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// The reporter of one call; shared with the engine's events callback.
+pub struct Reporter {
+    state: Mutex<State>,
+}
+
+struct State {
+    fds: Vec<(i32, File)>,
+    log: Log,
+    native: String,
+    /// The archive being processed, as given or walked.
+    archive: String,
+    /// Its error was reported (the engine's `Failed` event).
+    failed: bool,
+    /// The package it unpacks, `NAME:ARCH`, once known.
+    package: Option<String>,
+    /// The first status-fd write that failed.
+    broken: Option<String>,
+}
+
+enum Log {
+    Closed(PathBuf),
+    Open(File),
+    Off,
+}
+
+impl Reporter {
+    /// A reporter writing to the descriptors `fds` (made close-on-exec here) and the log
+    /// `log`, naming packages against the architecture `native`. A descriptor that is not open
+    /// is an error naming it.
+    pub fn new(fds: &[i32], log: Option<PathBuf>, native: &str) -> Result<Reporter, String> {
+        let mut files = Vec::new();
+        for &fd in fds {
+            // SAFETY: checked open with F_GETFD first; the descriptor was handed to this
+            // process to write to, and is owned by this reporter from now on.
+            let owned = unsafe {
+                if libc::fcntl(fd, libc::F_GETFD) < 0 {
+                    return Err(format!("--status-fd {fd}: not an open file descriptor"));
+                }
+                OwnedFd::from_raw_fd(fd)
+            };
+            set_cloexec(owned.as_raw(), true);
+            files.push((fd, File::from(owned)));
+        }
+        Ok(Reporter {
+            state: Mutex::new(State {
+                fds: files,
+                log: log.map_or(Log::Off, Log::Closed),
+                native: native.to_string(),
+                archive: String::new(),
+                failed: false,
+                package: None,
+                broken: None,
+            }),
+        })
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        match self.state.lock() {
+            Ok(mut state) => f(&mut state),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    /// dpkg.log's first line of the call: `startup archives ACTION`.
+    pub fn startup(&self, action: &str) {
+        self.with(|s| s.log_line(&dpkg_log::startup(action)));
+    }
+
+    /// The next archive starts.
+    pub fn begin(&self, archive: &str) {
+        self.with(|s| {
+            s.archive = archive.to_string();
+            s.failed = false;
+            s.package = None;
+        });
+    }
+
+    /// One event of the engine.
+    pub fn event(&self, event: &Event) {
+        self.with(|s| {
+            if let Some(message) = dpkg_log::message(event) {
+                s.log_line(&message);
+            }
+            match event {
+                Event::Unpacking { package, old, .. } => {
+                    let action = if old.is_some() { "upgrade" } else { "install" };
+                    let name = s.name(package);
+                    s.package = Some(package.with_arch());
+                    s.status_line(&format!("processing: {action}: {name}"));
+                }
+                Event::Status { package, state, .. } => {
+                    let name = s.name(package);
+                    s.status_line(&format!("status: {name}: {state}"));
+                }
+                Event::Disappeared { package, .. } => {
+                    let name = s.name(package);
+                    s.status_line(&format!("processing: disappear: {name}"));
+                }
+                Event::Failed { reason } => {
+                    s.failed = true;
+                    let line = format!("status: {} : error : {reason}", s.archive);
+                    s.status_line(&line);
+                }
+                Event::Notice { message } => {
+                    for line in message.lines() {
+                        eprintln!("unpack-dpkg: {}", escape(line));
+                    }
+                }
+            }
+        });
+    }
+
+    /// The archive at hand failed with `reason`: its status-fd error line unless the engine
+    /// reported it, and dpkg's message on standard error.
+    pub fn failed(&self, action: &str, reason: &str) {
+        self.with(|s| {
+            if !s.failed {
+                let line = format!("status: {} : error : {reason}", s.archive);
+                s.status_line(&line);
+            }
+            eprintln!(
+                "unpack-dpkg: error processing archive {} (--{action}):\n {reason}",
+                escape(&s.archive)
+            );
+        });
+    }
+
+    /// The package the archive at hand unpacked, `NAME:ARCH`.
+    pub fn package(&self) -> Option<String> {
+        self.with(|s| s.package.clone())
+    }
+
+    /// The first status-fd write that failed, if any.
+    pub fn broken(&self) -> Option<String> {
+        self.with(|s| s.broken.clone())
+    }
+
+    /// Runs `f` with the status-fd descriptors inheritable, for the real dpkg called after
+    /// the unpack to write to them too.
+    pub fn inheriting<T>(&self, f: impl FnOnce() -> T) -> T {
+        let fds: Vec<i32> = self.with(|s| s.fds.iter().map(|(_, f)| f.as_raw()).collect());
+        fds.iter().for_each(|&fd| set_cloexec(fd, false));
+        let out = f();
+        fds.iter().for_each(|&fd| set_cloexec(fd, true));
+        out
+    }
+}
+
+impl State {
+    fn name(&self, p: &Package) -> String {
+        if p.multi_arch_same || (p.arch != "all" && p.arch != self.native) {
+            p.with_arch()
+        } else {
+            p.name.clone()
+        }
+    }
+
+    fn status_line(&mut self, line: &str) {
+        let line = format!("{}\n", line.replace('\n', " "));
+        for (fd, file) in &self.fds {
+            if let Err(e) = (&*file).write_all(line.as_bytes()) {
+                self.broken.get_or_insert(format!("unable to write to status fd {fd}: {e}"));
+            }
+        }
+    }
+
+    fn log_line(&mut self, message: &str) {
+        if let Log::Closed(path) = &self.log {
+            self.log = match open_log(path) {
+                Ok(file) => Log::Open(file),
+                Err(e) => {
+                    eprintln!("unpack-dpkg: warning: could not open log '{}': {e}", escape(path));
+                    Log::Off
+                }
+            };
+        }
+        if let Log::Open(file) = &self.log {
+            // One write per line, as dpkg's, so that two writers' lines never interleave.
+            let _ = (&*file).write_all(dpkg_log::line(message).as_bytes());
+        }
+    }
+}
+
+fn open_log(path: &std::path::Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().append(true).create(true).mode(0o644).open(path)
+}
+
+trait AsRaw {
+    fn as_raw(&self) -> i32;
+}
+
+impl<T: std::os::fd::AsRawFd> AsRaw for T {
+    fn as_raw(&self) -> i32 {
+        self.as_raw_fd()
+    }
+}
+
+/// Sets or clears `FD_CLOEXEC` on `fd`, a descriptor this reporter owns.
+fn set_cloexec(fd: i32, on: bool) {
+    // SAFETY: `fd` is open for as long as the reporter that owns it lives.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    if let Ok(flags) = rustix::io::fcntl_getfd(fd) {
+        let flags = if on {
+            flags | rustix::io::FdFlags::CLOEXEC
+        } else {
+            flags - rustix::io::FdFlags::CLOEXEC
+        };
+        let _ = rustix::io::fcntl_setfd(fd, flags);
+    }
+}
