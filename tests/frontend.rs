@@ -297,3 +297,14 @@ fn other_calls_are_the_real_dpkgs() {
     let list = call(program("unpack-dpkg"), pair.ours.path(), &["-l", "fe-a"]);
     assert_eq!(list.run.stdout, call("dpkg", pair.theirs.path(), &["-l", "fe-a"]).run.stdout);
 }
+
+/// A status-fd given twice gets each line twice, as dpkg writes it.
+#[test]
+fn status_fd_twice_gets_each_line_twice() {
+    let debs = tempfile::tempdir().unwrap();
+    let [a1, ..] = fixtures(debs.path());
+    let pair = Pair::new(|_| {});
+    let said = pair.call(&["--status-fd=3", "--no-triggers", "--unpack", s(&a1)]);
+    assert_eq!(said.run.code, 0, "{}", said.run.stderr);
+    assert_eq!(said.status_fd[..2], ["processing: install: fe-a", "processing: install: fe-a"]);
+}

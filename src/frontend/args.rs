@@ -325,7 +325,7 @@ impl Invocation {
             auto_deconfigure: false,
             no_triggers: false,
             force: match env("DPKG_FORCE") {
-                Some(list) => BTreeSet::new().into_iter().chain(force_list(&list)?).collect(),
+                Some(list) => force_list(&list)?.into_iter().collect(),
                 None => ["security-mac", "downgrade"].iter().map(|s| s.to_string()).collect(),
             },
             filters: Vec::new(),

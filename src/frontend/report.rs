@@ -17,7 +17,8 @@ use crate::error::escape;
 use crate::events::{Event, Package};
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
+use std::mem::ManuallyDrop;
+use std::os::fd::{BorrowedFd, FromRawFd};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -27,7 +28,7 @@ pub struct Reporter {
 }
 
 struct State {
-    fds: Vec<(i32, File)>,
+    fds: Vec<(i32, ManuallyDrop<File>)>,
     log: Log,
     native: String,
     /// The archive being processed, as given or walked.
@@ -51,18 +52,17 @@ impl Reporter {
     /// `log`, naming packages against the architecture `native`. A descriptor that is not open
     /// is an error naming it.
     pub fn new(fds: &[i32], log: Option<PathBuf>, native: &str) -> Result<Reporter, String> {
-        let mut files = Vec::new();
+        let mut files: Vec<(i32, ManuallyDrop<File>)> = Vec::new();
         for &fd in fds {
-            // SAFETY: checked open with F_GETFD first; the descriptor was handed to this
-            // process to write to, and is owned by this reporter from now on.
-            let owned = unsafe {
-                if libc::fcntl(fd, libc::F_GETFD) < 0 {
-                    return Err(format!("--status-fd {fd}: not an open file descriptor"));
-                }
-                OwnedFd::from_raw_fd(fd)
-            };
-            set_cloexec(owned.as_raw(), true);
-            files.push((fd, File::from(owned)));
+            // SAFETY: F_GETFD only reads the descriptor's flags.
+            if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+                return Err(format!("--status-fd {fd}: not an open file descriptor"));
+            }
+            set_cloexec(fd, true);
+            // SAFETY: the descriptor is open (checked above) and was handed to this process to
+            // write to; it is never closed here (ManuallyDrop), so a descriptor given twice (it
+            // gets each line twice, as dpkg writes it) or one of the standard ones stays open.
+            files.push((fd, ManuallyDrop::new(unsafe { File::from_raw_fd(fd) })));
         }
         Ok(Reporter {
             state: Mutex::new(State {
@@ -161,7 +161,7 @@ impl Reporter {
     /// Runs `f` with the status-fd descriptors inheritable, for the real dpkg called after
     /// the unpack to write to them too.
     pub fn inheriting<T>(&self, f: impl FnOnce() -> T) -> T {
-        let fds: Vec<i32> = self.with(|s| s.fds.iter().map(|(_, f)| f.as_raw()).collect());
+        let fds: Vec<i32> = self.with(|s| s.fds.iter().map(|(fd, _)| *fd).collect());
         fds.iter().for_each(|&fd| set_cloexec(fd, false));
         let out = f();
         fds.iter().for_each(|&fd| set_cloexec(fd, true));
@@ -181,7 +181,7 @@ impl State {
     fn status_line(&mut self, line: &str) {
         let line = format!("{}\n", line.replace('\n', " "));
         for (fd, file) in &self.fds {
-            if let Err(e) = (&*file).write_all(line.as_bytes()) {
+            if let Err(e) = (&**file).write_all(line.as_bytes()) {
                 self.broken.get_or_insert(format!("unable to write to status fd {fd}: {e}"));
             }
         }
@@ -209,19 +209,9 @@ fn open_log(path: &std::path::Path) -> std::io::Result<File> {
     std::fs::OpenOptions::new().append(true).create(true).mode(0o644).open(path)
 }
 
-trait AsRaw {
-    fn as_raw(&self) -> i32;
-}
-
-impl<T: std::os::fd::AsRawFd> AsRaw for T {
-    fn as_raw(&self) -> i32 {
-        self.as_raw_fd()
-    }
-}
-
-/// Sets or clears `FD_CLOEXEC` on `fd`, a descriptor this reporter owns.
+/// Sets or clears `FD_CLOEXEC` on `fd`, a descriptor open for the life of the process.
 fn set_cloexec(fd: i32, on: bool) {
-    // SAFETY: `fd` is open for as long as the reporter that owns it lives.
+    // SAFETY: `fd` was checked open, and this process never closes it.
     let fd = unsafe { BorrowedFd::borrow_raw(fd) };
     if let Ok(flags) = rustix::io::fcntl_getfd(fd) {
         let flags = if on {
