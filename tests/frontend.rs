@@ -58,7 +58,12 @@ struct Pair {
 
 impl Pair {
     fn new(prepare: impl Fn(&Path)) -> Pair {
-        let pair = Pair { ours: DbRoot::new(), theirs: DbRoot::new() };
+        Pair::of(DbRoot::new, prepare)
+    }
+
+    /// Two roots made by `make` (one with a shell, for maintainer scripts), prepared alike.
+    fn of(make: fn() -> DbRoot, prepare: impl Fn(&Path)) -> Pair {
+        let pair = Pair { ours: make(), theirs: make() };
         prepare(pair.theirs.path());
         prepare(pair.ours.path());
         pair
@@ -307,4 +312,34 @@ fn status_fd_twice_gets_each_line_twice() {
     let said = pair.call(&["--status-fd=3", "--no-triggers", "--unpack", s(&a1)]);
     assert_eq!(said.run.code, 0, "{}", said.run.stderr);
     assert_eq!(said.status_fd[..2], ["processing: install: fe-a", "processing: install: fe-a"]);
+}
+
+/// A package that conflicts with and replaces an installed one, whose preinst fails: the
+/// conflictor's prerm ran, and the unwinding puts both back; the status-fd lines are dpkg's,
+/// error and unwinding included.
+#[test]
+fn a_failed_unpack_that_was_removing_a_conflictor_unwinds_as_dpkg() {
+    let debs = tempfile::tempdir().unwrap();
+    let old = Pkg::new("fe-old", "1.0", "all")
+        .file("/usr/share/fe/old", b"o\n", 0o644)
+        .script("prerm", "#!/bin/sh\nexit 0\n")
+        .script("postinst", "#!/bin/sh\nexit 0\n")
+        .build(debs.path());
+    let new = Pkg::new("fe-new", "1.0", "all")
+        .field("Conflicts", "fe-old")
+        .field("Replaces", "fe-old")
+        .file("/usr/share/fe/new", b"n\n", 0o644)
+        .script("preinst", "#!/bin/sh\nexit 1\n")
+        .build(debs.path());
+    let pair = Pair::of(DbRoot::with_shell, |root| {
+        dpkg_unpack(root, &[&old]);
+        dpkg_configure(root, &[]);
+    });
+    let said = pair.call(&["--no-triggers", "--unpack", "--auto-deconfigure", s(&new)]);
+    assert_eq!(said.run.code, 1);
+    assert!(
+        said.status_fd.contains(&"status: fe-old: half-installed".to_string()),
+        "{:?}",
+        said.status_fd
+    );
 }

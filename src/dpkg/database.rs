@@ -293,8 +293,12 @@ impl Database {
                 Some((_, p)) if p.status.state == State::HalfInstalled => {}
                 Some((o, p)) => back(o, p.status.state),
             }
+            // A conflictor is noted only when its prerm ran (it was configured), as above.
             for &c in inc.conflictors.iter().rev() {
-                back(c, self.installed.packages[c].status.state);
+                let state = self.installed.packages[c].status.state;
+                if configured(state) {
+                    back(c, state);
+                }
             }
             for &(d, _) in inc.deconfigures.iter().rev() {
                 back(d, self.installed.packages[d].status.state);
