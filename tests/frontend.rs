@@ -343,3 +343,58 @@ fn a_failed_unpack_that_was_removing_a_conflictor_unwinds_as_dpkg() {
         said.status_fd
     );
 }
+
+/// An upgrade whose new preinst fails: dpkg's unwinding lines (the old version `unpacked`,
+/// then configured again once its postinst abort-upgrade ran).
+#[test]
+fn a_failed_upgrade_unwinds_as_dpkg() {
+    let debs = tempfile::tempdir().unwrap();
+    let scripts =
+        |p: Pkg| p.script("prerm", "#!/bin/sh\nexit 0\n").script("postinst", "#!/bin/sh\nexit 0\n");
+    let v1 = scripts(Pkg::new("fe-q", "1.0", "all").file("/usr/share/fe/q", b"1\n", 0o644))
+        .build(debs.path());
+    let v2 = scripts(Pkg::new("fe-q", "2.0", "all").file("/usr/share/fe/q", b"2\n", 0o644))
+        .script("preinst", "#!/bin/sh\nexit 1\n")
+        .build(debs.path());
+    let pair = Pair::of(DbRoot::with_shell, |root| {
+        dpkg_unpack(root, &[&v1]);
+        dpkg_configure(root, &[]);
+    });
+    let said = pair.call(&["--no-triggers", "--unpack", s(&v2)]);
+    assert_eq!(said.run.code, 1);
+    assert_eq!(said.status_fd.last().map(String::as_str), Some("status: fe-q: installed"));
+}
+
+/// An `--unpack` without `--no-triggers` runs, at its end, the triggers it activated, as dpkg
+/// does: here through the real dpkg's `--triggers-only`, a process of its own, which starts
+/// its own log and repeats the state it reads first.
+#[test]
+fn an_unpack_without_no_triggers_runs_the_triggers_it_activated() {
+    let debs = tempfile::tempdir().unwrap();
+    let t = Pkg::new("fe-t", "1.0", "all")
+        .member("triggers", b"interest /usr/share/fe-trig\n")
+        .file("/usr/share/fe-t/own", b"t\n", 0o644)
+        .script("postinst", "#!/bin/sh\necho \"postinst $*\" >> /var/log/trig.log\n")
+        .build(debs.path());
+    let u = Pkg::new("fe-u", "1.0", "all")
+        .file("/usr/share/fe-trig/x", b"x\n", 0o644)
+        .build(debs.path());
+    let pair = Pair::of(DbRoot::with_shell, |root| {
+        dpkg_unpack(root, &[&t]);
+        dpkg_configure(root, &[]);
+    });
+    let said = pair.call_as(&["--unpack", s(&u)], |ours| {
+        ours.log.retain(|l| l != "startup packages triggers-only");
+        ours.status_fd = without_repeats(&ours.status_fd, "processing: trigproc: ", |p| {
+            format!("status: {p}: triggers-pending")
+        });
+        ours.log = without_repeats(&ours.log, "trigproc ", |rest| {
+            let mut words = rest.split(' ');
+            let (p, v) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+            format!("status triggers-pending {p} {v}")
+        });
+    });
+    assert_eq!(said.run.code, 0, "{}", said.run.stderr);
+    let log = std::fs::read_to_string(pair.ours.path().join("var/log/trig.log")).unwrap();
+    assert!(log.ends_with("postinst triggered /usr/share/fe-trig\n"), "{log}");
+}

@@ -9,7 +9,9 @@
 //! processed until `--abort-after` errors; exit 0, 1 when an archive failed, 2 for usage and
 //! fatal errors ([`args`] reads the command line and configuration, [`report`] writes
 //! status-fd and dpkg.log). `--install` then runs the real dpkg's `--configure` of the
-//! packages that unpacked, with the same options.
+//! packages that unpacked, with the same options; an `--unpack` without `--no-triggers` its
+//! `--triggers-only` of the packages the call made triggers-pending, as dpkg runs their
+//! triggers at its end.
 
 pub mod args;
 pub mod report;
@@ -124,7 +126,11 @@ fn run(inv: &Invocation) -> u8 {
     }
     let mut code = 0;
     if inv.action == Action::Install && !unpacked.is_empty() && !aborted {
-        code = configure(inv, &reporter, &unpacked);
+        code = real_dpkg(inv, &reporter, "--configure", &unpacked);
+    }
+    let pending = reporter.pending();
+    if inv.action == Action::Unpack && !inv.no_triggers && !pending.is_empty() {
+        code = real_dpkg(inv, &reporter, "--triggers-only", &pending);
     }
     if !failed.is_empty() {
         eprintln!("Errors were encountered while processing:");
@@ -139,14 +145,16 @@ fn run(inv: &Invocation) -> u8 {
     code
 }
 
-/// The real dpkg's `--configure` of the packages `--install` unpacked, with the call's options;
-/// its exit code (2 when it cannot be run).
-fn configure(inv: &Invocation, reporter: &Reporter, packages: &[String]) -> u8 {
+/// The real dpkg's `action` of `packages`, with the call's options: the `--configure` of what
+/// `--install` unpacked, or the `--triggers-only` of what an `--unpack` without
+/// `--no-triggers` made triggers-pending, which dpkg runs at its end. Its exit code (2 when
+/// it cannot be run).
+fn real_dpkg(inv: &Invocation, reporter: &Reporter, action: &str, packages: &[String]) -> u8 {
     let status = reporter.inheriting(|| {
         Command::new(REAL_DPKG)
             .arg0("dpkg")
             .args(&inv.forwarded)
-            .arg("--configure")
+            .arg(action)
             .args(packages)
             .status()
     });

@@ -39,6 +39,8 @@ struct State {
     package: Option<String>,
     /// The first status-fd write that failed.
     broken: Option<String>,
+    /// The packages the call made `triggers-pending`, `NAME:ARCH`, in order.
+    pending: Vec<String>,
 }
 
 enum Log {
@@ -73,6 +75,7 @@ impl Reporter {
                 failed: false,
                 package: None,
                 broken: None,
+                pending: Vec::new(),
             }),
         })
     }
@@ -113,6 +116,9 @@ impl Reporter {
                 }
                 Event::Status { package, state, .. } => {
                     let name = s.name(package);
+                    if state == "triggers-pending" && !s.pending.contains(&package.with_arch()) {
+                        s.pending.push(package.with_arch());
+                    }
                     s.status_line(&format!("status: {name}: {state}"));
                 }
                 Event::Disappeared { package, .. } => {
@@ -151,6 +157,12 @@ impl Reporter {
     /// The package the archive at hand unpacked, `NAME:ARCH`.
     pub fn package(&self) -> Option<String> {
         self.with(|s| s.package.clone())
+    }
+
+    /// The packages the call made `triggers-pending`, `NAME:ARCH`: those whose triggers dpkg
+    /// runs at the end of an `--unpack` without `--no-triggers`.
+    pub fn pending(&self) -> Vec<String> {
+        self.with(|s| s.pending.clone())
     }
 
     /// The first status-fd write that failed, if any.
