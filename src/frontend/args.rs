@@ -12,6 +12,7 @@
 //! the engine cannot honour is refused with a message naming it; nothing here panics on any
 //! input.
 
+use super::report::say;
 use crate::error::escape;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -496,10 +497,10 @@ fn config_files(sources: &Sources<'_>) -> Result<Config, String> {
                 return Err(format!("configuration error: {}: a directory", escape(&file)))
             }
             // dpkg warns and goes on.
-            Err(e) => eprintln!(
+            Err(e) => say(&format!(
                 "unpack-dpkg: warning: failed to open configuration file '{}' for reading: {e}",
                 escape(&file)
-            ),
+            )),
         }
     }
     Ok(out)
@@ -545,6 +546,55 @@ fn strip_quotes(value: &str) -> Option<String> {
         }
     }
     Some(value.to_string())
+}
+
+/// The front end's own configuration: where it says which strategy to use.
+pub const CONFIG: &str = "/etc/unpack/unpack-dpkg.conf";
+
+/// The durability strategy of an engine call: `chosen` (the `UNPACK_DPKG_STRATEGY`
+/// environment variable), else the `strategy NAME` line of the front end's configuration
+/// `config` (a missing file says nothing; `#` starts a comment), else `none` under
+/// `--force-unsafe-io` (`unsafe_io`), else `syncfs`: an explicit choice of the front end wins.
+/// With the strategy, why it was chosen. A line the file cannot have is an error naming it.
+pub fn strategy(
+    chosen: Option<String>,
+    config: &Path,
+    unsafe_io: bool,
+) -> Result<(String, String), String> {
+    if let Some(name) = chosen {
+        return Ok((name, "UNPACK_DPKG_STRATEGY".into()));
+    }
+    let text = match std::fs::read_to_string(config) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(format!("{}: {e}", escape(config))),
+    };
+    let mut from_file = None;
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (key, value) = line
+            .split_once(|c: char| c == '=' || c.is_whitespace())
+            .map_or((line, ""), |(k, v)| (k.trim(), v.trim()));
+        match (key, value) {
+            ("strategy", name) if !name.is_empty() => from_file = Some(name.to_string()),
+            _ => {
+                return Err(format!(
+                    "{}:{}: unknown line '{}' (known: strategy NAME)",
+                    escape(config),
+                    n + 1,
+                    escape(line)
+                ))
+            }
+        }
+    }
+    Ok(match (from_file, unsafe_io) {
+        (Some(name), _) => (name, escape(config).to_string()),
+        (None, true) => ("none".into(), "--force-unsafe-io".into()),
+        (None, false) => ("syncfs".into(), "the default".into()),
+    })
 }
 
 #[cfg(test)]
@@ -697,6 +747,25 @@ mod tests {
         let inv = read(&["--force", "conflicts", "--unpack", "/a.deb"], &[("DPKG_FORCE", "")], &[])
             .unwrap();
         assert_eq!(inv.force.iter().collect::<Vec<_>>(), ["conflicts"]);
+    }
+
+    #[test]
+    fn the_front_ends_strategy_wins_over_unsafe_io() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("unpack-dpkg.conf");
+        let pick = |env: Option<&str>, unsafe_io| {
+            strategy(env.map(String::from), &conf, unsafe_io).map(|(name, _)| name)
+        };
+        assert_eq!(pick(None, false).unwrap(), "syncfs");
+        assert_eq!(pick(None, true).unwrap(), "none");
+        std::fs::write(&conf, "# the barrier\nstrategy fsync\n").unwrap();
+        assert_eq!(pick(None, true).unwrap(), "fsync");
+        assert_eq!(pick(Some("writeback"), true).unwrap(), "writeback");
+        std::fs::write(&conf, "strategy=batch\n").unwrap();
+        assert_eq!(pick(None, false).unwrap(), "batch");
+        std::fs::write(&conf, "\nstrateg fsync\n").unwrap();
+        let e = pick(None, false).unwrap_err();
+        assert!(e.contains("unpack-dpkg.conf:2: unknown line 'strateg fsync'"), "{e}");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::error::{escape, one_line};
 use crate::events::Event;
 use crate::options::{Force, Options, PathFilter};
 use args::{Action, Invocation, Sources};
-use report::Reporter;
+use report::{say, Reporter};
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 use std::os::unix::process::CommandExt;
@@ -32,9 +32,6 @@ use std::sync::Arc;
 
 /// The real dpkg, which every call but the engine's goes to.
 pub const REAL_DPKG: &str = "/usr/bin/dpkg";
-
-/// The strategy when neither `UNPACK_DPKG_STRATEGY` nor `--force-unsafe-io` says otherwise.
-pub const DEFAULT_STRATEGY: &str = "syncfs";
 
 /// The program: the exit code of the call.
 pub fn main() -> ExitCode {
@@ -66,7 +63,7 @@ fn exec_real_dpkg() -> ExitCode {
 }
 
 fn fatal(message: &str) -> u8 {
-    eprintln!("unpack-dpkg: error: {message}");
+    say(&format!("unpack-dpkg: error: {message}"));
     2
 }
 
@@ -95,12 +92,12 @@ fn run(inv: &Invocation) -> u8 {
     }
     let mut next = 1;
     let outcome = unpack_each(&paths, &inv.instdir, &options, &mut |_, result| {
-        let archive = &archives[next - 1];
+        let archive = archives.get(next - 1).cloned().unwrap_or_default();
         match result {
             Ok(_) => unpacked.extend(reporter.package()),
             Err(e) => {
                 reporter.failed(inv.action.name(), &one_line(&e));
-                failed.push(archive.clone());
+                failed.push(archive);
             }
         }
         broken = reporter.broken();
@@ -108,7 +105,7 @@ fn run(inv: &Invocation) -> u8 {
             return ControlFlow::Break(());
         }
         if failed.len() >= inv.abort_after as usize {
-            eprintln!("unpack-dpkg: too many errors, stopping");
+            say("unpack-dpkg: too many errors, stopping");
             aborted = true;
             return ControlFlow::Break(());
         }
@@ -133,12 +130,12 @@ fn run(inv: &Invocation) -> u8 {
         code = real_dpkg(inv, &reporter, "--triggers-only", &pending);
     }
     if !failed.is_empty() {
-        eprintln!("Errors were encountered while processing:");
+        say("Errors were encountered while processing:");
         for archive in &failed {
-            eprintln!(" {}", escape(archive));
+            say(&format!(" {}", escape(archive)));
         }
         if aborted {
-            eprintln!("Processing was halted because there were too many errors.");
+            say("Processing was halted because there were too many errors.");
         }
         code = code.max(1);
     }
@@ -233,12 +230,10 @@ fn options(inv: &Invocation, reporter: &Arc<Reporter>) -> Result<Options, String
     let jobs =
         std::thread::available_parallelism().map_or(2, |n| n.get()).min(durability::MAX_JOBS);
     let chosen = std::env::var("UNPACK_DPKG_STRATEGY").ok();
-    let name = match (&chosen, inv.force.contains("unsafe-io")) {
-        (Some(name), _) => name.as_str(),
-        (None, true) => "none",
-        (None, false) => DEFAULT_STRATEGY,
-    };
-    let strategy = durability::by_name(name, jobs).map_err(|e| one_line(&e))?;
+    let (name, why) =
+        args::strategy(chosen, Path::new(args::CONFIG), inv.force.contains("unsafe-io"))?;
+    let strategy =
+        durability::by_name(&name, jobs).map_err(|e| format!("{} ({why})", one_line(&e)))?;
     let mut options = Options::new(strategy);
     options.admindir = Some(inv.admindir.clone());
     options.auto_deconfigure = inv.auto_deconfigure;

@@ -132,7 +132,7 @@ impl Reporter {
                 }
                 Event::Notice { message } => {
                     for line in message.lines() {
-                        eprintln!("unpack-dpkg: {}", escape(line));
+                        say(&format!("unpack-dpkg: {}", escape(line)));
                     }
                 }
             }
@@ -147,10 +147,10 @@ impl Reporter {
                 let line = format!("status: {} : error : {reason}", s.archive);
                 s.status_line(&line);
             }
-            eprintln!(
+            say(&format!(
                 "unpack-dpkg: error processing archive {} (--{action}):\n {reason}",
                 escape(&s.archive)
-            );
+            ));
         });
     }
 
@@ -204,7 +204,10 @@ impl State {
             self.log = match open_log(path) {
                 Ok(file) => Log::Open(file),
                 Err(e) => {
-                    eprintln!("unpack-dpkg: warning: could not open log '{}': {e}", escape(path));
+                    say(&format!(
+                        "unpack-dpkg: warning: could not open log '{}': {e}",
+                        escape(path)
+                    ));
                     Log::Off
                 }
             };
@@ -214,6 +217,12 @@ impl State {
             let _ = (&*file).write_all(dpkg_log::line(message).as_bytes());
         }
     }
+}
+
+/// A line on standard error, as dpkg says things there; a standard error that cannot be
+/// written (closed, a pipe nobody reads) loses the line, never the call.
+pub fn say(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
 }
 
 fn open_log(path: &std::path::Path) -> std::io::Result<File> {
