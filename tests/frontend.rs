@@ -398,3 +398,49 @@ fn an_unpack_without_no_triggers_runs_the_triggers_it_activated() {
     let log = std::fs::read_to_string(pair.ours.path().join("var/log/trig.log")).unwrap();
     assert!(log.ends_with("postinst triggered /usr/share/fe-trig\n"), "{log}");
 }
+
+/// An archive that is not a package fails alone, with dpkg's error line on status-fd.
+#[test]
+fn an_archive_that_is_not_a_package_fails_alone() {
+    let debs = tempfile::tempdir().unwrap();
+    let [a1, _, _, c] = fixtures(debs.path());
+    let bad = debs.path().join("bad.deb");
+    std::fs::write(&bad, b"!<arch>\nnot a package\n").unwrap();
+    let pair = Pair::new(|_| {});
+    let said = pair.call(&["--no-triggers", "--unpack", s(&a1), s(&bad), s(&c)]);
+    assert_eq!(said.run.code, 1);
+    assert!(said.status_fd.contains(&format!("status: {} : error : ...", s(&bad))));
+}
+
+/// dpkg's lock held by another process: a fatal error, exit 2, nothing unpacked.
+#[test]
+fn a_held_lock_is_fatal_as_dpkg() {
+    let debs = tempfile::tempdir().unwrap();
+    let [a1, ..] = fixtures(debs.path());
+    let pair = Pair::new(|_| {});
+    let hold = |root: &Path| {
+        let lock = root.join("var/lib/dpkg/lock-frontend");
+        let mut child = Command::new("python3")
+            .args(["-c", "import fcntl,sys,time\nf=open(sys.argv[1],'w')\nfcntl.lockf(f,fcntl.LOCK_EX)\nprint('held',flush=True)\ntime.sleep(60)"])
+            .arg(&lock)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line, "held\n");
+        child
+    };
+    let holders = [hold(pair.theirs.path()), hold(pair.ours.path())];
+    let said = pair.call(&["--no-triggers", "--unpack", s(&a1)]);
+    for mut h in holders {
+        h.kill().unwrap();
+        h.wait().unwrap();
+    }
+    assert_eq!(said.run.code, 2);
+    assert!(!pair.ours.path().join("usr/share/fe/a").exists());
+}

@@ -74,9 +74,14 @@ fn run(inv: &Invocation) -> u8 {
         Err(e) => return fatal(&e),
     };
     reporter.startup(inv.action.name());
+    // dpkg checks the archives once it holds its locks, which the engine takes in the call
+    // below: an archive found missing here is logged after the `startup` line, as dpkg's.
     let archives = match archives(inv) {
         Ok(a) => a,
-        Err(e) => return fatal(&e),
+        Err(e) => {
+            reporter.started();
+            return fatal(&e);
+        }
     };
     let options = match options(inv, &reporter) {
         Ok(o) => o,
@@ -92,6 +97,7 @@ fn run(inv: &Invocation) -> u8 {
     }
     let mut next = 1;
     let outcome = unpack_each(&paths, &inv.instdir, &options, &mut |_, result| {
+        reporter.started();
         let archive = archives.get(next - 1).cloned().unwrap_or_default();
         match result {
             Ok(_) => unpacked.extend(reporter.package()),

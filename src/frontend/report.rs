@@ -41,6 +41,8 @@ struct State {
     broken: Option<String>,
     /// The packages the call made `triggers-pending`, `NAME:ARCH`, in order.
     pending: Vec<String>,
+    /// The `startup` line, until written.
+    startup: Option<String>,
 }
 
 enum Log {
@@ -76,6 +78,7 @@ impl Reporter {
                 package: None,
                 broken: None,
                 pending: Vec::new(),
+                startup: None,
             }),
         })
     }
@@ -87,9 +90,17 @@ impl Reporter {
         }
     }
 
-    /// dpkg.log's first line of the call: `startup archives ACTION`.
+    /// dpkg.log's first line of the call, `startup archives ACTION`: written before the
+    /// first line the call logs, or by [`Reporter::started`]. dpkg writes it once it holds its
+    /// locks, so a call that finds them held logs nothing.
     pub fn startup(&self, action: &str) {
-        self.with(|s| s.log_line(&dpkg_log::startup(action)));
+        self.with(|s| s.startup = Some(dpkg_log::startup(action)));
+    }
+
+    /// The call got as far as dpkg's `startup` line (it holds the locks): written now if it
+    /// was not yet.
+    pub fn started(&self) {
+        self.with(|s| s.flush_startup());
     }
 
     /// The next archive starts.
@@ -199,7 +210,14 @@ impl State {
         }
     }
 
+    fn flush_startup(&mut self) {
+        if let Some(startup) = self.startup.take() {
+            self.log_line(&startup);
+        }
+    }
+
     fn log_line(&mut self, message: &str) {
+        self.flush_startup();
         if let Log::Closed(path) = &self.log {
             self.log = match open_log(path) {
                 Ok(file) => Log::Open(file),
