@@ -444,3 +444,37 @@ fn a_held_lock_is_fatal_as_dpkg() {
     assert_eq!(said.run.code, 2);
     assert!(!pair.ours.path().join("usr/share/fe/a").exists());
 }
+
+/// Names on status-fd as dpkg's: `NAME:ARCH` for a Multi-Arch: same package and for one of a
+/// foreign architecture, `NAME` for the native one and `all`.
+#[test]
+fn status_fd_names_packages_as_dpkg() {
+    let debs = tempfile::tempdir().unwrap();
+    let arch = run(Command::new("dpkg").arg("--print-architecture")).stdout.trim().to_string();
+    let other = if arch == "i386" { "amd64" } else { "i386" };
+    let same = Pkg::new("fe-m", "1.0", &arch)
+        .field("Multi-Arch", "same")
+        .file("/usr/lib/fe-m/amd64", b"m\n", 0o644)
+        .build(debs.path());
+    let foreign =
+        Pkg::new("fe-x", "1.0", other).file("/usr/lib/fe-x/i386", b"x\n", 0o644).build(debs.path());
+    let native = Pkg::new("fe-n", "1.0", &arch)
+        .file("/usr/lib/fe-n/amd64", b"n\n", 0o644)
+        .build(debs.path());
+    let pair = Pair::new(|root| {
+        let r = dpkg(root, &["--add-architecture", other]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    });
+    let said = pair.call(&["--no-triggers", "--unpack", s(&same), s(&foreign), s(&native)]);
+    assert_eq!(said.run.code, 0, "{}", said.run.stderr);
+    let processing: Vec<&str> =
+        said.status_fd.iter().filter(|l| l.starts_with("processing")).map(String::as_str).collect();
+    assert_eq!(
+        processing,
+        [
+            "processing: install: fe-m:amd64",
+            "processing: install: fe-x:i386",
+            "processing: install: fe-n"
+        ]
+    );
+}
