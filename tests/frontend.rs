@@ -478,3 +478,14 @@ fn status_fd_names_packages_as_dpkg() {
         ]
     );
 }
+
+/// `--abort-after=0` stops at the first failure, not before: the packages before it unpack.
+#[test]
+fn abort_after_zero_stops_at_the_first_failure() {
+    let debs = tempfile::tempdir().unwrap();
+    let [a1, _, z, c] = fixtures(debs.path());
+    let pair = Pair::new(|_| {});
+    let said = pair.call(&["--abort-after=0", "--unpack", s(&a1), s(&c), s(&z), s(&c)]);
+    assert_eq!(said.run.code, 1);
+    assert!(pair.ours.path().join("usr/share/fe/c").exists());
+}

@@ -780,6 +780,8 @@ mod tests {
             read(&["--abort-after=0x10", "--unpack", "/a"], &[], &[]).unwrap().abort_after,
             16
         );
+        let octal = read(&["--abort-after=010", "--unpack", "/a"], &[], &[]).unwrap();
+        assert_eq!(octal.abort_after, 8);
         let e = read(&["--unpack"], &[], &[]).unwrap_err();
         assert!(e.contains("needs at least one package archive file argument"), "{e}");
     }

@@ -99,6 +99,7 @@ fn run(inv: &Invocation) -> u8 {
     let outcome = unpack_each(&paths, &inv.instdir, &options, &mut |_, result| {
         reporter.started();
         let archive = archives.get(next - 1).cloned().unwrap_or_default();
+        let result_failed = result.is_err();
         match result {
             Ok(_) => unpacked.extend(reporter.package()),
             Err(e) => {
@@ -110,7 +111,7 @@ fn run(inv: &Invocation) -> u8 {
         if broken.is_some() {
             return ControlFlow::Break(());
         }
-        if failed.len() >= inv.abort_after as usize {
+        if result_failed && failed.len() >= inv.abort_after as usize {
             say("unpack-dpkg: too many errors, stopping");
             aborted = true;
             return ControlFlow::Break(());
