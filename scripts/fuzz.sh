@@ -8,8 +8,9 @@
 #   xz_blocks      any bytes as an xz stream: the multi-block reader against the
 #                  one-thread decoder, byte for byte and failure for failure
 #   dpkg_db        any bytes as each of dpkg's database files (status, control, info
-#                  lists, conffiles, md5sums, diversions, statoverride, triggers), versions and
-#                  relations: round trips and version order
+#                  lists, conffiles, md5sums, diversions, statoverride, arch, triggers),
+#                  versions and relations: round trips and version order; the real dpkg-query
+#                  reads a sample of the status stanzas and lists it builds
 #   journal_recover  any bytes as the recovery journal of a trapped root (with an intent),
 #                  recovered; the tree beside the root must not change. An odd first byte
 #                  seals the rest with a valid checksum, `@H` stands for that tree's path
@@ -102,6 +103,12 @@ if [ -d fuzz/corpus/dpkg_db ]; then
     printf 'man-db\nlibc-bin/noawait\nlibfoo:amd64\n' > fuzz/corpus/dpkg_db/seed-triggers-explicit
     printf '1.0~rc1-1\n1:1.0+dfsg-2~bpo1\n' > fuzz/corpus/dpkg_db/seed-versions
     printf 'libc6 (>= 2.3) | foo:any, bar (<< 1:2-3)\n' > fuzz/corpus/dpkg_db/seed-relations
+    printf 'amd64\ni386\n' > fuzz/corpus/dpkg_db/seed-arch
+    # Control files, as dpkg --unpack checks them.
+    for deb in fixtures/*.deb; do
+        dpkg-deb -I "$deb" control > "fuzz/corpus/dpkg_db/seed-control-$(basename "$deb" .deb)" 2>/dev/null || true
+    done
+    printf 'Package: seed\nVersion: 1:2.0-1\nArchitecture: amd64\nMaintainer: m <m@example.org>\nMulti-Arch: same\nEssential: yes\nPriority: optional\nDepends: a (>= 1) | b, c:any (<< 2)\nProvides: v (= 1)\nRecommended: r\nClass: extra\nRevision: 3\nConffiles:\n /etc/x 0123\nFilename: a\nSize: 1\nDescription: d\n long\n' > fuzz/corpus/dpkg_db/seed-control-fields
 fi
 find fuzz/corpus -name 'seed-*' -empty -delete
 

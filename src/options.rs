@@ -62,14 +62,12 @@ pub struct Options {
 }
 
 /// The `--force-*` options of dpkg that concern the unpack phase (`dpkg --force-help`), each
-/// off unless set: what each lets through is said where the engine checks it (dependencies
-/// and conflicts: `crate::dpkg::depcon`; files: `crate::dpkg::install`).
-///
-/// The engine checks no architecture and no diverted-to name, so `architecture` and
-/// `overwrite_diverted` change nothing (forcing what is not checked is honoured as it is).
-/// `overwrite_dir` and `bad_version` are refused ([`Error::Usage`](crate::error::Error::Usage)):
-/// the engine never replaces another package's directory with a file, and reads versions by
-/// dpkg's strict syntax only.
+/// off unless set, as in dpkg: each turns one of database mode's refusals into dpkg's warning.
+/// What each lets through is said where the engine checks it (dependencies and conflicts:
+/// `crate::dpkg::depcon`; the root's architectures and divert-to names: `crate::dpkg::admission`;
+/// files: `crate::dpkg::install`). `overwrite_dir` and `bad_version` are refused
+/// ([`Error::Usage`](crate::error::Error::Usage)): the engine never replaces another package's
+/// directory with a file, and reads versions by dpkg's strict syntax only.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Force {
@@ -86,13 +84,54 @@ pub struct Force {
     pub remove_protected: bool,
     pub hold: bool,
     pub remove_reinstreq: bool,
+    /// A package of an architecture the root has not enabled is unpacked.
+    pub architecture: bool,
+    /// A package path that is a diversion's divert-to name is written.
+    pub overwrite_diverted: bool,
     /// A file another package owns (and the new one does not Replace) is a warning: the new
     /// package's file is written and the path leaves the owner's list, as dpkg does it.
     pub overwrite: bool,
     pub overwrite_dir: bool,
-    pub overwrite_diverted: bool,
-    pub architecture: bool,
     pub bad_version: bool,
+}
+
+impl Force {
+    /// The names of dpkg's options these are (`--force-NAME`), in the order of the fields.
+    pub const NAMES: [&'static str; 12] = [
+        "depends",
+        "conflicts",
+        "breaks",
+        "remove-essential",
+        "remove-protected",
+        "hold",
+        "remove-reinstreq",
+        "architecture",
+        "overwrite-diverted",
+        "overwrite",
+        "overwrite-dir",
+        "bad-version",
+    ];
+
+    /// Turns on dpkg's `--force-NAME`; false when `name` is none of [`Force::NAMES`].
+    pub fn set(&mut self, name: &str) -> bool {
+        let flag = match name {
+            "depends" => &mut self.depends,
+            "conflicts" => &mut self.conflicts,
+            "breaks" => &mut self.breaks,
+            "remove-essential" => &mut self.remove_essential,
+            "remove-protected" => &mut self.remove_protected,
+            "hold" => &mut self.hold,
+            "remove-reinstreq" => &mut self.remove_reinstreq,
+            "architecture" => &mut self.architecture,
+            "overwrite-diverted" => &mut self.overwrite_diverted,
+            "overwrite" => &mut self.overwrite,
+            "overwrite-dir" => &mut self.overwrite_dir,
+            "bad-version" => &mut self.bad_version,
+            _ => return false,
+        };
+        *flag = true;
+        true
+    }
 }
 
 /// One of dpkg's `path-exclude=GLOB` (`include: false`) or `path-include=GLOB` filters: the

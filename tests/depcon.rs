@@ -257,6 +257,36 @@ fn pre_depends_must_be_configured_unless_forced() {
     pair.unpack(&missing, &[Flag::ForceDepends], 0, Some("ignoring pre-dependency problem!"));
 }
 
+/// Architecture qualifiers (lib/dpkg/depcon.c archsatisfied): `:any` is satisfied only by a
+/// `Multi-Arch: allowed` package; `:native` is, in a binary package's relations, the name of
+/// an architecture no package has (only build dependencies read it as the build machine's), so
+/// nothing satisfies it; a Conflicts qualified with another architecture does not meet the
+/// installed package, one qualified with its own does.
+#[test]
+fn architecture_qualifiers_are_satisfied_as_dpkg_satisfies_them() {
+    let pair = Pair::new();
+    let allowed = pair.logged("dq-allowed", "1.0", &[("Multi-Arch", "allowed")]);
+    let plain = pair.logged("dq-plain", "1.0", &[]);
+    let via_any = pair.logged("dq-via-any", "1.0", &[("Pre-Depends", "dq-allowed:any")]);
+    let plain_any = pair.logged("dq-plain-any", "1.0", &[("Pre-Depends", "dq-plain:any")]);
+    let native = pair.logged("dq-native", "1.0", &[("Pre-Depends", "dq-plain:native")]);
+    let foreign = pair.logged("dq-foreign", "1.0", &[("Conflicts", "dq-plain:i386")]);
+    let amd64 = pair.build(logging(
+        Pkg::new("dq-amd64", "1.0", "amd64").file("/usr/share/dq-amd64/file", b"64\n", 0o644),
+        "dq-amd64",
+        "1.0",
+    ));
+    let native_64 = pair.logged("dq-native-64", "1.0", &[("Pre-Depends", "dq-amd64:native")]);
+    let conflicts_64 = pair.logged("dq-conflicts-64", "1.0", &[("Conflicts", "dq-amd64:amd64")]);
+    pair.install(&[&allowed, &plain, &amd64]);
+    pair.unpack(&via_any, &[], 0, None);
+    pair.unpack(&plain_any, &[], 1, Some("pre-dependency problem - not installing dq-plain-any"));
+    pair.unpack(&native, &[], 1, Some("pre-dependency problem - not installing dq-native"));
+    pair.unpack(&foreign, &[], 0, None);
+    pair.unpack(&native_64, &[], 1, Some("pre-dependency problem - not installing dq-native-64"));
+    pair.unpack(&conflicts_64, &[], 1, Some("conflicting packages - not installing"));
+}
+
 /// A conflictor that is only unpacked (never configured): no prerm, its files removed, its
 /// postrm remove run; one with neither conffiles nor a postrm is forgotten altogether.
 #[test]

@@ -391,7 +391,7 @@ fn a_full_disk_exits_4_and_keeps_the_old_files() {
     let fs = scratch_sized("ext4", "defaults", 16 << 20);
     let root = fs.subdir("root");
     install_old(&root);
-    // Leave about 600 KiB free: less than the 1 MiB file of the pax fixture.
+    // Leave about 600 KiB free: less than the one file of about 1 MiB of `big`.
     let st = rustix::fs::statvfs(fs.path()).unwrap();
     let free = st.f_bfree * st.f_frsize; // root may use the reserved blocks too
     let filler = fs.path().join("filler");
@@ -399,11 +399,13 @@ fn a_full_disk_exits_4_and_keeps_the_old_files() {
         run(Command::new("fallocate").arg("-l").arg((free - (600 << 10)).to_string()).arg(&filler));
     assert_eq!(r.code, 0, "{}", r.stderr);
     let before = snapshot(&root);
+    let data = common::deb_builder::text_tree_in("big", 1, 1 << 20);
+    let big = common::deb_builder::write_deb(fs.dir.path(), "big.deb", "data.tar", &data);
     let r = unpack([
         "-s",
         "fsync",
         fixture("pkg-v2_2.0_all.deb").to_str().unwrap(),
-        fixture("pax_1.0_all.deb").to_str().unwrap(),
+        big.to_str().unwrap(),
         root.to_str().unwrap(),
     ]);
     assert_eq!(r.code, 4, "{}", r.stderr);
@@ -412,7 +414,7 @@ fn a_full_disk_exits_4_and_keeps_the_old_files() {
         "{}",
         r.stderr
     );
-    assert!(r.stderr.contains("size-in-pax.bin"), "names the file: {}", r.stderr);
+    assert!(r.stderr.contains("file0000.txt"), "names the file: {}", r.stderr);
     assert_same_tree(&snapshot(&root), &before, "full disk");
     assert!(leftover_temps(&root).is_empty());
 }

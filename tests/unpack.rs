@@ -50,12 +50,9 @@ fn installed_root(
 #[test]
 fn every_compression_and_strategy_gives_the_tree_dpkg_deb_gives() {
     let fs = scratch("ext4", "defaults");
-    for comp in ["gz", "xz", "zst", "bz2", "none", "lzma", "bz2ctl"] {
+    for comp in ["gz", "xz", "zst", "bz2", "none", "lzma"] {
         let deb = fixture(&format!("comp-{comp}_1.0_all.deb"));
-        // dpkg-deb refuses control.tar.bz2; its data.tar is the one of comp-bz2.
-        let reference_deb =
-            if comp == "bz2ctl" { fixture("comp-bz2_1.0_all.deb") } else { deb.clone() };
-        let expected = reference_tree(&reference_deb, &fs.path().join(format!("dpkg-{comp}")));
+        let expected = reference_tree(&deb, &fs.path().join(format!("dpkg-{comp}")));
         assert!(expected.len() >= 5, "the fixture has content");
         for strategy in STRATEGIES {
             let root = fs.subdir(&format!("{comp}-{strategy}"));
@@ -65,13 +62,30 @@ fn every_compression_and_strategy_gives_the_tree_dpkg_deb_gives() {
     }
 }
 
+/// The fixtures dpkg refuses are refused (exit 3, the root left empty), with or without a
+/// database: a control.tar.bz2 (dpkg-deb reads the control member only uncompressed or gz, xz,
+/// zst) and a data.tar of PAX headers (dpkg's tar reader refuses them; tests/refusals.rs runs
+/// dpkg on such packages).
+#[test]
+fn the_fixtures_dpkg_refuses_are_refused() {
+    let fs = scratch("ext4", "defaults");
+    for (name, says) in [
+        ("comp-bz2ctl_1.0_all.deb", "member 'control.tar.bz2' uses a compression"),
+        ("pax_1.0_all.deb", "unsupported PAX tar header type 'x'"),
+    ] {
+        let root = fs.subdir(name);
+        let r = unpack(["-s", "none", fixture(name).to_str().unwrap(), root.to_str().unwrap()]);
+        assert_eq!(r.code, 3, "{name}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{name}: {}", r.stderr);
+        assert!(snapshot(&root).is_empty(), "{name}");
+    }
+}
+
 #[test]
 fn every_entry_type_owner_mode_and_mtime_is_reproduced() {
     assert!(is_root(), "the integration tests run as root (devices, owners, loop devices)");
     let fs = scratch("ext4", "defaults");
-    for name in
-        ["types_1.0_all.deb", "pax_1.0_all.deb", "gnulong_1.0_all.deb", "underscore_1.0_all.deb"]
-    {
+    for name in ["types_1.0_all.deb", "gnulong_1.0_all.deb", "underscore_1.0_all.deb"] {
         let deb = fixture(name);
         let expected = reference_tree(&deb, &fs.path().join(format!("dpkg-{name}")));
         // The engine makes its state directory var/lib/unpack before the transaction: var and
@@ -95,12 +109,6 @@ fn every_entry_type_owner_mode_and_mtime_is_reproduced() {
     assert_eq!(kinds, ['b', 'c', 'd', 'f', 'l', 'p'].into_iter().collect());
     assert!(tree.values().any(|n| n.mode & 0o4000 != 0), "a setuid file");
     assert!(tree.values().any(|n| n.uid == 1234 && n.gid == 5678), "a file owned by 1234:5678");
-    let pax = snapshot(&fs.path().join("pax_1.0_all.deb-none"));
-    assert!(
-        pax.values().any(|n| n.mtime == (1_600_000_000, 500_000_000)),
-        "PAX mtime with its fraction"
-    );
-    assert!(pax.values().any(|n| n.uid == 3_000_000), "PAX uid");
 }
 
 #[test]
@@ -463,7 +471,11 @@ fn broken_packages_exit_3_and_leave_the_root_unchanged() {
         }
     }
     let version = unpack([fixture("badversion.deb").to_str().unwrap(), root.to_str().unwrap()]);
-    assert!(version.stderr.contains("'3.0'"), "says which version it found: {}", version.stderr);
+    assert!(
+        version.stderr.contains("format version 3.0"),
+        "says which version it found: {}",
+        version.stderr
+    );
 
     // A package must be a file: a pipe (curl ... | unpack /dev/stdin ROOT), a named pipe that
     // nobody writes to (which must not hang the open), a directory.

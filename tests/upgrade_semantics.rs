@@ -327,3 +327,47 @@ fn remove_on_upgrade_conffiles_go_or_are_kept_as_dpkg_old() {
     // it was (tests/dpkg_oracle.rs says why): no file of it either way.
     assert!(!ours.join("etc/sem-rou-bad.conf").exists());
 }
+
+/// A package dpkg refused during its extraction leaves a `not-installed` stanza behind (dpkg
+/// writes the new package's stanza before it meets the conflict); the package that is then
+/// installed after all replaces that stanza, and so does one installed over its own
+/// `config-files` remains: never a second stanza of the same package, which would make every
+/// later dpkg refuse the status file.
+#[test]
+fn a_not_installed_or_config_files_stanza_is_replaced_never_doubled() {
+    let dir = debs();
+    let owner = Pkg::new("sem-owner", "1.0", "amd64")
+        .file("/usr/bin/sem-shared", b"owner's\n", 0o755)
+        .build(dir.path());
+    let clash = Pkg::new("sem-late", "1.0", "amd64")
+        .file("/usr/bin/sem-shared", b"late's\n", 0o755)
+        .build(dir.path());
+    let fixed = Pkg::new("sem-late", "1.1", "amd64")
+        .file("/usr/bin/sem-late", b"late\n", 0o755)
+        .conffile("/etc/sem-late.conf", b"1\n")
+        .build(dir.path());
+    let o = Oracle::new("a not-installed stanza, then config-files");
+    o.both(|root| {
+        Via::Dpkg.install(root, &[&owner], &[]);
+        let mut args: Vec<&str> = NO_DEPENDS.to_vec();
+        args.extend(["--unpack", clash.to_str().unwrap()]);
+        let r = dpkg(root, &args);
+        assert_eq!(r.code, 1, "dpkg accepted the clash:\n{}", r.stderr);
+        let status = std::fs::read_to_string(root.join("var/lib/dpkg/status")).unwrap();
+        assert!(status.contains("Package: sem-late\nStatus: install ok not-installed"), "{status}");
+    });
+    o.unpack(&[&fixed]);
+    o.configure(&[]);
+    // Removed, its conffile left: config-files; then installed again over it.
+    o.both(|root| {
+        let r = dpkg(root, &["--remove", "sem-late"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    });
+    o.check("after the removal");
+    o.unpack(&[&fixed]);
+    for root in [o.ours.path(), o.theirs.path()] {
+        let status = std::fs::read_to_string(root.join("var/lib/dpkg/status")).unwrap();
+        assert_eq!(status.matches("Package: sem-late\n").count(), 1, "{status}");
+    }
+    o.configure(&[]);
+}

@@ -1,13 +1,23 @@
 //! Any bytes as each of dpkg's database files: the status file and control files (deb822, the
-//! packages, the Status and Conffiles fields, the stanza dpkg --unpack would write), an info
-//! list, the conffiles and md5sums members, diversions, statoverride, an /etc/passwd, the
-//! triggers member, triggers/File and an explicit trigger's file, versions and relation fields. None may panic; what one accepts and writes back it reads back the
-//! same; version order is antisymmetric and reflexive; every path it lets out is plain and
-//! absolute.
+//! packages, the Status and Conffiles fields, a binary package's control file as dpkg checks
+//! it, the stanza dpkg --unpack would write), an info list, the conffiles and md5sums members,
+//! diversions, statoverride, an /etc/passwd, the `arch` file, the triggers member, triggers/File
+//! and an explicit trigger's file, versions and relation fields. None may panic; what one
+//! accepts and writes back it reads back the same; version order is antisymmetric and
+//! reflexive; every path it lets out is plain and absolute.
+//!
+//! And the real dpkg judges a sample of what the engine would write: every 16th status file
+//! built from a control file the checks accept, and every 16th list, is written into an admin
+//! directory under `$UNPACK_FUZZ_DIR` (scripts/fuzz.sh's scratch tmpfs) and read by
+//! `dpkg-query`, which must read it (exit 0; its warnings about a missing Maintainer are
+//! dpkg's own) and list the same paths.
 #![no_main]
 
-use std::path::Path;
-use unpack::dpkg::format::{self as dpkg, deb822, diversions, list, statoverride, status, triggers, version};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use unpack::dpkg::format::{
+    self as dpkg, arch, control, deb822, diversions, list, statoverride, status, triggers, version,
+};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     control_and_status(data);
@@ -22,7 +32,61 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         assert_eq!(status::StatusField::parse(&s.to_string()), Ok(s));
     }
     let _ = (dpkg::valid_package_name(&text), dpkg::valid_arch(&text));
+    if let Ok(names) = arch::parse(data) {
+        assert!(names.iter().all(|n| dpkg::valid_arch(n)));
+    }
+    checked_control(data);
 });
+
+/// A control file the checks accept is one stanza whose status stanza the engine's own reader
+/// takes back, and dpkg-query reads (a sample).
+fn checked_control(data: &[u8]) {
+    let Ok(checked) = control::check(data) else { return };
+    let unpacked = status::StatusField::parse("install ok unpacked").unwrap();
+    let stanza = status::status_stanza(&checked.stanza, &unpacked, &[], None);
+    let file = status::write_status(&[&stanza]);
+    let read = deb822::parse(&file)
+        .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&file)));
+    let packages = status::packages(read)
+        .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&file)));
+    assert_eq!(packages.len(), 1);
+    if sampled(&CONTROLS) {
+        let name = packages[0].name.clone();
+        let dir = judge_dir();
+        std::fs::write(dir.join("status"), &file).unwrap();
+        let out = dpkg_query(&dir, &["-W", "-f=${Package}\n", &name]);
+        assert_eq!(out, format!("{name}\n"), "{:?}", String::from_utf8_lossy(&file));
+    }
+}
+
+static CONTROLS: AtomicU64 = AtomicU64::new(0);
+static LISTS: AtomicU64 = AtomicU64::new(0);
+
+/// Whether this one of `counter`'s is judged by dpkg: every 16th, when fuzz.sh gave a scratch
+/// directory (`cargo fuzz run` alone judges nothing).
+fn sampled(counter: &AtomicU64) -> bool {
+    std::env::var_os("UNPACK_FUZZ_DIR").is_some()
+        && counter.fetch_add(1, Ordering::Relaxed) % 16 == 0
+}
+
+/// An empty admin directory for dpkg-query, made once.
+fn judge_dir() -> PathBuf {
+    let dir = Path::new(&std::env::var_os("UNPACK_FUZZ_DIR").unwrap()).join("dpkg-db-judge");
+    std::fs::create_dir_all(dir.join("info")).unwrap();
+    std::fs::create_dir_all(dir.join("updates")).unwrap();
+    dir
+}
+
+/// `dpkg-query --admindir=DIR ARGS`: asserted to read the database (exit 0); its output.
+fn dpkg_query(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("dpkg-query")
+        .arg(format!("--admindir={}", dir.display()))
+        .args(args)
+        .output()
+        .expect("dpkg-query runs");
+    assert!(out.status.success(), "dpkg-query {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
 
 fn plain(path: &Path) {
     use std::os::unix::ffi::OsStrExt;
@@ -68,7 +132,11 @@ fn control_and_status(data: &[u8]) {
 fn lists(data: &[u8]) {
     if let Ok(paths) = list::parse_list(data) {
         paths.iter().for_each(|p| plain(p));
-        assert_eq!(list::parse_list(&list::write_list(&paths)), Ok(paths));
+        let written = list::write_list(&paths);
+        assert_eq!(list::parse_list(&written), Ok(paths.clone()));
+        if !paths.is_empty() && sampled(&LISTS) {
+            judge_list(&written, &paths);
+        }
     }
     if let Ok(sums) = list::parse_md5sums(data) {
         sums.iter().for_each(|(_, p)| plain(p));
@@ -77,6 +145,28 @@ fn lists(data: &[u8]) {
     if let Ok(entries) = list::parse_conffiles_member(data) {
         entries.iter().for_each(|e| plain(&e.path));
     }
+}
+
+/// dpkg-query lists what the engine would write as a package's list, path for path.
+fn judge_list(written: &[u8], paths: &[PathBuf]) {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = judge_dir();
+    let stanza = "Package: fuzz-list\nStatus: install ok installed\nMaintainer: m\nArchitecture: all\nVersion: 1\nDescription: d\n";
+    std::fs::write(dir.join("status"), stanza).unwrap();
+    std::fs::write(dir.join("info/fuzz-list.list"), written).unwrap();
+    let out = std::process::Command::new("dpkg-query")
+        .arg(format!("--admindir={}", dir.display()))
+        .args(["-L", "fuzz-list"])
+        .output()
+        .expect("dpkg-query runs");
+    assert!(out.status.success(), "dpkg-query -L: {}", String::from_utf8_lossy(&out.stderr));
+    let mut listed = Vec::new();
+    for p in paths {
+        listed.extend_from_slice(p.as_os_str().as_bytes());
+        listed.push(b'\n');
+    }
+    assert_eq!(out.stdout, listed, "{:?}", String::from_utf8_lossy(written));
+    std::fs::remove_file(dir.join("info/fuzz-list.list")).unwrap();
 }
 
 fn admin_files(data: &[u8]) {

@@ -10,11 +10,13 @@ use super::plan::plan;
 use crate::call::Call;
 use crate::dpkg::admin::DEFAULT_ADMINDIR;
 use crate::error::{escape, Error, Result};
+use crate::events::Event;
 use crate::options::Options;
 use crate::report::{self, Report};
 use crate::txn::commit::commit;
 use crate::txn::write_phase::write_phase;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A base system in one call (`unpack --bootstrap`), into a root whose dpkg database is empty
@@ -24,9 +26,19 @@ use std::time::Instant;
 /// report is the second's, with the first stage's packages and time, and both stages' flushes.
 pub fn bootstrap(packages: &[PathBuf], root: &Path, options: &Options) -> Result<Report> {
     // Into an empty database no Pre-Depends is satisfied yet: as dpkg --force-depends in a
-    // first stage's second half (debootstrap, mmdebstrap).
+    // first stage's second half (debootstrap, mmdebstrap). dpkg's notices of that (a
+    // "pre-dependency problem" ignored for nearly every package) are not passed on: they are
+    // the bootstrap's design, not news (debootstrap sends them to its log), and the
+    // configuration that follows checks every dependency.
     let mut options = options.clone();
     options.force.depends = true;
+    if let Some(told) = options.events.take() {
+        options.events = Some(Arc::new(move |event: &Event| {
+            if !matches!(event, Event::Notice { .. }) {
+                told(event);
+            }
+        }));
+    }
     let options = &options;
     let mut call = Call::open(packages, root, options)?;
     let plan = plan(packages)?;

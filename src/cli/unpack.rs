@@ -9,7 +9,7 @@ use crate::call::{discard_root, recover_root, unpack};
 use crate::cli::Invocation;
 use crate::durability;
 use crate::error::{escape, Error, Exit};
-use crate::options::{Options, ScriptOutput};
+use crate::options::{Force, Options, ScriptOutput};
 use clap::Parser;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -23,10 +23,13 @@ fn after_help() -> String {
         "\
 Exit codes:
   0  ok: unpacked, and (for every strategy but none) on stable storage
-  1  any other failure, including a package that conflicts with what ROOT holds, and an
+  1  any other failure, including a package that conflicts with what ROOT holds (in database
+     mode also an architecture ROOT has not enabled, a diversion's divert-to name, a package
+     not co-installable, Conflicts, Breaks or Pre-Depends that nothing resolves), and an
      internal error (a bug to report)
   2  usage error
-  3  bad, truncated or hostile package (ROOT is left unchanged)
+  3  bad, truncated or hostile package, or one dpkg refuses (a tar header type, a name, a
+     control field, the conffiles or triggers member); ROOT is left unchanged
   4  I/O error in ROOT: no space left, read-only, no permission; or an interrupted
      transaction that the root changed under since the crash (see --discard)
   5  ROOT is locked by another unpack (see --wait)
@@ -110,7 +113,8 @@ struct Cli {
     /// Database mode: let through what dpkg's --force-WHAT lets through, a comma-separated list
     /// (or the option again): depends (an unsatisfied Pre-Depends), conflicts, breaks,
     /// remove-essential, remove-protected, hold, remove-reinstreq (a conflicting package of
-    /// that kind may be removed). Each problem let through is a warning.
+    /// that kind may be removed), architecture (one the root has not enabled),
+    /// overwrite-diverted (a diversion's divert-to name). Each problem let through is a warning.
     #[arg(long, value_name = "WHAT,...", value_delimiter = ',')]
     force: Vec<String>,
 
@@ -168,19 +172,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     options.log = Some(PathBuf::from("var/log/dpkg.log"));
     options.auto_deconfigure = cli.auto_deconfigure;
     for what in &cli.force {
-        let flag = match what.as_str() {
-            "depends" => &mut options.force.depends,
-            "conflicts" => &mut options.force.conflicts,
-            "breaks" => &mut options.force.breaks,
-            "remove-essential" => &mut options.force.remove_essential,
-            "remove-protected" => &mut options.force.remove_protected,
-            "hold" => &mut options.force.hold,
-            "remove-reinstreq" => &mut options.force.remove_reinstreq,
-            other => {
-                return Err(Error::Usage(format!("--force: unknown '{}' (known: depends, conflicts, breaks, remove-essential, remove-protected, hold, remove-reinstreq)", escape(other))).into())
-            }
-        };
-        *flag = true;
+        if !options.force.set(what) {
+            let known = Force::NAMES.join(", ");
+            let what = escape(what);
+            return Err(Error::Usage(format!("--force: unknown '{what}' (known: {known})")).into());
+        }
     }
     if cli.json {
         options.script_output = ScriptOutput::Stderr;
@@ -189,7 +185,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // own do: standard error.
     options.events = Some(Arc::new(|event: &crate::events::Event| {
         if let crate::events::Event::Notice { message } = event {
-            eprintln!("unpack: {}", escape(message));
+            // A notice of several lines (dpkg's "regarding ...:" and its reasons) is printed
+            // as lines, each escaped.
+            for line in message.lines() {
+                eprintln!("unpack: {}", escape(line));
+            }
         }
     }));
     crate::interrupt::install();

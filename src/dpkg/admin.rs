@@ -13,7 +13,7 @@
 use super::format::deb822::Stanza;
 use super::format::diversions::Diversion;
 use super::format::status::{Package, State};
-use super::format::{deb822, diversions, list, statoverride, status};
+use super::format::{control, deb822, diversions, list, statoverride, status};
 use crate::durability::Directory;
 use crate::error::{escape, Error, Result};
 use crate::fs::root::{Create, Pending, Root};
@@ -336,9 +336,13 @@ pub fn bad_db(path: &Path, why: impl std::fmt::Display) -> Error {
     Error::root(path, "reading dpkg's database", std::io::Error::other(why.to_string()))
 }
 
-/// The first stanza of a control file, for the status file.
+/// A package's control file checked as dpkg checks it ([`control::check`]: exit 3 naming the
+/// package, the line and the field), its stanza as the status file gets it.
 pub fn control_stanza(package: &Path, text: &str) -> Result<Stanza> {
-    let stanzas =
-        deb822::parse(text.as_bytes()).map_err(|e| Error::bad(package, format!("control: {e}")))?;
-    stanzas.into_iter().next().ok_or_else(|| Error::bad(package, "control: empty"))
+    control_checked(package, text).map(|c| c.stanza)
+}
+
+/// [`control_stanza`] with dpkg's warnings.
+pub fn control_checked(package: &Path, text: &str) -> Result<control::Control> {
+    control::check(text.as_bytes()).map_err(|e| Error::bad(package, format!("control: {e}")))
 }

@@ -88,6 +88,29 @@ pub(super) struct Taken {
     pub(super) replaced: bool,
 }
 
+/// What the checks of a package against the root ([`super::admission`]) keep over a call.
+#[derive(Default)]
+pub(super) struct Admission {
+    /// The root's architectures, read at the first package.
+    pub(super) arches: Option<Arches>,
+    /// The package file of the package begun last, for the messages.
+    pub(super) package: PathBuf,
+    /// The diversions by their divert-to names, for the package of that index: made again for
+    /// each package, whose preinst may have added a diversion.
+    pub(super) divert_to: Option<(usize, DivertTo)>,
+}
+
+/// The diversions by their divert-to name: where each comes from, and who made it (`None`: the
+/// administrator).
+pub(super) type DivertTo = HashMap<PathBuf, (PathBuf, Option<String>)>;
+
+/// The architectures a root accepts besides `all`.
+pub(super) struct Arches {
+    /// From the root's `dpkg` package; `None`: the call's own.
+    pub(super) native: Option<String>,
+    pub(super) foreign: Vec<String>,
+}
+
 /// A root's admin directory found and locked with dpkg's locks, for the whole call: before
 /// recovery (which may finish a transaction that changed the database), then read.
 pub struct Locked {
@@ -126,6 +149,7 @@ impl Locked {
             pended: Vec::new(),
             filters: Vec::new(),
             choices: Choices::default(),
+            admission: Admission::default(),
         })
     }
 }
@@ -157,6 +181,8 @@ pub struct Database {
     pub(super) filters: Vec<PathFilter>,
     /// What the caller's `--force-*` options and `--auto-deconfigure` allow.
     pub(super) choices: Choices,
+    /// What the checks against the root keep over the call.
+    pub(super) admission: Admission,
 }
 
 impl Database {

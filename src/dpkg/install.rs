@@ -85,6 +85,7 @@ impl Database {
     /// A package of the call starts: its control archive is kept (its scripts and info files).
     pub fn begin(&mut self, package: &Path, archive: ControlArchive) -> Result<()> {
         let control = admin::control_stanza(package, &archive.text)?;
+        self.admit(package, &control, &archive)?;
         let name = archive.control.name.to_ascii_lowercase();
         let arch = archive.control.architecture.clone();
         if !super::format::valid_package_name(&name) || !super::format::valid_arch(&arch) {
@@ -212,15 +213,6 @@ impl Database {
         Ok((deconfigures, verdict.conflictors))
     }
 
-    /// The root's native architecture, as dpkg's own: its installed `dpkg` package's, else
-    /// that of the package begun (`arch`), unless that is `all`.
-    fn native_arch(&self, arch: &str) -> String {
-        let dpkg = self.installed.packages.iter().find(|p| {
-            p.name == "dpkg" && !matches!(p.status.state, State::NotInstalled | State::ConfigFiles)
-        });
-        dpkg.map_or_else(|| arch.to_string(), |p| p.arch.clone())
-    }
-
     /// The installed instances of `name` (not `old`, the one the package replaces) that a
     /// package of `version` takes out of sync: configured (or with triggers to run) at another
     /// version, and not deconfigured by an earlier package of the call already.
@@ -249,6 +241,7 @@ impl Database {
     /// and left as it is, whoever else lists the path, as dpkg leaves it
     /// ([`Transaction::keeps_existing_dir`]).
     pub fn map_entry(&mut self, tx: &mut Transaction<'_>, entry: &mut Entry) -> Result<Action> {
+        self.admit_entry(entry, &list_path(&entry.path))?;
         let Some(inc) = self.incoming.last_mut() else {
             return Err(Error::Internal("an entry before its package".into()));
         };

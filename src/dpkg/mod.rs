@@ -3,10 +3,13 @@
 //!
 //! [`format`] holds dpkg's file formats, pure and fuzzed; [`admin`] finds a root's admin
 //! directory and reads it through the root's confined resolution, [`lock`] takes dpkg's locks,
+//! [`admission`] checks a package against the root (its architecture, a divert-to name),
 //! [`depcon`] decides what a package's Conflicts, Breaks and Pre-Depends ask of the
-//! installed ones, [`install`] decides entry by entry what dpkg would and hands the transaction
-//! the database files and the removals, [`filter`] applies dpkg's path filters, [`triggers`]
-//! records the triggers the call activates, [`md5`] hashes the files of a package that ships no md5sums, [`scripts`] runs the unpack phase's
+//! installed ones, [`install`] decides entry by entry what dpkg would and hands the
+//! transaction the database files and the removals, [`conflictors`] removes the conflicting
+//! packages it replaces, [`filter`] applies dpkg's path filters, [`triggers`] records the
+//! triggers the call activates, [`md5`] hashes
+//! the files of a package that ships no md5sums, [`scripts`] runs the unpack phase's
 //! maintainer scripts and [`updates`] records a package's state durably before they run.
 //!
 //! None of them writes a name in the root: every change, the database's included, goes through
@@ -14,6 +17,7 @@
 //! real dpkg is the oracle for every behaviour here.
 
 pub(crate) mod admin;
+pub(crate) mod admission;
 pub(crate) mod conflictors;
 pub(crate) mod database;
 pub(crate) mod depcon;

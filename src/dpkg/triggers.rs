@@ -260,16 +260,6 @@ impl Database {
                     awaited.push(i.package.clone());
                 }
             };
-            for path in &inc.list {
-                for i in table.at(path) {
-                    pend_on(i, &i.path.to_string_lossy(), true);
-                }
-            }
-            for path in dropped_by.get(inc.name.as_str()).into_iter().flatten() {
-                for i in table.at_or_above(path) {
-                    pend_on(i, &i.path.to_string_lossy(), true);
-                }
-            }
             // The directives activate before the package's scripts and files, when dpkg still
             // has it as it was: only a package that was there (beyond config-files) is left
             // awaiting (a new one's awaiting is dropped when it is first noted).
@@ -290,6 +280,18 @@ impl Database {
                     for i in list {
                         pend_on(i, &d.name, awaits);
                     }
+                }
+            }
+            // Then its files as they are written, and the paths its upgrade drops after them
+            // (`Triggers-Pending` is newest first, so the order shows).
+            for path in &inc.list {
+                for i in table.at(path) {
+                    pend_on(i, &i.path.to_string_lossy(), true);
+                }
+            }
+            for path in dropped_by.get(inc.name.as_str()).into_iter().flatten() {
+                for i in table.at_or_above(path) {
+                    pend_on(i, &i.path.to_string_lossy(), true);
                 }
             }
             status.await_all(first_new + k, &awaited);

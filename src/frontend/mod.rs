@@ -256,28 +256,15 @@ fn options(inv: &Invocation, reporter: &Arc<Reporter>) -> Result<Options, String
 fn force(names: &BTreeSet<String>) -> Result<Force, String> {
     let mut force = Force::default();
     for name in names {
-        let flag = match name.as_str() {
-            "depends" => &mut force.depends,
-            "conflicts" => &mut force.conflicts,
-            "breaks" => &mut force.breaks,
-            "overwrite" => &mut force.overwrite,
-            "overwrite-dir" => &mut force.overwrite_dir,
-            "overwrite-diverted" => &mut force.overwrite_diverted,
-            "architecture" => &mut force.architecture,
-            "bad-version" => &mut force.bad_version,
-            "remove-essential" => &mut force.remove_essential,
-            "remove-protected" => &mut force.remove_protected,
-            "hold" => &mut force.hold,
-            "remove-reinstreq" => &mut force.remove_reinstreq,
-            "script-chrootless" => {
-                return Err("--force-script-chrootless is not supported by unpack-dpkg: the engine runs maintainer scripts inside the root".into())
-            }
-            // dpkg's defaults (the engine neither sets SELinux contexts nor refuses a
-            // downgrade); what matters at configure only (the real dpkg's, which gets them);
-            // checks the engine does not make; the durability, which the strategy decides.
-            _ => continue,
-        };
-        *flag = true;
+        if force.set(name) {
+            continue;
+        }
+        if name == "script-chrootless" {
+            return Err("--force-script-chrootless is not supported by unpack-dpkg: the engine runs maintainer scripts inside the root".into());
+        }
+        // The rest: dpkg's defaults (the engine neither sets SELinux contexts nor refuses a
+        // downgrade); what matters at configure only (the real dpkg's, which gets them);
+        // checks the engine does not make; the durability, which the strategy decides.
     }
     Ok(force)
 }

@@ -12,6 +12,12 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 /// The longest name of one path component Linux accepts.
 pub const NAME_MAX: usize = 255;
 
+/// The longest path of a package and of dpkg's database, as dpkg lists it (`/usr/bin/x`: the
+/// package's path with a leading `/`): PATH_MAX. One bound for the entry checks, which refuse a
+/// longer path before anything is written, and for the readers of the database's lists, which
+/// refuse a longer line: whatever the engine writes into a list it reads back.
+pub const MAX_PATH: usize = 4096;
+
 /// The suffix of temporary names, as dpkg's `.dpkg-new`.
 pub const TEMP_SUFFIX: &str = ".unpack-new";
 

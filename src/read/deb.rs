@@ -26,6 +26,7 @@
 use crate::error::{Error, Result};
 use std::fs::File;
 use std::io::{self, BufReader, Read};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -53,15 +54,17 @@ pub enum Compression {
 }
 
 impl Compression {
-    /// The compression of member `name`, which must be `{prefix}` plus a known suffix.
-    fn of(name: &str, prefix: &str, allow_lzma: bool) -> Option<Compression> {
+    /// The compression of member `name`, which must be `{prefix}` plus a suffix dpkg knows for
+    /// it (src/deb/extract.c): the control member only uncompressed, `.gz`, `.xz` or `.zst`;
+    /// the data member also `.bz2` and `.lzma`.
+    fn of(name: &str, prefix: &str, data: bool) -> Option<Compression> {
         match name.strip_prefix(prefix)? {
             "" => Some(Compression::None),
             ".gz" => Some(Compression::Gzip),
             ".xz" => Some(Compression::Xz),
             ".zst" => Some(Compression::Zstd),
-            ".bz2" => Some(Compression::Bzip2),
-            ".lzma" if allow_lzma => Some(Compression::Lzma),
+            ".bz2" if data => Some(Compression::Bzip2),
+            ".lzma" if data => Some(Compression::Lzma),
             _ => None,
         }
     }
@@ -328,6 +331,11 @@ impl Deb {
         Ok(())
     }
 
+    /// The `debian-binary` member, read as dpkg-deb reads it (src/deb/extract.c,
+    /// lib/dpkg/deb-version.c): its first line, before any NUL, is the format version `X.Y`,
+    /// digits each, and X must be 2. What follows the first line is ignored, as by dpkg-deb;
+    /// only its first [`MAX_VERSION_LINE`] bytes are read, so a first line longer than that is
+    /// refused (dpkg reads on: a version of that length could only be zeros and digits).
     fn check_version(&mut self) -> Result<()> {
         let member = self
             .next_member()?
@@ -338,20 +346,32 @@ impl Deb {
                 format!("first member is '{}', expected 'debian-binary'", member.name),
             ));
         }
-        if member.size > 64 {
-            return Err(Error::bad(
-                &self.path,
-                format!("debian-binary is {} bytes, too long for a version", member.size),
-            ));
-        }
-        let mut text = vec![0u8; member.size as usize];
+        let mut text = vec![0u8; member.size.min(MAX_VERSION_LINE) as usize];
         self.reader.read_exact(&mut text).map_err(|e| self.read_error(e))?;
-        let text = String::from_utf8_lossy(&text);
-        let version = text.lines().next().unwrap_or("").trim().to_string();
-        if version.split('.').next() != Some("2") {
+        let before_nul = text.split(|&b| b == 0).next().unwrap_or_default();
+        let Some(end) = before_nul.iter().position(|&b| b == b'\n') else {
             return Err(Error::bad(
                 &self.path,
-                format!("unsupported format version '{version}' in debian-binary (expected 2.x)"),
+                match member.size > MAX_VERSION_LINE {
+                    true => {
+                        format!("debian-binary: no newline in its first {MAX_VERSION_LINE} bytes")
+                    }
+                    false => "debian-binary: archive has no newlines in header".to_string(),
+                },
+            ));
+        };
+        let line = &text[..end];
+        let (major, minor) = format_version(line).map_err(|why| {
+            let shown = crate::error::escape(std::ffi::OsStr::from_bytes(line));
+            Error::bad(
+                &self.path,
+                format!("debian-binary: archive has invalid format version '{shown}': {why}"),
+            )
+        })?;
+        if major != 2 {
+            return Err(Error::bad(
+                &self.path,
+                format!("debian-binary: archive is format version {major}.{minor}; only 2.x is supported"),
             ));
         }
         Ok(())
@@ -378,16 +398,14 @@ impl Deb {
                     format!("corrupt ar member header at offset {}", self.next_header),
                 ));
             }
-            let name = String::from_utf8_lossy(&header[0..16])
-                .trim_end()
-                .trim_end_matches('/')
-                .to_string();
-            let size = std::str::from_utf8(&header[48..58])
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok())
-                .ok_or_else(|| {
-                    Error::bad(&self.path, format!("member '{name}' has a bad size field"))
-                })?;
+            let name = member_name(&header[0..16]);
+            let size = member_size(&header[48..58]).map_err(|c| {
+                let c = crate::error::escape(std::ffi::OsStr::from_bytes(&[c])).to_string();
+                Error::bad(
+                    &self.path,
+                    format!("invalid character '{c}' in the size field of member '{name}'"),
+                )
+            })?;
             let start = self.next_header + HEADER_LEN as u64;
             if start + size > self.file_len {
                 return Err(Error::bad(
@@ -425,15 +443,18 @@ impl Deb {
     }
 
     /// The next member, which must be `{prefix}` with a known compression; its stream.
-    fn member(&mut self, prefix: &str, allow_lzma: bool) -> Result<(String, MemberStream<'_>)> {
+    fn member(&mut self, prefix: &str, data: bool) -> Result<(String, MemberStream<'_>)> {
         let member = self
             .next_member()?
             .ok_or_else(|| Error::bad(&self.path, format!("missing member {prefix}.*")))?;
-        let Some(compression) = Compression::of(&member.name, prefix, allow_lzma) else {
+        let Some(compression) = Compression::of(&member.name, prefix, data) else {
             return Err(if member.name.starts_with(prefix) {
                 Error::bad(
                     &self.path,
-                    format!("member '{}' has an unsupported compression", member.name),
+                    format!(
+                        "member '{}' uses a compression dpkg does not accept for it",
+                        member.name
+                    ),
                 )
             } else {
                 Error::bad(
@@ -473,6 +494,56 @@ impl Deb {
     fn read_error(&self, e: io::Error) -> Error {
         Error::bad(&self.path, format!("read error at offset {}: {e}", self.position()))
     }
+}
+
+/// The most bytes of `debian-binary` read: its first line must end in them.
+const MAX_VERSION_LINE: u64 = 64;
+
+/// A member's name as lib/dpkg/ar.c dpkg_ar_normalize_name makes it: trailing spaces removed,
+/// then one trailing `/` (GNU ar's terminator). Bytes that are not UTF-8 are shown replaced:
+/// such a name matches no member dpkg knows.
+fn member_name(field: &[u8]) -> String {
+    let end = field.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+    let name = field[..end].strip_suffix(b"/").unwrap_or(&field[..end]);
+    String::from_utf8_lossy(name).into_owned()
+}
+
+/// A member's size as lib/dpkg/ar.c dpkg_ar_member_get_size reads it: leading spaces skipped,
+/// then decimal digits up to a space or the field's end. Any other byte is the error (`+`, `-`,
+/// a NUL); a field of spaces is 0.
+fn member_size(field: &[u8]) -> Result<u64, u8> {
+    let mut digits = field.iter().skip_while(|&&b| b == b' ').take_while(|&&b| b != b' ');
+    digits.try_fold(0u64, |n, &b| match b {
+        b'0'..=b'9' => Ok(n * 10 + u64::from(b - b'0')),
+        bad => Err(bad),
+    })
+}
+
+/// A `.deb` format version as lib/dpkg/deb-version.c deb_version_parse reads it: digits, a dot,
+/// digits, each part within `i32`, nothing after (the caller cut the line at its newline).
+fn format_version(line: &[u8]) -> Result<(u32, u32), &'static str> {
+    let number = |part: &[u8], what: &'static str| -> Result<u32, &'static str> {
+        if part.is_empty() {
+            return Err(what);
+        }
+        part.iter().try_fold(0u32, |n, &b| {
+            n.checked_mul(10)
+                .and_then(|n| n.checked_add(u32::from(b - b'0')))
+                .filter(|&n| n <= i32::MAX as u32)
+                .ok_or("format version with a too big component")
+        })
+    };
+    let major_end = line.iter().position(|b| !b.is_ascii_digit()).unwrap_or(line.len());
+    let major = number(&line[..major_end], "format version with empty major component")?;
+    let Some(rest) = line[major_end..].strip_prefix(b".") else {
+        return Err("format version has no dot");
+    };
+    let minor_end = rest.iter().position(|b| !b.is_ascii_digit()).unwrap_or(rest.len());
+    let minor = number(&rest[..minor_end], "format version with empty minor component")?;
+    if minor_end != rest.len() {
+        return Err("format version followed by junk");
+    }
+    Ok((major, minor))
 }
 
 /// Reads until `buf` is full or the end of input; returns how much it read.

@@ -8,7 +8,7 @@
 //! every lookup by itself. This module never touches the filesystem.
 
 use crate::error::escape;
-use crate::fs::names::{NAME_MAX, TEMP_SUFFIX};
+use crate::fs::names::{MAX_PATH, NAME_MAX, TEMP_SUFFIX};
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Seek, SeekFrom};
@@ -168,20 +168,30 @@ pub struct Entry {
     pub mtime: (i64, u32),
 }
 
-/// Validates one tar entry. `Ok(None)` for headers that carry no file (PAX global headers).
-pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>, String> {
-    let header = entry.header();
-    let etype = header.entry_type();
-    if etype.is_pax_global_extensions() {
-        return Ok(None);
-    }
+/// Validates one tar entry. The types dpkg's own tar reader refuses (lib/dpkg/tarfn.c) are
+/// refused, whatever else could read them: PAX headers (`x`, `g`), the contiguous file `7`,
+/// GNU's `V`, `M`, `S`, `D`, Solaris' `A`, `X`, any other; so is a name with a newline
+/// (src/main/archives.c: it would be two lines of `info/PKG.list`).
+pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Entry, String> {
+    let etype = entry.header().entry_type();
     let raw_path = entry.path_bytes().into_owned();
     let err = |what: String| format!("entry '{}': {what}", escape(OsStr::from_bytes(&raw_path)));
+    if etype.is_pax_global_extensions() || etype.is_pax_local_extensions() {
+        return Err(err(format!("unsupported PAX tar header type '{}'", type_char(etype))));
+    }
+    // The tar crate applies a PAX `x` header to the entry after it: seen there.
+    if entry.pax_extensions().map_err(|e| err(format!("bad PAX header: {e}")))?.is_some() {
+        return Err(err("unsupported PAX tar header type 'x'".into()));
+    }
+    if raw_path.contains(&b'\n') {
+        return Err(err("newline not allowed in archive object name".into()));
+    }
+    let header = entry.header();
     let path = clean_path(&raw_path).map_err(err)?;
     let mode = header.mode().map_err(|e| err(format!("bad mode: {e}")))? & 0o7777;
     let uid = id(header.uid(), "uid").map_err(err)?;
     let gid = id(header.gid(), "gid").map_err(err)?;
-    let mut mtime = (header.mtime().map_err(|e| err(format!("bad mtime: {e}")))? as i64, 0u32);
+    let mtime = (header.mtime().map_err(|e| err(format!("bad mtime: {e}")))? as i64, 0u32);
     if mtime.0 < 0 {
         return Err(err("mtime out of range".into()));
     }
@@ -198,12 +208,11 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
             .map(|l| l.into_owned())
             .ok_or_else(|| err("link without a target".into()))
     };
-    // A regular file's type (`0`, the old `\0`, `7`) with a trailing `/` in its name is a
-    // directory written by an old or BSD tar: GNU tar and dpkg-deb make a directory of it.
-    let old_style_dir = raw_path.ends_with(b"/");
-    let kind = if (etype.is_file() || etype.is_contiguous()) && !old_style_dir {
+    // A regular file's type (`0`, the old `\0`) with a trailing `/` in its name is a directory
+    // written by an old or BSD tar: GNU tar and dpkg make a directory of it.
+    let kind = if etype.is_file() && !raw_path.ends_with(b"/") {
         Kind::File { size: entry.size() }
-    } else if etype.is_dir() || etype.is_file() || etype.is_contiguous() {
+    } else if etype.is_dir() || etype.is_file() {
         Kind::Dir
     } else if etype.is_symlink() {
         let target = link()?;
@@ -234,57 +243,28 @@ pub fn validate<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Option<Entry>,
         let (major, minor) = device(header)?;
         Kind::BlockDevice { major, minor }
     } else {
-        return Err(err(format!("unsupported entry type {:?}", etype.as_byte() as char)));
+        let what = match etype.as_byte() {
+            b'V' | b'M' | b'S' | b'D' => "unsupported GNU",
+            b'A' | b'X' => "unsupported Solaris",
+            _ => "unknown",
+        };
+        return Err(err(format!("{what} tar header type '{}'", type_char(etype))));
     };
     if path.as_os_str().is_empty() && kind != Kind::Dir {
         return Err(err("the root itself must be a directory".into()));
     }
-    if let Some(pax) = entry.pax_extensions().map_err(|e| err(format!("bad PAX header: {e}")))? {
-        let mut seen: Vec<&[u8]> = Vec::new();
-        for ext in pax {
-            let ext = ext.map_err(|e| err(format!("bad PAX record: {e}")))?;
-            let (key, value) = (ext.key_bytes(), ext.value_bytes());
-            let bad = || {
-                err(format!(
-                    "bad PAX record {}={}",
-                    escape(OsStr::from_bytes(key)),
-                    escape(OsStr::from_bytes(value))
-                ))
-            };
-            match key {
-                b"mtime" => mtime = pax_time(value).ok_or_else(bad)?,
-                // The tar crate reads these itself and falls back to the header's field when
-                // the value is no number: `size=abc` would be read with the header's size, where
-                // GNU tar refuses the archive. A valid one it has applied (ids are range-checked
-                // above).
-                b"size" | b"uid" | b"gid" => pax_number(value).map(drop).ok_or_else(bad)?,
-                _ => continue,
-            }
-            // The tar crate takes the first, GNU tar the last: two readers must not see two
-            // different archives.
-            if seen.contains(&key) {
-                return Err(err(format!(
-                    "PAX record {} given twice",
-                    escape(OsStr::from_bytes(key))
-                )));
-            }
-            seen.push(key);
-        }
-    }
-    Ok(Some(Entry { path, kind, mode, uid, gid, mtime }))
+    Ok(Entry { path, kind, mode, uid, gid, mtime })
 }
 
-/// A PAX number as GNU tar accepts it: decimal digits only (no sign, no blank), within u64.
-fn pax_number(value: &[u8]) -> Option<u64> {
-    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(value).ok()?.parse().ok()
+/// A header's type byte as a message shows it.
+fn type_char(etype: tar::EntryType) -> String {
+    escape(OsStr::from_bytes(&[etype.as_byte()])).to_string()
 }
 
 /// Splits an archive path into plain components: `./usr//bin/` is `usr/bin`, `/etc/x` is
 /// `etc/x` (the root is `/`), and `..` anywhere is refused: no real package needs it and it is
-/// how archives escape. More than [`MAX_DEPTH`] components are refused too.
+/// how archives escape. More than [`MAX_DEPTH`] components are refused too, and a path longer
+/// than dpkg's database holds ([`MAX_PATH`] as listed, `/` and the path: 4,095 bytes of path).
 pub fn clean_path(raw: &[u8]) -> Result<PathBuf, String> {
     let mut path = PathBuf::new();
     let mut depth = 0;
@@ -310,6 +290,13 @@ pub fn clean_path(raw: &[u8]) -> Result<PathBuf, String> {
         }
         depth += 1;
     }
+    if path.as_os_str().len() + 1 > MAX_PATH {
+        return Err(format!(
+            "a path of {} bytes is longer than the {} dpkg's database holds",
+            path.as_os_str().len(),
+            MAX_PATH - 1
+        ));
+    }
     Ok(path)
 }
 
@@ -319,23 +306,6 @@ fn id(value: std::io::Result<u64>, what: &str) -> Result<u32, String> {
         .ok()
         .filter(|&v| v != u32::MAX)
         .ok_or_else(|| format!("{what} {v} out of range"))
-}
-
-/// A PAX time: `[-]seconds[.fraction]`.
-fn pax_time(value: &[u8]) -> Option<(i64, u32)> {
-    let text = std::str::from_utf8(value).ok()?;
-    let (secs, frac) = text.split_once('.').unwrap_or((text, ""));
-    let secs: i64 = secs.parse().ok()?;
-    if !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let digits: String = frac.chars().chain(std::iter::repeat('0')).take(9).collect();
-    let nanos: u32 = digits.parse().ok()?;
-    if secs < 0 && nanos > 0 {
-        // -1.5 is 1.5 s before the epoch: -2 s plus 0.5 s. At i64::MIN there is no -2 s.
-        return Some((secs.checked_sub(1)?, 1_000_000_000 - nanos));
-    }
-    Some((secs, nanos))
 }
 
 #[cfg(test)]
@@ -362,27 +332,6 @@ mod tests {
         );
         let e = clean_path(format!("{deepest}f").as_bytes()).unwrap_err();
         assert!(e.contains("more than 2048 components"), "{e}");
-    }
-
-    #[test]
-    fn pax_times_keep_fractions_and_sign() {
-        assert_eq!(pax_time(b"1700000000"), Some((1_700_000_000, 0)));
-        assert_eq!(pax_time(b"1700000000.25"), Some((1_700_000_000, 250_000_000)));
-        assert_eq!(pax_time(b"-1.5"), Some((-2, 500_000_000)));
-        assert_eq!(pax_time(b"x"), None);
-        // i64::MIN with a fraction: the borrowed second would overflow.
-        assert_eq!(pax_time(b"-9223372036854775808.5"), None);
-        assert_eq!(pax_time(b"-9223372036854775808"), Some((i64::MIN, 0)));
-    }
-
-    #[test]
-    fn pax_numbers_are_plain_decimal_digits() {
-        assert_eq!(pax_number(b"0"), Some(0));
-        assert_eq!(pax_number(b"18446744073709551615"), Some(u64::MAX));
-        for bad in [&b""[..], b"-5", b"+5", b" 5", b"5 ", b"abc", b"18446744073709551616", b"0x10"]
-        {
-            assert_eq!(pax_number(bad), None, "{:?}", String::from_utf8_lossy(bad));
-        }
     }
 
     #[test]

@@ -232,11 +232,8 @@ fn send_entries(
     for item in archive.entries_with_seek().map_err(bad)? {
         let mut item = item.map_err(bad)?;
         let _held = meter.entry();
-        let Some(entry) = entry::validate(&mut item)
-            .map_err(|e| Error::bad(package, format!("{member}: {e}")))?
-        else {
-            continue;
-        };
+        let entry = entry::validate(&mut item)
+            .map_err(|e| Error::bad(package, format!("{member}: {e}")))?;
         let size = match entry.kind {
             Kind::File { size } => size,
             _ => 0,

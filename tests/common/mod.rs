@@ -14,6 +14,7 @@ use unpack_lab::scratchfs::ScratchFs;
 
 pub mod deb_builder;
 pub mod dpkg;
+pub mod raw_tar;
 pub mod scripts;
 
 /// The top of the repository, whichever package's test this is.

@@ -21,6 +21,7 @@
 //! It never touches a filesystem it did not make, except the directory given with `--dir`, and
 //! there only a subdirectory of its own.
 
+pub mod apt_local;
 pub mod busy;
 pub mod cache;
 pub mod chart;

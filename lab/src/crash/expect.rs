@@ -73,11 +73,7 @@ impl Tree {
         let mut tree = BTreeMap::new();
         for item in archive.entries().map_err(|e| bad(format!("{member}: {e}")))? {
             let mut item = item.map_err(|e| bad(format!("{member}: {e}")))?;
-            let Some(entry) =
-                entry::validate(&mut item).map_err(|e| bad(format!("{member}: {e}")))?
-            else {
-                continue;
-            };
+            let entry = entry::validate(&mut item).map_err(|e| bad(format!("{member}: {e}")))?;
             if entry.path.as_os_str().is_empty() {
                 continue;
             }

@@ -64,9 +64,7 @@ pub fn write(package: &Path, out: &Path) -> Result<(), CrashError> {
     let mut archive = tar::Archive::new(stream);
     for item in archive.entries().map_err(|e| bad(format!("{member}: {e}")))? {
         let mut item = item.map_err(|e| bad(format!("{member}: {e}")))?;
-        let Some(e) = entry::validate(&mut item).map_err(|e| bad(format!("{member}: {e}")))? else {
-            continue;
-        };
+        let e = entry::validate(&mut item).map_err(|e| bad(format!("{member}: {e}")))?;
         let mut header = tar::Header::new_gnu();
         header.set_mode(e.mode);
         header.set_uid(u64::from(e.uid));
@@ -152,9 +150,7 @@ mod tests {
     #[test]
     fn the_older_version_has_the_same_paths_with_other_files_and_the_rest_unchanged() {
         let dir = tempfile::tempdir().unwrap();
-        for name in
-            ["types_1.0_all.deb", "pkg-v2_2.0_all.deb", "gnulong_1.0_all.deb", "pax_1.0_all.deb"]
-        {
+        for name in ["types_1.0_all.deb", "pkg-v2_2.0_all.deb", "gnulong_1.0_all.deb"] {
             let out = dir.path().join(name);
             write(&fixture(name), &out).unwrap();
             let new = Tree::of_deb(&fixture(name)).unwrap();

@@ -3,8 +3,11 @@
 //!
 //! The parser is dpkg's strict one: a whitespace-only line, a line without ':', an empty field
 //! name, a name starting with '-' or of one character, a duplicate field (names compared without
-//! case) and a missing final newline are errors, each naming its line. It works line by line in
-//! one pass, so its time is linear in the input; the caller bounds the input's size.
+//! case), an empty field at the very end and a missing final newline are errors, each naming
+//! its line. So are a NUL and a ^Z (0x1a) anywhere: dpkg ends a field name or a value line at a
+//! ^Z and a field at a NUL, so it would read such a stanza otherwise than as it is written
+//! (found by the `dpkg_db` fuzz target, which has dpkg-query read what it writes). It works line
+//! by line in one pass, so its time is linear in the input; the caller bounds the input's size.
 
 use super::{is_space, lines, shown, ParseError};
 use std::collections::HashSet;
@@ -52,8 +55,12 @@ impl Stanza {
 pub fn parse(bytes: &[u8]) -> Result<Vec<Stanza>, ParseError> {
     let mut stanzas = Vec::new();
     let mut current: Option<(Stanza, HashSet<String>)> = None;
+    let last = bytes.iter().filter(|&&b| b == b'\n').count();
     for line in lines(bytes) {
         let (n, line) = line?;
+        if line.contains(['\0', '\x1a']) {
+            return Err(ParseError::new(n, "a NUL or ^Z byte, which dpkg reads otherwise"));
+        }
         if line.is_empty() {
             stanzas.extend(current.take().map(finish));
         } else if line.starts_with(is_space) {
@@ -70,6 +77,13 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Stanza>, ParseError> {
             field.value.push_str(line);
         } else {
             let (name, value) = field_line(n, line)?;
+            // lib/dpkg/parse.c: the end of the input right after a field's ':' and blanks.
+            if value.is_empty() && n == last {
+                return Err(ParseError::new(
+                    n,
+                    format!("end of file before value of field '{name}' (missing final newline)"),
+                ));
+            }
             let (stanza, seen) = current
                 .get_or_insert_with(|| (Stanza { fields: Vec::new(), line: n }, HashSet::new()));
             if !seen.insert(name.to_ascii_lowercase()) {
@@ -126,7 +140,7 @@ mod tests {
 
     #[test]
     fn reads_stanzas_fields_and_continuations_as_dpkg_does() {
-        let text = "Package: a\nStatus:  install ok installed \nConffiles:\n /etc/a 0123\n /etc/b newconffile \nDescription: short  \n long\n .\n\n\nPackage : b\nX-Y:\n";
+        let text = "Package: a\nStatus:  install ok installed \nConffiles:\n /etc/a 0123\n /etc/b newconffile \nDescription: short  \n long\n .\n\n\nPackage : b\nX-Y:\nX-Z: z\n";
         let s = parse(text.as_bytes()).unwrap();
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].line, 1);
@@ -140,7 +154,7 @@ mod tests {
             ]
         );
         assert_eq!(s[1].line, 11);
-        assert_eq!(s[1].fields, vec![field("Package", "b"), field("X-Y", "")]);
+        assert_eq!(s[1].fields, vec![field("Package", "b"), field("X-Y", ""), field("X-Z", "z")]);
         assert_eq!(s[0].get("conffiles"), Some("\n /etc/a 0123\n /etc/b newconffile"));
         assert_eq!(parse(b"").unwrap(), vec![]);
         assert_eq!(parse(b"\n\n").unwrap(), vec![]);
@@ -148,7 +162,7 @@ mod tests {
 
     #[test]
     fn refuses_what_dpkg_refuses_naming_the_line() {
-        let cases: [(&[u8], usize, &str); 10] = [
+        let cases: [(&[u8], usize, &str); 13] = [
             (b"Package: a\n x\n \n", 3, "whitespace-only"),
             (b" x\n", 1, "begins a stanza"),
             (b"Package: a\nno colon\n", 2, "not followed by ':'"),
@@ -159,6 +173,9 @@ mod tests {
             (b"Package: a\nB: \xff\n", 2, "UTF-8"),
             (b"Package: a", 1, "final newline"),
             (b"Package: a\n\n\t\n", 3, "begins a stanza"),
+            (b"Package: a\nX-Y: \t\n", 2, "end of file before value of field 'X-Y'"),
+            (b"Package: a\nX\x1aY: 1\n", 2, "^Z"),
+            (b"Package: a\nX-Y: a\0b\n", 2, "NUL"),
         ];
         crate::dpkg::format::oracle::assert_refuses(parse, &cases);
         // A hostile megabyte line makes a short message.
@@ -183,6 +200,8 @@ mod tests {
             b"Package: a\nX-A: 1\nx-a: 2\n",
             b"Package: a\nStatus: install ok installed",
             b"Package: a\n\n \n",
+            b"Package: a\nX-Y:\n",
+            b"Package: a\nX\x1aY: 1\nX-Z: 1\n",
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
             std::fs::write(admin.join("status"), bad).unwrap();

@@ -37,15 +37,30 @@ pub struct ConffileEntry {
     pub remove_on_upgrade: bool,
 }
 
+/// The longest line of the `conffiles` member dpkg reads, its newline not counted
+/// (src/main/unpack.c: `fgets` into `MAXCONFFILENAME - 2` bytes, the newline and the NUL
+/// included).
+pub const MAX_CONFFILE_LINE: usize = 996;
+
 /// The control member `conffiles` as dpkg 1.21 reads it (src/main/unpack.c deb_parse_conffiles):
-/// whitespace-only lines skipped, trailing whitespace trimmed, an absolute path optionally
-/// after the flag `remove-on-upgrade` and one space; any other flag is an error. A path named
-/// twice is an error too (dpkg would record it twice).
+/// lines of at most [`MAX_CONFFILE_LINE`] bytes, each with its newline; whitespace-only lines
+/// skipped, trailing whitespace trimmed, an absolute path optionally after the flag
+/// `remove-on-upgrade` and one space; any other flag is an error. A path named twice is an
+/// error too (dpkg would record it twice).
 pub fn parse_conffiles_member(bytes: &[u8]) -> Result<Vec<ConffileEntry>, ParseError> {
     let mut entries: Vec<ConffileEntry> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for line in lines(bytes) {
         let (n, line) = line?;
+        if line.len() > MAX_CONFFILE_LINE {
+            return Err(ParseError::new(
+                n,
+                format!(
+                    "conffile name of {} bytes is too long (dpkg reads at most {MAX_CONFFILE_LINE})",
+                    line.len()
+                ),
+            ));
+        }
         let line = line.trim_end_matches(is_space);
         if line.is_empty() {
             continue;

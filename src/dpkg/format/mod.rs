@@ -1,5 +1,5 @@
 //! dpkg's file formats, in dpkg's own spelling: the status file and control files ([`deb822`],
-//! [`status`]), the `info/PKG.list` files and the `conffiles` and `md5sums` control members
+//! [`status`]), a binary package's control file field by field ([`control`]), the `info/PKG.list` files and the `conffiles` and `md5sums` control members
 //! ([`list`]), versions and relations ([`version`]), [`diversions`], [`statoverride`] and the
 //! trigger files ([`triggers`]).
 //!
@@ -9,6 +9,8 @@
 //! validated before it leaves them. The real dpkg (1.21) is the oracle for each format; the
 //! tests ask it.
 
+pub mod arch;
+pub mod control;
 pub mod deb822;
 pub mod diversions;
 pub mod list;
@@ -21,8 +23,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-/// The longest path the database may hold (PATH_MAX).
-pub const MAX_PATH: usize = 4096;
+/// The longest path the database may hold, as the entry checks bound a package's paths.
+pub use crate::fs::names::MAX_PATH;
 
 /// An md5sum as dpkg writes it: 32 lowercase hex digits (the `md5sums` member, `Conffiles:`).
 pub(crate) fn is_md5(hash: &str) -> bool {

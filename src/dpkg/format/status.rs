@@ -558,7 +558,7 @@ mod tests {
 
     #[test]
     fn status_stanza_orders_and_drops_fields_as_dpkg() {
-        let control = deb822::parse(b"Description: d\nX-A: 1\nVersion: 1\nPackage: Foo\nStatus: purge ok installed\nConffiles:\n /x newconffile\nEssential: no\nSize: 3\nArchitecture: all\nX-B:\n").unwrap().remove(0);
+        let control = deb822::parse(b"Description: d\nX-A: 1\nVersion: 1\nPackage: Foo\nStatus: purge ok installed\nConffiles:\n /x newconffile\nEssential: no\nSize: 3\nArchitecture: all\nX-B:\nX-C: c\n").unwrap().remove(0);
         let status = StatusField::parse("install ok unpacked").unwrap();
         let conffiles = [Conffile {
             path: "/etc/a".into(),
@@ -579,7 +579,8 @@ mod tests {
                 "Conffiles",
                 "Description",
                 "X-A",
-                "X-B"
+                "X-B",
+                "X-C"
             ]
         );
         assert_eq!(stanza.get("Package"), Some("foo"));

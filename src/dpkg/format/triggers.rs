@@ -31,46 +31,99 @@ impl Directive {
     }
 }
 
-/// A `triggers` control member, as dpkg reads it (trig_parse_ci): `#` comments and blank lines
-/// allowed, an unknown directive refused; names checked as dpkg checks them.
+/// The longest line of a `triggers` member dpkg reads, its newline not counted
+/// (lib/dpkg/triglib.c: `MAXTRIGDIRECTIVE`, 256 bytes with the newline and the NUL).
+pub const MAX_DIRECTIVE: usize = 254;
+
+/// A `triggers` control member, as dpkg reads it (lib/dpkg/triglib.c trig_parse_ci): lines of
+/// at most [`MAX_DIRECTIVE`] bytes, each with its newline; blanks (space, tab) trimmed, `#`
+/// comments and blank lines skipped, an unknown directive refused; a name of printable ASCII
+/// (trigname.c). A name is classified as dpkg classifies it (trig_classify_byname): a file
+/// trigger starts with `/` and has no `//` and no trailing `/`; an explicit one is a package
+/// name without `_`; any other name is refused in an interest, and an activation of it is
+/// dropped, as dpkg ignores it. File triggers' paths are [`db_path`](super::db_path)s here: a
+/// `.` or `..` component, which dpkg would keep, is refused.
 pub fn parse_member(bytes: &[u8]) -> Result<Vec<Directive>, ParseError> {
-    let text = std::str::from_utf8(bytes).map_err(|_| ParseError::new(0, "not UTF-8"))?;
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
+    for line in super::byte_lines(bytes) {
+        let (n, line) =
+            line.map_err(|e| ParseError::new(e.line, "too-long line or missing newline"))?;
+        let bad = |why: String| ParseError::new(n, why);
+        if line.len() > MAX_DIRECTIVE || line.contains(&0) {
+            return Err(bad(format!(
+                "too-long line or missing newline (dpkg reads at most {MAX_DIRECTIVE} bytes)"
+            )));
+        }
+        let blank = |b: &u8| *b == b' ' || *b == b'\t';
+        let start = line.iter().position(|b| !blank(b)).unwrap_or(line.len());
+        let end = line.iter().rposition(|b| !blank(b)).map_or(start, |i| i + 1);
+        let line = &line[start..end.max(start)];
+        if line.is_empty() || line.starts_with(b"#") {
             continue;
         }
-        let bad = |why: &str| ParseError::new(i + 1, why.to_string());
-        let (cmd, name) = line
-            .split_once(char::is_whitespace)
-            .ok_or_else(|| bad("a directive without a trigger name"))?;
-        let name = name.trim();
-        let (interest, noawait) = match cmd {
-            "interest" | "interest-await" => (true, false),
-            "interest-noawait" => (true, true),
-            "activate" | "activate-await" => (false, false),
-            "activate-noawait" => (false, true),
-            _ => return Err(bad("unknown directive")),
+        let Some(split) = line.iter().position(blank) else {
+            return Err(bad("triggers ci file contains unknown directive syntax".into()));
         };
-        if name.starts_with('/') {
-            super::db_path(name.as_bytes()).map_err(|e| bad(&e))?;
-        } else if !valid_name(name) {
-            return Err(bad("a trigger name must be printable ASCII without spaces or '/'"));
+        let (cmd, rest) = line.split_at(split);
+        let name = &rest[rest.iter().position(|b| !blank(b)).unwrap_or(rest.len())..];
+        let (interest, noawait) = match cmd {
+            b"interest" | b"interest-await" => (true, false),
+            b"interest-noawait" => (true, true),
+            b"activate" | b"activate-await" => (false, false),
+            b"activate-noawait" => (false, true),
+            _ => {
+                return Err(bad(format!(
+                    "triggers ci file contains unknown directive '{}'",
+                    super::shown(cmd)
+                )))
+            }
+        };
+        if name.is_empty() || name.iter().any(|&b| b <= b' ' || b >= 0x7f) {
+            return Err(bad(format!(
+                "illegal trigger syntax in trigger name '{}': trigger name contains invalid character",
+                super::shown(name)
+            )));
         }
-        out.push(Directive { interest, noawait, name: name.to_string() });
+        // Printable ASCII: UTF-8.
+        let name = String::from_utf8_lossy(name).into_owned();
+        match classify(&name) {
+            Class::Unknown if interest => {
+                return Err(bad(format!(
+                    "invalid or unknown syntax in trigger name '{name}' (in trigger interests)"
+                )))
+            }
+            Class::Unknown => continue,
+            Class::File => {
+                super::db_path(name.as_bytes()).map_err(bad)?;
+            }
+            Class::Explicit => {}
+        }
+        out.push(Directive { interest, noawait, name });
     }
     Ok(out)
 }
 
-/// dpkg's rule for an explicit trigger's name (lib/dpkg/trigname.c): printable ASCII, no
-/// space, and here no '/' either: it names a file of the triggers directory.
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 255
-        && name != "."
-        && name != ".."
-        && name.bytes().all(|b| b.is_ascii_graphic() && b != b'/')
+/// What a trigger name is.
+#[derive(Debug, PartialEq, Eq)]
+enum Class {
+    File,
+    Explicit,
+    Unknown,
+}
+
+/// lib/dpkg/triglib.c trig_classify_byname.
+fn classify(name: &str) -> Class {
+    if name.starts_with('/') {
+        if name.ends_with('/') || name.contains("//") {
+            Class::Unknown
+        } else {
+            Class::File
+        }
+    } else if super::valid_package_name(name) && !name.contains('_') {
+        Class::Explicit
+    } else {
+        Class::Unknown
+    }
 }
 
 /// One line of `triggers/File` or of an explicit trigger's file: who is interested.

@@ -228,6 +228,16 @@ impl fmt::Display for Relation {
 /// A relation field (Depends, Conflicts, ...): ", "-separated groups of " | " alternatives, as
 /// lib/dpkg/fields.c f_dependency reads them. An empty value is no relation.
 pub fn parse_relations(value: &str) -> Result<Vec<Vec<Relation>>, String> {
+    parse_relations_with(value, &mut |_| {})
+}
+
+/// [`parse_relations`], handing `warn` what dpkg warns about in a field it accepts: the obsolete
+/// `<` and `>`, a version without an operator, a version that starts with a character other
+/// than a letter or digit.
+pub fn parse_relations_with(
+    value: &str,
+    warn: &mut dyn FnMut(String),
+) -> Result<Vec<Vec<Relation>>, String> {
     let mut groups = Vec::new();
     let mut p = Cursor { s: value.as_bytes(), i: 0 };
     if value.is_empty() {
@@ -236,7 +246,9 @@ pub fn parse_relations(value: &str) -> Result<Vec<Vec<Relation>>, String> {
     loop {
         let mut group = Vec::new();
         loop {
-            group.push(relation(&mut p).map_err(|e| format!("relation '{}': {e}", shown(value)))?);
+            group.push(
+                relation(&mut p, warn).map_err(|e| format!("relation '{}': {e}", shown(value)))?,
+            );
             match p.peek() {
                 None | Some(b',') => break,
                 Some(b'|') => {
@@ -295,7 +307,7 @@ impl Cursor<'_> {
     }
 }
 
-fn relation(p: &mut Cursor) -> Result<Relation, String> {
+fn relation(p: &mut Cursor, warn: &mut dyn FnMut(String)) -> Result<Relation, String> {
     let name = p.word(b":(,|").to_ascii_lowercase();
     if !valid_package_name(&name) {
         return Err(format!("bad package name '{}'", shown(name)));
@@ -311,12 +323,16 @@ fn relation(p: &mut Cursor) -> Result<Relation, String> {
         None
     };
     p.skip_spaces();
-    let constraint = if p.peek() == Some(b'(') { Some(constraint(p)?) } else { None };
+    let constraint = if p.peek() == Some(b'(') { Some(constraint(p, &name, warn)?) } else { None };
     Ok(Relation { name, arch, constraint })
 }
 
-/// `(op version)`, the '(' next.
-fn constraint(p: &mut Cursor) -> Result<(Op, Version), String> {
+/// `(op version)`, the '(' next; `name`, the package it constrains, for the warnings.
+fn constraint(
+    p: &mut Cursor,
+    name: &str,
+    warn: &mut dyn FnMut(String),
+) -> Result<(Op, Version), String> {
     p.i += 1;
     p.skip_spaces();
     let two = (p.peek(), p.s.get(p.i + 1).copied());
@@ -326,12 +342,25 @@ fn constraint(p: &mut Cursor) -> Result<(Op, Version), String> {
         (Some(b'<'), Some(b'=')) => (Op::Le, 2),
         (Some(b'>'), Some(b'=')) => (Op::Ge, 2),
         (Some(b'<'), Some(b'>')) | (Some(b'>'), Some(b'<')) => return Err("bad operator".into()),
-        (Some(b'<'), _) => (Op::Le, 1),
-        (Some(b'>'), _) => (Op::Ge, 1),
+        (Some(c @ (b'<' | b'>')), _) => {
+            let c = char::from(c);
+            warn(format!(
+                "reference to '{name}': '{c}' is obsolete, use '{c}=' or '{c}{c}' instead"
+            ));
+            (if c == '<' { Op::Le } else { Op::Ge }, 1)
+        }
         (Some(b'='), _) => (Op::Eq, 1),
-        _ => (Op::Eq, 0),
+        _ => {
+            warn(format!("reference to '{name}': implicit exact match on version number, suggest using '=' instead"));
+            (Op::Eq, 0)
+        }
     };
     p.i += len;
+    if p.peek().is_some_and(|c| !is_space(char::from(c)) && !c.is_ascii_alphanumeric()) {
+        warn(format!(
+            "reference to '{name}': version value starts with non-alphanumeric, suggest adding a space"
+        ));
+    }
     p.skip_spaces();
     let version = p.word(b"()").to_string();
     p.skip_spaces();
