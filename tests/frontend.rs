@@ -489,3 +489,26 @@ fn abort_after_zero_stops_at_the_first_failure() {
     assert_eq!(said.run.code, 1);
     assert!(pair.ours.path().join("usr/share/fe/c").exists());
 }
+
+/// A package of an architecture the root does not know is refused, unless
+/// `--force-architecture`: then it unpacks, as with dpkg.
+#[test]
+fn a_foreign_architecture_is_refused_unless_forced() {
+    let debs = tempfile::tempdir().unwrap();
+    let arch = run(Command::new("dpkg").arg("--print-architecture")).stdout.trim().to_string();
+    let other = if arch == "i386" { "amd64" } else { "i386" };
+    // The engine's native architecture is the root's: its installed dpkg's.
+    let fake_dpkg = Pkg::new("dpkg", "1.21.23", &arch)
+        .file("/usr/share/fe-dpkg/x", b"d\n", 0o644)
+        .build(debs.path());
+    let foreign =
+        Pkg::new("fe-x", "1.0", other).file("/usr/lib/fe-x/x", b"x\n", 0o644).build(debs.path());
+    let pair = Pair::new(|root| {
+        dpkg_unpack(root, &[&fake_dpkg]);
+    });
+    let said = pair.call(&["--no-triggers", "--unpack", s(&foreign)]);
+    assert_eq!(said.run.code, 1);
+    assert!(said.run.stderr.contains("does not match"), "{}", said.run.stderr);
+    let said = pair.call(&["--force-architecture", "--no-triggers", "--unpack", s(&foreign)]);
+    assert_eq!(said.run.code, 0, "{}", said.run.stderr);
+}
