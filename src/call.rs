@@ -7,7 +7,9 @@
 //! goes through a [`Transaction`] and its commit.
 
 use crate::dpkg::database::{Database, Locked};
+use crate::dpkg_log::InRoot;
 use crate::error::{Error, Result};
+use crate::events::{Event, EventFn};
 use crate::fs::mountinfo;
 use crate::fs::root::{Lock, Root};
 use crate::fs::syscalls::Syscalls;
@@ -18,6 +20,7 @@ use crate::txn::recover::{discard, recover, Recovery};
 use crate::txn::transaction::Transaction;
 use crate::txn::write_phase::{write_phase, Plain, Stage};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Finishes or rolls back a transaction that was interrupted in `root` (see [`Recovery`]), under
@@ -107,6 +110,8 @@ pub(crate) struct Call<'o> {
     /// What recovery of an earlier transaction did, for the report.
     recovered: Option<String>,
     calls: Syscalls,
+    /// Where the events of database mode go: the caller's callback and the root's dpkg.log.
+    events: Arc<EventFn>,
 }
 
 impl<'o> Call<'o> {
@@ -117,6 +122,7 @@ impl<'o> Call<'o> {
         if packages.is_empty() {
             return Err(Error::Usage("no package given".into()));
         }
+        refuse_unsupported(options)?;
         raise_fd_limit();
         let mut root_handle = Root::open(root)?;
         let lock = root_handle.lock(options.wait)?;
@@ -126,6 +132,10 @@ impl<'o> Call<'o> {
                 Recovery::Clean => None,
                 r => Some(r.describe(root)),
             };
+        let log = match (&dpkg, &options.log) {
+            (Some(_), Some(rel)) => InRoot::find(&mut root_handle, rel),
+            _ => None,
+        };
         Ok(Call {
             options,
             started,
@@ -135,6 +145,7 @@ impl<'o> Call<'o> {
             dpkg,
             recovered,
             calls: Syscalls::default(),
+            events: route(options.events.clone(), log),
         })
     }
 
@@ -168,8 +179,9 @@ impl<'o> Call<'o> {
     ) -> Result<Report> {
         let (options, started) = (self.options, self.started);
         if let Some(db) = database.as_mut() {
-            db.set_events(options.events.clone());
+            db.set_events(Some(self.events.clone()));
             db.set_choices(&options.force, options.auto_deconfigure);
+            db.set_filters(&options.path_filters);
             if options.scripts {
                 db.run_scripts(&self.path, options.script_output);
             }
@@ -193,8 +205,10 @@ impl<'o> Call<'o> {
             Err(e) => {
                 let committed = matches!(e, Error::Unfinished { .. });
                 if let (Some(db), false) = (database.as_mut(), committed) {
+                    db.emit_failed(&e);
                     db.unwind_all();
                     self.record(db, |db, tx| db.failure_state(tx))?;
+                    db.emit_unwound();
                 }
                 return Err(e);
             }
@@ -203,6 +217,7 @@ impl<'o> Call<'o> {
             db.emit_committed();
             if let Some((failed, e)) = db.after_commit()? {
                 self.record(db, |db, tx| db.postrm_failure_state(&failed, tx).map(|()| true))?;
+                db.emit_postrm_failed(&failed, &e);
                 return Err(e);
             }
         }
@@ -242,6 +257,29 @@ impl<'o> Call<'o> {
         }
         Ok(())
     }
+}
+
+/// The `--force-*` options the engine cannot honour, refused before anything is done.
+fn refuse_unsupported(options: &Options) -> Result<()> {
+    if options.force.overwrite_dir {
+        return Err(Error::Usage("dpkg's --force-overwrite-dir is not supported: the engine never replaces a directory another package owns with a file".into()));
+    }
+    if options.force.bad_version {
+        return Err(Error::Usage("dpkg's --force-bad-version is not supported: the engine reads versions by dpkg's strict syntax only".into()));
+    }
+    Ok(())
+}
+
+/// The events of a call: to the root's dpkg.log (`log`), then to the caller's callback.
+fn route(caller: Option<Arc<EventFn>>, log: Option<InRoot>) -> Arc<EventFn> {
+    Arc::new(move |event: &Event| {
+        if let Some(log) = &log {
+            log.write(event);
+        }
+        if let Some(caller) = &caller {
+            caller(event);
+        }
+    })
 }
 
 /// The directory cache holds a descriptor per directory of the package (linux-headers has

@@ -41,6 +41,10 @@ pub enum Event {
     /// disappear: PKG`, dpkg.log's `disappear PKG:ARCH VERSION <none>` (then its
     /// `not-installed` status).
     Disappeared { package: Package, version: String },
+    /// The package being unpacked failed, before its unwinding (whose states follow as
+    /// [`Event::Status`]): dpkg's `status: ARCHIVE : error : REASON` and its `error processing
+    /// archive` message, which it writes at that point. `reason` is the error on one line.
+    Failed { reason: String },
     /// What dpkg says on its way about the others a package affects ("considering removing
     /// OLD in favour of NEW ...", "yes, will deconfigure ...", the warning of a `--force-*`
     /// that let a problem through): a front end prints it on standard error as dpkg does.

@@ -25,6 +25,7 @@
 //! ```
 
 // The API: what an embedder calls and what it gets back.
+pub mod dpkg_log;
 pub mod durability;
 pub mod error;
 pub mod events;
@@ -40,6 +41,11 @@ pub mod report;
 #[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod cli;
+// The `unpack-dpkg` program, a dpkg front end for apt: public for its binary target alone, as
+// `cli` is; not API.
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub mod frontend;
 
 // One call, and what only it drives: the transaction, `--bootstrap`, and database mode. The
 // journal's format, dpkg's formats, the resolver and the xz block decoder are reached by fuzz/
@@ -62,6 +68,6 @@ pub use call::{discard_root, recover_root, unpack, unpack_each};
 pub use durability::Strategy;
 pub use error::{Error, Exit, Result};
 pub use fs::names::{INTENT, JOURNAL, STATE_DIR};
-pub use options::{Force, Options, ProgressFn, ScriptOutput, StopFn};
+pub use options::{Force, Options, PathFilter, ProgressFn, ScriptOutput, StopFn};
 pub use report::Report;
 pub use txn::recover::Recovery;

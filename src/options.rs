@@ -47,18 +47,27 @@ pub struct Options {
     pub script_output: ScriptOutput,
     /// Told each event of a call in database mode (a dpkg front end's status-fd and log).
     pub events: Option<Arc<EventFn>>,
+    /// dpkg.log, as a path inside the root (`var/log/dpkg.log`), in database mode: each event's
+    /// line is appended to it as dpkg writes them. Resolved inside the root as every name is
+    /// (a symlink never leads out of it), and only when its directory exists; `None`: no log.
+    pub log: Option<PathBuf>,
     /// dpkg's `--force-*` options, for what the engine checks (database mode).
     pub force: Force,
     /// dpkg's `--auto-deconfigure` (apt passes it): a package the unpack breaks, or one a
     /// conflicting package's removal leaves without a dependency, is deconfigured instead of the
     /// unpack being refused (database mode).
     pub auto_deconfigure: bool,
+    /// dpkg's `path-exclude` and `path-include` filters, in the order given (database mode).
+    pub path_filters: Vec<PathFilter>,
 }
 
 /// The `--force-*` options of dpkg that concern the unpack phase (`dpkg --force-help`), each
 /// off unless set, as in dpkg: each turns one of database mode's refusals into dpkg's warning.
 /// What each lets through is said where the engine checks it (dependencies and conflicts:
-/// `crate::dpkg::depcon`; the root's architectures and divert-to names: `crate::dpkg::admission`).
+/// `crate::dpkg::depcon`; the root's architectures and divert-to names: `crate::dpkg::admission`;
+/// files: `crate::dpkg::install`). `overwrite_dir` and `bad_version` are refused
+/// ([`Error::Usage`](crate::error::Error::Usage)): the engine never replaces another package's
+/// directory with a file, and reads versions by dpkg's strict syntax only.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Force {
@@ -79,11 +88,16 @@ pub struct Force {
     pub architecture: bool,
     /// A package path that is a diversion's divert-to name is written.
     pub overwrite_diverted: bool,
+    /// A file another package owns (and the new one does not Replace) is a warning: the new
+    /// package's file is written and the path leaves the owner's list, as dpkg does it.
+    pub overwrite: bool,
+    pub overwrite_dir: bool,
+    pub bad_version: bool,
 }
 
 impl Force {
     /// The names of dpkg's options these are (`--force-NAME`), in the order of the fields.
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 12] = [
         "depends",
         "conflicts",
         "breaks",
@@ -93,6 +107,9 @@ impl Force {
         "remove-reinstreq",
         "architecture",
         "overwrite-diverted",
+        "overwrite",
+        "overwrite-dir",
+        "bad-version",
     ];
 
     /// Turns on dpkg's `--force-NAME`; false when `name` is none of [`Force::NAMES`].
@@ -107,10 +124,28 @@ impl Force {
             "remove-reinstreq" => &mut self.remove_reinstreq,
             "architecture" => &mut self.architecture,
             "overwrite-diverted" => &mut self.overwrite_diverted,
+            "overwrite" => &mut self.overwrite,
+            "overwrite-dir" => &mut self.overwrite_dir,
+            "bad-version" => &mut self.bad_version,
             _ => return false,
         };
         *flag = true;
         true
+    }
+}
+
+/// One of dpkg's `path-exclude=GLOB` (`include: false`) or `path-include=GLOB` filters: the
+/// last one whose glob matches a package's path decides whether it is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PathFilter {
+    pub glob: String,
+    pub include: bool,
+}
+
+impl PathFilter {
+    pub fn new(glob: &str, include: bool) -> PathFilter {
+        PathFilter { glob: glob.to_string(), include }
     }
 }
 
@@ -125,8 +160,10 @@ impl Options {
             scripts: true,
             script_output: ScriptOutput::Inherit,
             events: None,
+            log: None,
             force: Force::default(),
             auto_deconfigure: false,
+            path_filters: Vec::new(),
         }
     }
 }

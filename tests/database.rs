@@ -194,36 +194,6 @@ fn assert_same_contents(
     );
 }
 
-/// A process holding a write lock on `file` (fcntl, as dpkg and apt take theirs) until killed.
-struct Holder(std::process::Child);
-
-impl Holder {
-    fn new(file: &Path) -> Holder {
-        let script = "use Fcntl; open(F, '>>', $ARGV[0]) or die; my $l = pack('s s q q i', F_WRLCK, 0, 0, 0, 0); fcntl(F, F_SETLKW, $l) or die; print \"locked\\n\"; $| = 1; sleep 600;";
-        let mut child = Command::new("perl")
-            .args(["-e", script])
-            .arg(file)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        assert_eq!(line, "locked\n");
-        Holder(child)
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// dpkg's `lock-frontend` or `lock` held by another process: exit 5 naming the holder and the
 /// file, nothing changed; `DPKG_FRONTEND_LOCKED` (apt runs us holding the frontend lock) skips
 /// only the frontend lock, as dpkg does.
@@ -234,7 +204,7 @@ fn dpkg_s_locks_held_by_another_process_are_exit_5_naming_it() {
     let root = DbRoot::new();
     let before = contents(root.path());
     for file in ["lock-frontend", "lock"] {
-        let holder = Holder::new(&root.admindir().join(file));
+        let holder = LockHolder::new(&root.admindir().join(file));
         let r = unpack(["-q", v1.to_str().unwrap(), root.path().to_str().unwrap()]);
         assert_eq!(r.code, 5, "{file}: {}", r.stderr);
         assert!(
@@ -256,7 +226,7 @@ fn dpkg_s_locks_held_by_another_process_are_exit_5_naming_it() {
             "{file}: nothing changed"
         );
     }
-    let _frontend = Holder::new(&root.admindir().join("lock-frontend"));
+    let _frontend = LockHolder::new(&root.admindir().join("lock-frontend"));
     let r = run(Command::new(unpack_bin()).env("DPKG_FRONTEND_LOCKED", "1").args([
         "-q",
         v1.to_str().unwrap(),

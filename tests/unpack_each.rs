@@ -24,6 +24,7 @@ fn status_fd(events: &[Event]) -> Vec<String> {
             Event::Disappeared { package, .. } => {
                 format!("processing: disappear: {}", package.name)
             }
+            Event::Failed { .. } => "error".to_string(),
             _ => "?".to_string(),
         })
         .collect()
@@ -31,7 +32,7 @@ fn status_fd(events: &[Event]) -> Vec<String> {
 
 /// `a` unpacked, then `b`, which ships `a`'s file without Replaces: `b` fails alone (exit 1's
 /// conflict), `a` stays unpacked, and the third package still unpacks; the events are dpkg's
-/// lines for the two that got in.
+/// lines: `b`'s error before its unwinding, which leaves it `not-installed`.
 #[test]
 fn each_package_is_a_transaction_of_its_own_and_a_failing_one_fails_alone() {
     let debs = tempfile::tempdir().unwrap();
@@ -73,6 +74,8 @@ fn each_package_is_a_transaction_of_its_own_and_a_failing_one_fails_alone() {
             "status: each-a: unpacked",
             "processing: install: each-b",
             "status: each-b: half-installed",
+            "error",
+            "status: each-b: not-installed",
             "processing: install: each-c",
             "status: each-c: half-installed",
             "status: each-c: unpacked",

@@ -21,9 +21,10 @@ fn in_chroot(root: &Path, args: &[&str]) -> Run {
     run(clean_env(Command::new("chroot").arg(root).args(args)))
 }
 
-/// `apt-get ARGS` in the root with the real dpkg: it succeeds and warns of nothing.
-fn apt(root: &Path, args: &[&str]) -> Run {
-    let r = run(clean_env(&mut apt_local::apt_get(root, None, args)));
+/// `apt-get ARGS` in the root with `dpkg` as its dpkg (a path in the root; the real one
+/// when `None`): it succeeds and warns of nothing.
+fn apt(root: &Path, dpkg: Option<&str>, args: &[&str]) -> Run {
+    let r = run(clean_env(&mut apt_local::apt_get(root, dpkg, args)));
     succeeds(&r, &format!("apt-get {args:?}"));
     let noisy: Vec<&str> = r
         .stdout
@@ -65,6 +66,19 @@ fn expected_states(count: usize, version: &str) -> Vec<String> {
 
 #[test]
 fn apt_installs_and_upgrades_the_apt_local_set_with_the_real_dpkg() {
+    workload(None);
+}
+
+/// The same through `unpack-dpkg` as apt's dpkg (issue 27, item 1), copied into the root (the
+/// host's build; the root is the host's release): apt's unpack calls run in the engine, every
+/// other call in the root's dpkg, and the result is the real dpkg's.
+#[test]
+fn apt_installs_and_upgrades_the_apt_local_set_through_unpack_dpkg() {
+    workload(Some("/usr/local/bin/unpack-dpkg"));
+}
+
+/// The workload with `dpkg` as apt's dpkg (the real one when `None`), every result checked.
+fn workload(dpkg: Option<&str>) {
     if !is_root() {
         eprintln!("skipped: needs root (loop devices, chroot)");
         return;
@@ -87,22 +101,33 @@ fn apt_installs_and_upgrades_the_apt_local_set_with_the_real_dpkg() {
     succeeds(&bootstrap, "unpack --bootstrap");
     assert_eq!(bootstrap.stderr, "", "the bootstrap says nothing with -q");
     succeeds(&in_chroot(&root, &["dpkg", "--configure", "-a"]), "dpkg --configure -a");
+    let state = root.join(unpack::STATE_DIR);
+    let before = std::fs::metadata(&state).unwrap().modified().unwrap();
+    if let Some(front_end) = dpkg {
+        let inside = root.join(front_end.trim_start_matches('/'));
+        std::fs::create_dir_all(inside.parent().unwrap()).unwrap();
+        std::fs::copy(common::program("unpack-dpkg"), &inside).unwrap();
+    }
 
     apt_local::use_version(&root, repos.path(), 1).unwrap();
-    apt(&root, &["update"]);
+    apt(&root, dpkg, &["update"]);
     let names: Vec<String> = (0..count).map(apt_local::name).collect();
     let mut install = vec!["install", "-y"];
     install.extend(names.iter().map(String::as_str));
-    apt(&root, &install);
+    apt(&root, dpkg, &install);
     assert_eq!(states(&root), expected_states(count, "1.0"));
 
     apt_local::use_version(&root, repos.path(), 2).unwrap();
-    apt(&root, &["update"]);
-    apt(&root, &["upgrade", "-y"]);
+    apt(&root, dpkg, &["update"]);
+    apt(&root, dpkg, &["upgrade", "-y"]);
     assert_eq!(states(&root), expected_states(count, "2.0"));
     let audit = in_chroot(&root, &["dpkg", "--audit"]);
     assert_eq!((audit.code, audit.stdout.as_str()), (0, ""), "dpkg --audit: {}", audit.stderr);
-    apt(&root, &["check"]);
+    apt(&root, dpkg, &["check"]);
+    // The engine's transactions write and remove their journal in its state directory: it
+    // changed through the front end, and not with the real dpkg.
+    let after = std::fs::metadata(&state).unwrap().modified().unwrap();
+    assert_eq!(after != before, dpkg.is_some(), "the engine's state directory {}", state.display());
 
     // What the set is made to exercise, as the real dpkg leaves it: the file that moved is the
     // last package's; the upgrade dropped data-0 and added data-new; an unchanged conffile took

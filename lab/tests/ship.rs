@@ -12,9 +12,19 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Every program of the Debian package: the engine's (src/bin/) and the lab's (lab/src/bin/).
+/// Every program of the Debian package with a clap command line: the engine's (src/bin/) and
+/// the lab's (lab/src/bin/).
 const PROGRAMS: &[&str] =
     &["unpack", "unpack-bench", "unpack-compare", "unpack-crashtest", "unpack-vdisk"];
+
+/// The programs that take dpkg's command line instead (their `--help` is dpkg's, and they have
+/// no completions of their own): a man page each, held to the same rendering and version.
+const FRONT_ENDS: &[&str] = &["unpack-dpkg"];
+
+/// Every program's name.
+fn all_programs() -> impl Iterator<Item = &'static str> {
+    PROGRAMS.iter().chain(FRONT_ENDS).copied()
+}
 
 /// The programs, with their binaries (`unpack` is the engine package's, built beside the lab's).
 fn built() -> impl Iterator<Item = (&'static str, &'static str)> {
@@ -109,10 +119,13 @@ fn every_program_has_a_man_page_and_every_man_page_a_program() {
         .filter(|p| p.extension().is_some_and(|x| x == "rs"))
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
-    let built: BTreeSet<String> = built().map(|(n, _)| n.to_string()).collect();
+    let built: BTreeSet<String> = built()
+        .map(|(n, _)| n.to_string())
+        .chain(FRONT_ENDS.iter().map(|n| n.to_string()))
+        .collect();
     assert_eq!(
         sources, built,
-        "PROGRAMS in lab/tests/ship.rs must list every program of src/bin/ and lab/src/bin/"
+        "PROGRAMS and FRONT_ENDS in lab/tests/ship.rs must list every program of src/bin/ and lab/src/bin/"
     );
     let pages: BTreeSet<String> = std::fs::read_dir(repo().join("man"))
         .unwrap()
@@ -120,13 +133,13 @@ fn every_program_has_a_man_page_and_every_man_page_a_program() {
         .filter(|p| p.extension().is_some_and(|x| x == "1"))
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
-    let programs: BTreeSet<String> = PROGRAMS.iter().map(|n| n.to_string()).collect();
+    let programs: BTreeSet<String> = all_programs().map(|n| n.to_string()).collect();
     assert_eq!(pages, programs, "one man page per program, and no other");
 }
 
 #[test]
 fn man_pages_render_without_warnings() {
-    for name in PROGRAMS {
+    for name in all_programs() {
         let r = run(Command::new("man").args(["--warnings", "-l"]).arg(page(name)));
         assert_eq!(
             (r.code, r.stderr.as_str()),
@@ -257,7 +270,7 @@ fn cargo_debian_changelog_and_man_pages_name_one_version() {
         first.starts_with(&format!("unpack ({version}) ")),
         "debian/changelog starts with {first:?}, not version {version}"
     );
-    for name in PROGRAMS {
+    for name in all_programs() {
         let th = source(name)
             .lines()
             .find(|l| l.starts_with(".TH "))

@@ -168,6 +168,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     options.wait = cli.wait;
     options.admindir = cli.admindir.clone();
     options.scripts = !cli.no_scripts;
+    // Database mode's dpkg.log is the root's own, as dpkg's would be inside it.
+    options.log = Some(PathBuf::from("var/log/dpkg.log"));
     options.auto_deconfigure = cli.auto_deconfigure;
     for what in &cli.force {
         if !options.force.set(what) {

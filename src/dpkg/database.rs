@@ -17,6 +17,7 @@ use super::scripts::runner::{Call, Runner};
 use crate::error::Result;
 use crate::events::{self, Event, EventFn};
 use crate::fs::root::Root;
+use crate::options::PathFilter;
 use crate::read::control::ControlArchive;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -61,6 +62,8 @@ pub(super) struct Incoming {
     pub(super) written_as: HashMap<PathBuf, PathBuf>,
     /// Computed while writing when the package has no md5sums member.
     pub(super) md5sums: Option<Vec<(String, PathBuf)>>,
+    /// Paths it lists that the path filters kept from being written ([`super::filter`]).
+    pub(super) filtered: HashSet<PathBuf>,
     /// Paths it takes from other installed packages' lists.
     pub(super) taken: Vec<Taken>,
     /// Its conffiles an installed package that replaces it keeps: recorded obsolete, as dpkg
@@ -144,6 +147,7 @@ impl Locked {
             status: Vec::new(),
             events: None,
             pended: Vec::new(),
+            filters: Vec::new(),
             choices: Choices::default(),
             admission: Admission::default(),
         })
@@ -173,6 +177,8 @@ pub struct Database {
     /// The installed packages the call made `triggers-pending`, for the events after the
     /// commit: (index, the state they reached).
     pub(super) pended: Vec<(usize, State)>,
+    /// dpkg's path filters, in order.
+    pub(super) filters: Vec<PathFilter>,
     /// What the caller's `--force-*` options and `--auto-deconfigure` allow.
     pub(super) choices: Choices,
     /// What the checks against the root keep over the call.
@@ -219,6 +225,11 @@ impl Database {
         self.events = events;
     }
 
+    /// dpkg's path filters of the call, from now on.
+    pub fn set_filters(&mut self, filters: &[PathFilter]) {
+        self.filters = filters.to_vec();
+    }
+
     pub(super) fn emit(&self, event: Event) {
         if let Some(events) = &self.events {
             events(&event);
@@ -242,16 +253,16 @@ impl Database {
         self.emit(Event::Status { package, state, version });
     }
 
-    /// Package `index` of the call starts: `install` or `upgrade`.
+    /// Package `index` of the call starts: `install`, or `upgrade` named as the installed
+    /// instance is (its architecture's, in a cross-grade), as dpkg names it.
     pub(super) fn emit_unpacking(&self, index: usize) {
         let inc = &self.incoming[index];
-        let old = inc
-            .old
-            .map(|o| &self.installed.packages[o])
-            .filter(|o| o.status.state != State::ConfigFiles)
-            .map(|o| o.version.clone());
+        let upgraded =
+            inc.old.filter(|&o| self.installed.packages[o].status.state != State::ConfigFiles);
+        let old = upgraded.map(|o| self.installed.packages[o].version.clone());
+        let package = upgraded.map_or_else(|| self.incoming_id(index), |o| self.installed_id(o));
         let version = inc.archive.control.version.clone();
-        self.emit(Event::Unpacking { package: self.incoming_id(index), old, version });
+        self.emit(Event::Unpacking { package, old, version });
     }
 
     /// What dpkg notes of package `index` and the packages it deconfigures before its files:
@@ -261,13 +272,7 @@ impl Database {
         let inc = &self.incoming[index];
         if let Some(o) = inc.old {
             let old = &self.installed.packages[o];
-            if matches!(
-                old.status.state,
-                State::HalfConfigured
-                    | State::TriggersAwaited
-                    | State::TriggersPending
-                    | State::Installed
-            ) {
+            if configured(old.status.state) {
                 for state in [State::HalfConfigured, State::Unpacked] {
                     self.status_event(self.installed_id(o), state, &old.version);
                 }
@@ -287,7 +292,57 @@ impl Database {
         }
         let version =
             inc.old.map_or(&inc.archive.control.version, |o| &self.installed.packages[o].version);
-        self.status_event(self.incoming_id(index), State::HalfInstalled, version);
+        let package = inc.old.map_or_else(|| self.incoming_id(index), |o| self.installed_id(o));
+        self.status_event(package, State::HalfInstalled, version);
+    }
+
+    /// The call failed before its commit: dpkg's error, which it reports before unwinding.
+    pub fn emit_failed(&self, error: &crate::error::Error) {
+        self.emit(Event::Failed { reason: crate::error::one_line(error) });
+    }
+
+    /// After a failed call was unwound and recorded: the states dpkg's unwinding notes, last
+    /// package first (src/main/cleanup.c): a new package `not-installed`, one over config files
+    /// `config-files`, an upgrade back to its old state (a configured one `unpacked`, then, once
+    /// its postinst abort-upgrade ran, configured again), each conflictor it was removing and
+    /// each package it deconfigured back to its state. The database holds the same: nothing of the call, or what
+    /// [`Database::failure_state`] recorded.
+    pub fn emit_unwound(&self) {
+        for (index, inc) in self.incoming.iter().enumerate().rev() {
+            let old = inc.old.map(|o| (o, &self.installed.packages[o]));
+            let back = |o: usize, state: State| {
+                self.status_event(self.installed_id(o), state, &self.installed.packages[o].version)
+            };
+            match old {
+                None => self.status_event(self.incoming_id(index), State::NotInstalled, ""),
+                Some((o, p)) if configured(p.status.state) => back(o, State::Unpacked),
+                Some((_, p)) if p.status.state == State::HalfInstalled => {}
+                Some((o, p)) => back(o, p.status.state),
+            }
+            // A conflictor is noted only when its prerm ran (it was configured), as above.
+            for &c in inc.conflictors.iter().rev() {
+                let state = self.installed.packages[c].status.state;
+                if configured(state) {
+                    back(c, state);
+                }
+            }
+            for &(d, _) in inc.deconfigures.iter().rev() {
+                back(d, self.installed.packages[d].status.state);
+            }
+            if let Some((o, p)) = old.filter(|(_, p)| configured(p.status.state)) {
+                back(o, p.status.state);
+            }
+        }
+    }
+
+    /// After both postrms of the upgrades `failed` failed behind the commit: the error, then
+    /// those packages `half-installed`, as [`Database::postrm_failure_state`] records them.
+    pub fn emit_postrm_failed(&self, failed: &[usize], error: &crate::error::Error) {
+        self.emit_failed(error);
+        for &index in failed {
+            let version = &self.incoming[index].archive.control.version;
+            self.status_event(self.incoming_id(index), State::HalfInstalled, version);
+        }
     }
 
     /// What dpkg notes once the call's packages are in place: the packages it made
@@ -299,11 +354,9 @@ impl Database {
         }
         for &(o, _) in &self.disappearing {
             let version = self.installed.packages[o].version.clone();
-            self.emit(Event::Disappeared {
-                package: self.installed_id(o),
-                version: version.clone(),
-            });
-            self.status_event(self.installed_id(o), State::NotInstalled, &version);
+            self.emit(Event::Disappeared { package: self.installed_id(o), version });
+            // Its record blanked, as dpkg blanks it: no version.
+            self.status_event(self.installed_id(o), State::NotInstalled, "");
         }
         for (index, inc) in self.incoming.iter().enumerate() {
             self.status_event(

@@ -25,7 +25,7 @@ use super::format::list;
 use super::format::status::{self, Conffile, Flag, State, StatusField, Want};
 use super::format::version::{parse_relations, Relation, Version};
 use crate::error::{escape, Error, Result};
-use crate::events::Event;
+use crate::events::{Event, EventFn};
 use crate::read::control::ControlArchive;
 use crate::read::entry::{Entry, Kind};
 use crate::report::DatabaseReport;
@@ -163,6 +163,7 @@ impl Database {
             written_as: HashMap::new(),
             md5sums,
             taken: Vec::new(),
+            filtered: HashSet::new(),
             kept_conffiles: HashSet::new(),
             unwind: Vec::new(),
             scripts_ran: false,
@@ -264,6 +265,12 @@ impl Database {
             for &o in db.owners.get(&listed).map(Vec::as_slice).unwrap_or_default() {
                 match ownership(db, inc, o, &listed) {
                     Ownership::Shared => {}
+                    // As dpkg with --force-overwrite: its warning, and the path taken from the
+                    // owner's list as from a package the new one Replaces.
+                    Ownership::Conflict if self.choices.force.overwrite => {
+                        inc.taken.push(Taken { from: o, path: listed.clone(), replaced: false });
+                        warn_overwrite(self.events.as_deref(), &listed, &db.packages[o]);
+                    }
                     Ownership::Taken { replaced } => {
                         inc.taken.push(Taken { from: o, path: listed.clone(), replaced })
                     }
@@ -273,16 +280,7 @@ impl Database {
                         }
                         return Ok(Action::Skip);
                     }
-                    Ownership::Conflict => {
-                        let other = &db.packages[o];
-                        return Err(Error::Conflict {
-                            path: listed,
-                            reason: format!(
-                                "{} ({}) would overwrite it, and it is in package {} ({}), which {0} does not Replace",
-                                inc.name, inc.archive.control.version, other.name, other.version
-                            ),
-                        });
-                    }
+                    Ownership::Conflict => return Err(conflict(inc, &db.packages[o], listed)),
                 }
             }
         }
@@ -671,7 +669,9 @@ impl Database {
                     && !upgraded.contains(&x)
                     && db.packages[x].status.state != State::NotInstalled
             });
-            if kept.contains(p) || all_new.contains(p) || others || p.as_os_str() == "/." {
+            // A path the filters kept from being written is not the new version's on disk.
+            let shipped = (kept.contains(p) || all_new.contains(p)) && !inc.filtered.contains(p);
+            if shipped || others || p.as_os_str() == "/." {
                 continue;
             }
             done.removals.push(relative(&divert(db, p, &inc.name)));
@@ -801,6 +801,44 @@ impl Database {
         }
         Ok(stanza)
     }
+}
+
+/// A file of package `inc` that `other` owns and `inc` does not Replace.
+fn conflict(inc: &Incoming, other: &status::Package, path: PathBuf) -> Error {
+    Error::Conflict {
+        reason: format!(
+            "{} ({}) would overwrite it, and it is in package {} ({}), which {0} does not Replace",
+            inc.name, inc.archive.control.version, other.name, other.version
+        ),
+        path,
+    }
+}
+
+/// dpkg's warning when `--force-overwrite` lets package `owner`'s `path` be overwritten
+/// (src/main/archives.c, tarobject), told to `events` as a notice.
+fn warn_overwrite(events: Option<&EventFn>, path: &Path, owner: &status::Package) {
+    if let Some(events) = events {
+        let problem = overwrite_message(path, owner);
+        events(&Event::Notice {
+            message: format!(
+                "warning: overriding problem because --force enabled:\nwarning: {problem}"
+            ),
+        });
+    }
+}
+
+/// dpkg's words for a file another package owns (src/main/archives.c, tarobject).
+fn overwrite_message(path: &Path, owner: &status::Package) -> String {
+    let name = if owner.multi_arch_same {
+        format!("{}:{}", owner.name, owner.arch)
+    } else {
+        owner.name.clone()
+    };
+    format!(
+        "trying to overwrite '{}', which is also in package {name} {}",
+        escape(path),
+        crate::dpkg_log::shown(&owner.version)
+    )
 }
 
 /// How an installed package's claim on a path weighs against the new package's.

@@ -7,7 +7,8 @@
 //! [`depcon`] decides what a package's Conflicts, Breaks and Pre-Depends ask of the
 //! installed ones, [`install`] decides entry by entry what dpkg would and hands the
 //! transaction the database files and the removals, [`conflictors`] removes the conflicting
-//! packages it replaces, [`triggers`] records the triggers the call activates, [`md5`] hashes
+//! packages it replaces, [`filter`] applies dpkg's path filters, [`triggers`] records the
+//! triggers the call activates, [`md5`] hashes
 //! the files of a package that ships no md5sums, [`scripts`] runs the unpack phase's
 //! maintainer scripts and [`updates`] records a package's state durably before they run.
 //!
@@ -20,6 +21,7 @@ pub(crate) mod admission;
 pub(crate) mod conflictors;
 pub(crate) mod database;
 pub(crate) mod depcon;
+pub(crate) mod filter;
 pub(crate) mod install;
 pub(crate) mod lock;
 pub(crate) mod md5;

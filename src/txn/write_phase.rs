@@ -214,7 +214,14 @@ pub(crate) fn write_entry(
     let Some(db) = database else {
         return tx.add(index, path, &entry, data);
     };
-    match db.map_entry(tx, &mut entry)? {
+    let listed = Path::new("/").join(&archive_path);
+    // dpkg's path filters come after its ownership rules, as in its tarobject.
+    let action = match db.map_entry(tx, &mut entry)? {
+        Action::Skip => Action::Skip,
+        _ if db.filtered(&listed, &entry.kind) => Action::Skip,
+        action => action,
+    };
+    match action {
         Action::Skip => std::io::copy(data, &mut std::io::sink())
             .map(drop)
             .map_err(|e| Error::bad(path, e.to_string())),

@@ -352,3 +352,33 @@ pub fn threads_left(name: &str) -> usize {
     }
     threads_named(name)
 }
+
+/// A process holding a write lock on `file` (fcntl, as dpkg and apt take theirs) until killed.
+pub struct LockHolder(pub std::process::Child);
+
+impl LockHolder {
+    pub fn new(file: &Path) -> LockHolder {
+        let script = "use Fcntl; open(F, '>>', $ARGV[0]) or die; my $l = pack('s s q q i', F_WRLCK, 0, 0, 0, 0); fcntl(F, F_SETLKW, $l) or die; print \"locked\\n\"; $| = 1; sleep 600;";
+        let mut child = Command::new("perl")
+            .args(["-e", script])
+            .arg(file)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line, "locked\n");
+        LockHolder(child)
+    }
+}
+
+impl Drop for LockHolder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -1,0 +1,5 @@
+//! `unpack-dpkg [DPKG OPTIONS] ACTION ...`: the program is [`unpack::frontend`].
+
+fn main() -> std::process::ExitCode {
+    unpack::frontend::main()
+}
