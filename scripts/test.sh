@@ -61,5 +61,6 @@ if [ $# -eq 0 ]; then
 fi
 cargo test --locked "$@" 2>&1
 if [ $# -eq 0 ]; then
+    scripts/publish-check.sh 2>&1
     scripts/self-unpack.sh 2>&1
 fi

@@ -24,6 +24,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+// The README's Rust snippet, compiled by `cargo test` as a doc test so that what the README
+// shows an embedder keeps compiling; its other blocks are shell or text.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
+
 // The API: what an embedder calls and what it gets back.
 pub mod durability;
 pub mod error;

@@ -398,3 +398,23 @@ fn every_path_the_architecture_page_names_exists() {
     assert!(checked > 60, "too few paths found in docs/architecture.md: {checked}");
     assert_eq!(missing, Vec::<String>::new(), "docs/architecture.md names paths that do not exist");
 }
+
+/// The engine's integration tests (tests/*.rs) are targets of the lab's package, which lists
+/// them one by one (see lab/Cargo.toml): a file of tests/ that is not listed would never run.
+#[test]
+fn every_test_file_of_the_engine_is_a_test_target_of_the_lab() {
+    let manifest = std::fs::read_to_string(repo().join("lab/Cargo.toml")).unwrap();
+    let listed: BTreeSet<String> = manifest
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("path = \"../tests/"))
+        .filter_map(|l| l.strip_suffix('"'))
+        .map(String::from)
+        .collect();
+    let files: BTreeSet<String> = std::fs::read_dir(repo().join("tests"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".rs"))
+        .collect();
+    assert!(files.contains("unpack.rs"), "tests/ was not read: {files:?}");
+    assert_eq!(listed, files, "lab/Cargo.toml's [[test]] targets against the files of tests/");
+}
