@@ -725,10 +725,11 @@ fn a_read_only_root_exits_4_before_writing_anything() {
     assert_same_tree(&snapshot(&root), &before, "read-only root");
 }
 
-/// Device nodes need root: a user's unpack refuses them with exit 3 naming the entry, and a
-/// user's unpack of everything else works.
+/// Device nodes need root: a user's unpack refuses them with exit 4 (a permission the caller
+/// lacks, not a bad package) naming the entry and the package, and a user's unpack of
+/// everything else works.
 #[test]
-fn devices_without_root_exit_3_naming_the_entry() {
+fn devices_without_root_exit_4_naming_the_entry() {
     let fs = scratch("ext4", "defaults");
     let user_dir = fs.subdir("user");
     std::fs::set_permissions(&user_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
@@ -743,9 +744,12 @@ fn devices_without_root_exit_3_naming_the_entry() {
         (r, root)
     };
     let (r, root) = as_nobody("devices-only.deb");
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(
-        r.stderr.contains("usr/share/devices-only/null") && r.stderr.contains("need root"),
+        r.stderr.starts_with("unpack: error: ")
+            && r.stderr.contains("usr/share/devices-only/null: creating a device node")
+            && r.stderr.contains("device nodes need root")
+            && r.stderr.contains("devices-only.deb"),
         "{}",
         r.stderr
     );

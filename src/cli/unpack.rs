@@ -27,7 +27,8 @@ Exit codes:
      internal error (a bug to report)
   2  usage error
   3  bad, truncated or hostile package (ROOT is left unchanged)
-  4  I/O error in ROOT: no space left, read-only, no permission
+  4  I/O error in ROOT: no space left, read-only, no permission (a device node in a package
+     unpacked by a user other than root included)
   5  ROOT is locked by another unpack (see --wait)
   130, 143  stopped by SIGINT / SIGTERM before any rename (ROOT is left as it was); a signal
      during the renames lets them finish first

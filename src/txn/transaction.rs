@@ -718,11 +718,11 @@ impl<'a> Transaction<'a> {
         temp: &OsStr,
         display: &Path,
     ) -> Result<()> {
+        // A permission the caller lacks, not a bad package: exit 4, as for any other.
         if file_type != FileType::Fifo && self.identity.euid != 0 {
-            return Err(Error::bad(
-                package,
-                format!("entry '{}': device nodes need root", escape(&entry.path)),
-            ));
+            let why = format!("device nodes need root (an entry of {})", escape(package));
+            let denied = std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
+            return Err(Error::root(display, "creating a device node", denied));
         }
         create_temp(dir, temp, || {
             rustix::fs::mknodat(
