@@ -67,6 +67,6 @@ pub use call::{recover_root, unpack};
 pub use durability::Strategy;
 pub use error::{Error, Exit, Result};
 pub use fs::names::{INTENT, JOURNAL, STATE_DIR};
-pub use options::{Options, ProgressFn, ScriptOutput, StopFn};
+pub use options::{Options, Phase, PhaseFn, ProgressFn, ScriptOutput, StopFn};
 pub use report::Report;
 pub use txn::recover::Recovery;

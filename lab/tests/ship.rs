@@ -281,10 +281,8 @@ fn completions_for_bash_zsh_and_fish_offer_every_long_option() {
                     l.trim_start().starts_with("complete -F ") && l.ends_with(&format!(" {name}"))
                 }),
                 "zsh" => r.stdout.starts_with(&format!("#compdef {name}\n")),
-                _ => r
-                    .stdout
-                    .lines()
-                    .filter(|l| !l.is_empty())
+                _ => fish_commands(&r.stdout)
+                    .iter()
                     .all(|l| l.starts_with(&format!("complete -c {name} "))),
             };
             assert!(
@@ -305,6 +303,81 @@ fn completions_for_bash_zsh_and_fish_offer_every_long_option() {
         let syntax = run(Command::new("bash").args(["-n", "-c", &bash.stdout]));
         assert_eq!(syntax.code, 0, "{name}'s bash completion is not valid bash: {}", syntax.stderr);
     }
+}
+
+/// The commands of a fish completion script, one string each: a quoted list of values (`-a
+/// "none\t''<newline>fsync\t''..."`) goes on over several lines, which belong to the command
+/// that opened the quote. An unclosed quote at the end is a command of its own, which fails the
+/// check of its start.
+fn fish_commands(script: &str) -> Vec<String> {
+    let mut commands: Vec<String> = Vec::new();
+    let mut open = false;
+    for line in script.lines() {
+        match commands.last_mut() {
+            Some(command) if open => {
+                command.push('\n');
+                command.push_str(line);
+            }
+            _ if line.is_empty() => continue,
+            _ => commands.push(line.to_string()),
+        }
+        // A double quote not escaped by a backslash opens or closes the list.
+        let mut escaped = false;
+        for c in line.chars() {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '"' if !escaped => open = !open,
+                _ => escaped = false,
+            }
+        }
+    }
+    if open {
+        commands.push("an unclosed quote".to_string());
+    }
+    commands
+}
+
+/// `unpack -s <TAB>` offers the built-in strategies' names, in every shell: possible values,
+/// not free text (bash used to offer file names there).
+#[test]
+fn completions_offer_the_strategy_names_after_dash_s() {
+    let unpack = common::program("unpack");
+    let names: Vec<&str> = unpack::durability::ALL.iter().map(|s| s.name).collect();
+    let script = |shell| {
+        let r = run(Command::new(unpack).args(["--completions", shell]));
+        assert_eq!(r.code, 0, "unpack --completions {shell}: {}", r.stderr);
+        r.stdout
+    };
+    let bash = script("bash");
+    let words = format!("compgen -W \"{}\"", names.join(" "));
+    for option in ["--strategy)", "-s)"] {
+        let case = bash.split(option).nth(1).unwrap_or_default();
+        let case = case.split(";;").next().unwrap_or_default();
+        assert!(case.contains(&words), "bash: {option} does not offer {words}:\n{case}");
+    }
+    // Run, not only read: bash's completion function itself, for `unpack -s sy<TAB>`.
+    let offered = run(Command::new("bash").arg("-c").arg(format!(
+        "{bash}\nCOMP_WORDS=(unpack -s sy); COMP_CWORD=2; COMP_LINE='unpack -s sy'; \
+         COMP_POINT=${{#COMP_LINE}}; _unpack unpack sy -s; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    )));
+    assert_eq!((offered.code, offered.stdout.as_str()), (0, "syncfs\n"), "{}", offered.stderr);
+    let zsh = script("zsh");
+    let values = format!(":NAME:({})'", names.join(" "));
+    for option in ["'-s+[", "'--strategy=["] {
+        let line = zsh.lines().find(|l| l.starts_with(option)).unwrap_or_default();
+        assert!(line.ends_with(&format!("{values} \\")), "zsh: {option} offers no names: {line}");
+    }
+    let fish = fish_commands(&script("fish"));
+    let strategy = fish.iter().find(|c| c.contains(" -l strategy ")).expect("fish: -l strategy");
+    let offered: Vec<&str> = strategy
+        .split_once(" -a \"")
+        .map(|(_, list)| {
+            list.trim_end_matches('"').lines().map(|l| l.split("\\t").next().unwrap_or(l))
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(offered, names, "fish: -l strategy offers other values:\n{strategy}");
 }
 
 #[test]
