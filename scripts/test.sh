@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Every test of the project, on a fresh Debian 12 machine with nothing but the Rust toolchain:
 # installs the Debian packages the tests need (only those missing), checks the text (rustfmt,
-# clippy, rustdoc's links), then runs `cargo test` and the self-unpack check (build the Debian
-# package, unpack it with the packaged unpack, compare with dpkg-deb -x). This is the README's test command, and .ci/run calls it, so the two cannot
+# clippy, rustdoc's links), then runs `cargo test`, the crate as crates.io would get it
+# (scripts/publish-check.sh), the Debian packages (scripts/self-unpack.sh: build, lintian, the
+# hardening of the bundled C, the packaged unpack against dpkg-deb -x) and their autopkgtests
+# (scripts/autopkgtest.sh). This is the README's test command, and .ci/run calls it, so the two cannot
 # drift. The tests need root (filesystems on loop devices, FUSE disks, device nodes): run by
 # another user, it runs itself again through sudo, with the same PATH and Rust toolchain.
 #
@@ -28,12 +30,12 @@ command -v cargo >/dev/null || { echo "test.sh: cargo not found in PATH: install
 # --counts' instruction counts, where there is no hardware counter), xfsprogs and btrfs-progs (the
 # lab's filesystems, fsck of crash states), e2fsprogs (ext4, chattr), util-linux and mount
 # (losetup, setpriv, flock, prlimit, fallocate), zstd and xz-utils (compressed members),
-# dpkg-dev (dpkg-buildpackage), man-db and groff-base (the man page tests), debhelper (the
-# Debian package), time (/usr/bin/time: peak memory), valgrind (unpack-bench --counts'
+# dpkg-dev (dpkg-buildpackage), man-db and groff-base (the man page tests), debhelper, lintian
+# and autopkgtest (the Debian packages and their checks), time (/usr/bin/time: peak memory), valgrind (unpack-bench --counts'
 # instructions where the CPU offers no counter); user-mode-linux, nfs-kernel-server,
 # nfs-common, rpcbind, kmod and iproute2 (the NFS rows of unpack-bench and tests, in a guest
 # kernel where this one has no NFS: docs/nfs.md).
-packages=(busybox-static strace valgrind xfsprogs btrfs-progs e2fsprogs util-linux mount zstd xz-utils dpkg-dev man-db groff-base debhelper time
+packages=(busybox-static strace valgrind xfsprogs btrfs-progs e2fsprogs util-linux mount zstd xz-utils dpkg-dev man-db groff-base debhelper lintian autopkgtest time
           user-mode-linux nfs-kernel-server nfs-common rpcbind kmod iproute2)
 need=()
 for pkg in "${packages[@]}"; do
@@ -63,4 +65,5 @@ cargo test --locked "$@" 2>&1
 if [ $# -eq 0 ]; then
     scripts/publish-check.sh 2>&1
     scripts/self-unpack.sh 2>&1
+    scripts/autopkgtest.sh 2>&1
 fi

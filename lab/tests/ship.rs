@@ -138,6 +138,23 @@ fn man_pages_render_without_warnings() {
         {
             assert!(r.stdout.lines().any(|l| l == heading), "{name}.1 has no {heading} section");
         }
+        // As lintian renders it (Lintian::Check::Documentation::Manual): troff's own output at
+        // 120 columns, paginated, in a clean environment; and at a terminal's 80.
+        for width in ["80", "120"] {
+            let r = run(Command::new("man")
+                .env_clear()
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .env("LC_ALL", "C.UTF-8")
+                .env("MANROFFSEQ", "")
+                .env("MANWIDTH", width)
+                .args(["--warnings", "-E", "UTF-8", "-l", "-Tutf8", "-Z"])
+                .arg(page(name)));
+            assert_eq!(
+                (r.code, r.stderr.as_str()),
+                (0, ""),
+                "{name}.1 as lintian renders it at {width} columns"
+            );
+        }
     }
 }
 
@@ -392,47 +409,51 @@ fn completions_take_no_other_argument() {
     }
 }
 
-/// The project eats its own food: the packaged `unpack` unpacks its own package into a fresh
-/// root, and the tree must be the one `dpkg-deb -x` makes (contents, modes, owners, times, links).
-/// Needs the package: `scripts/self-unpack.sh` builds it and runs this test.
+/// The project eats its own food: the packaged `unpack` unpacks each of its own two packages
+/// (the installer, UNPACK_DEB, and the lab, UNPACK_LAB_DEB) into a fresh root, and each tree
+/// must be the one `dpkg-deb -x` makes (contents, modes, owners, times, links). Each package
+/// holds its programs, by where their mains are (src/bin/: the installer; lab/src/bin/: the
+/// lab), with their man pages and completions. Needs the packages: `scripts/self-unpack.sh`
+/// builds them and runs this test.
 #[test]
-#[ignore = "needs UNPACK_DEB=path/to/unpack_*.deb: run scripts/self-unpack.sh"]
-fn packaged_unpack_unpacks_its_own_package_as_dpkg_deb_does() {
-    let deb = PathBuf::from(
-        std::env::var_os("UNPACK_DEB").expect("UNPACK_DEB names the package to check"),
-    );
+#[ignore = "needs UNPACK_DEB and UNPACK_LAB_DEB, the built packages: run scripts/self-unpack.sh"]
+fn packaged_unpack_unpacks_its_own_packages_as_dpkg_deb_does() {
+    let deb = |var: &str| {
+        PathBuf::from(std::env::var_os(var).unwrap_or_else(|| panic!("{var} names a package")))
+    };
+    let (installer, lab) = (deb("UNPACK_DEB"), deb("UNPACK_LAB_DEB"));
     let dir = tempfile::tempdir().unwrap();
-    let reference = common::reference_tree(&deb, &dir.path().join("dpkg-deb"));
-    let packaged: BTreeSet<&Path> = reference.keys().map(PathBuf::as_path).collect();
-    for (name, _) in built() {
-        for path in [
-            format!("usr/bin/{name}"),
-            format!("usr/share/man/man1/{name}.1.gz"),
-            format!("usr/share/bash-completion/completions/{name}"),
-            format!("usr/share/zsh/vendor-completions/_{name}"),
-            format!("usr/share/fish/vendor_completions.d/{name}.fish"),
-        ] {
-            assert!(packaged.contains(Path::new(&path)), "{} lacks {path}", deb.display());
+    let unpack = dir.path().join("installer/usr/bin/unpack");
+    for (deb, folder, name) in [(&installer, "src/bin", "installer"), (&lab, "lab/src/bin", "lab")] {
+        let reference = common::reference_tree(deb, &dir.path().join(name));
+        let packaged: BTreeSet<&Path> = reference.keys().map(PathBuf::as_path).collect();
+        let programs: Vec<String> = std::fs::read_dir(repo().join(folder))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .collect();
+        assert!(!programs.is_empty(), "no program in {folder}");
+        for program in &programs {
+            for path in [
+                format!("usr/bin/{program}"),
+                format!("usr/share/man/man1/{program}.1.gz"),
+                format!("usr/share/bash-completion/completions/{program}"),
+                format!("usr/share/zsh/vendor-completions/_{program}"),
+                format!("usr/share/fish/vendor_completions.d/{program}.fish"),
+            ] {
+                assert!(packaged.contains(Path::new(&path)), "{} lacks {path}", deb.display());
+            }
         }
+        let root = dir.path().join(format!("{name}-root"));
+        std::fs::create_dir(&root).unwrap();
+        let r: Run = run(Command::new(&unpack).arg("-q").arg(deb).arg(&root));
+        assert_eq!(r.code, 0, "{} {}: {}", unpack.display(), deb.display(), r.stderr);
+        common::assert_same_tree(
+            &common::snapshot(&root),
+            &reference,
+            &format!("the packaged unpack against dpkg-deb -x of {}", deb.display()),
+        );
     }
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
-    let unpack = dir.path().join("dpkg-deb/usr/bin/unpack");
-    let r: Run = run(Command::new(&unpack).arg("-q").arg(&deb).arg(&root));
-    assert_eq!(
-        r.code,
-        0,
-        "{} {} {}: {}",
-        unpack.display(),
-        deb.display(),
-        root.display(),
-        r.stderr
-    );
-    common::assert_same_tree(
-        &common::snapshot(&root),
-        &reference,
-        "the packaged unpack against dpkg-deb -x",
-    );
 }
 
 /// The backticked spans of `text` (`` `src/read/` ``), each once, in order.
