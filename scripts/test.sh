@@ -4,27 +4,60 @@
 # clippy, rustdoc's links), then runs `cargo test`, the crate as crates.io would get it
 # (scripts/publish-check.sh), the Debian packages (scripts/self-unpack.sh: build, lintian, the
 # hardening of the bundled C, the packaged unpack against dpkg-deb -x) and their autopkgtests
-# (scripts/autopkgtest.sh). This is the README's test command, and .ci/run calls it, so the two cannot
-# drift. The tests need root (filesystems on loop devices, FUSE disks, device nodes): run by
-# another user, it runs itself again through sudo, with the same PATH and Rust toolchain.
+# (scripts/autopkgtest.sh). This is the README's test command, and .ci/run calls it, so the
+# two cannot drift.
+#
+# The tests need root (filesystems on loop devices, FUSE disks, device nodes). Run by another
+# user, it runs itself again through sudo with that user's Rust toolchain (rustup's homes), the
+# user's PATH with the sbin directories added (where losetup, mkfs and modprobe are, and which a
+# Debian user's PATH lacks), and the user's target directory, so that what the user built is
+# not built again; whatever root made in the checkout and in CARGO_HOME is given back to the
+# user when it ends, so the user's next cargo command finds nothing it cannot write.
 #
 # Arguments are passed to `cargo test` (e.g. `scripts/test.sh --test crashtest`); with any, the
-# text checks and the self-unpack check are skipped. UNPACK_TEST_NO_INSTALL=1 installs nothing
-# (a machine that has the tools but no network): a missing tool is then listed and the tests that need it fail.
+# text checks and the package checks are skipped. UNPACK_TEST_NO_INSTALL=1 installs nothing
+# (a machine that has the tools but no network): a missing tool is then listed and the tests
+# that need it fail.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
 if [ "$(id -u)" != 0 ]; then
-    if command -v sudo >/dev/null; then
-        # rustup's cargo finds its toolchain through these, which root's HOME would change.
-        exec sudo env "PATH=$PATH" "RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}" \
-            "CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}" "$repo/scripts/test.sh" "$@"
+    if ! command -v sudo >/dev/null; then
+        echo "test.sh: the tests need root (loop devices, mounts), and sudo is not installed: run it as root" >&2
+        exit 2
     fi
-    echo "test.sh: the tests need root (loop devices, mounts), and sudo is not installed: run it as root" >&2
+    command -v cargo >/dev/null || { echo "test.sh: cargo not found in PATH: install the Rust toolchain (rustup)" >&2; exit 2; }
+    path=$PATH
+    for dir in /usr/local/sbin /usr/sbin /sbin; do
+        case ":$path:" in *":$dir:"*) ;; *) path=$path:$dir ;; esac
+    done
+    # rustup's cargo finds its toolchain through these, which root's HOME would change.
+    exec sudo env "PATH=$path" "RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}" \
+        "CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}" "$repo/scripts/test.sh" "$@"
+fi
+if ! command -v cargo >/dev/null; then
+    if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+        echo "test.sh: root has no cargo: run scripts/test.sh as $SUDO_USER, without sudo (it runs itself through sudo with $SUDO_USER's toolchain)" >&2
+    else
+        echo "test.sh: cargo not found in PATH: install the Rust toolchain (rustup)" >&2
+    fi
     exit 2
 fi
-command -v cargo >/dev/null || { echo "test.sh: cargo not found in PATH: install the Rust toolchain (rustup)" >&2; exit 2; }
+
+# Through sudo: what root makes in the user's checkout and CARGO_HOME (the target directory, the
+# Debian packages, downloaded crates) goes back to the user at the end, however it ends. Only
+# trees the user owns are walked, and only what root owns in them is changed.
+give_back() {
+    local dir
+    for dir in "$repo" "${CARGO_HOME:-}"; do
+        [ -n "$dir" ] && [ -d "$dir" ] && [ "$(stat -c %u "$dir")" = "$SUDO_UID" ] || continue
+        find "$dir" -xdev -user 0 -print0 | xargs -0 -r chown -h "$SUDO_UID:$SUDO_GID"
+    done
+}
+if [ -n "${SUDO_UID:-}" ] && [ "$SUDO_UID" != 0 ]; then
+    trap give_back EXIT
+fi
 
 # What the tests run, by Debian package: strace (syscall counts), valgrind (unpack-bench
 # --counts' instruction counts, where there is no hardware counter), xfsprogs and btrfs-progs (the
