@@ -42,10 +42,19 @@ mkdir -p "$unpacked"
 # What the dry run uploaded would have been (cargo keeps it under tmp-crate/).
 tar -xzf "$repo/target/package/tmp-crate/$crate-$version.crate" -C "$unpacked"
 # Outside the checkout: cargo finds neither this workspace nor its .cargo/config.toml from
-# there. The copy's target directory stays between runs, so only the first builds everything.
-work=$(mktemp -d)
+# there. The copy's target directory stays between runs, so only the first builds everything;
+# the copy is made at the same place each time (named after the checkout), because the test
+# binaries hold their crate's directory (env!("CARGO_MANIFEST_DIR"), where the unit tests find
+# the fixtures) and cargo does not build them again when only that directory changes: from a
+# new random directory each run, the kept binaries looked for the fixtures in the last run's,
+# since removed. A target directory built from another place is removed first.
+work=${TMPDIR:-/tmp}/unpack-publish-check-$(printf '%s' "$repo" | md5sum | cut -c1-12)
+[ "$(cat "$unpacked/built-in" 2>/dev/null)" = "$work" ] || rm -rf "$unpacked/target"
+rm -rf "$work"
+mkdir -p "$work"
 trap 'rm -f "$log"; rm -rf "$work"' EXIT
 cp -a "$unpacked/$crate-$version" "$work/"
+printf '%s\n' "$work" > "$unpacked/built-in"
 if ! (cd "$work/$crate-$version" && CARGO_TARGET_DIR=$unpacked/target cargo test --locked) >"$log" 2>&1; then
     cat "$log" >&2
     echo "publish-check: the packaged crate's tests fail" >&2
