@@ -424,7 +424,8 @@ fn packaged_unpack_unpacks_its_own_packages_as_dpkg_deb_does() {
     let (installer, lab) = (deb("UNPACK_DEB"), deb("UNPACK_LAB_DEB"));
     let dir = tempfile::tempdir().unwrap();
     let unpack = dir.path().join("installer/usr/bin/unpack");
-    for (deb, folder, name) in [(&installer, "src/bin", "installer"), (&lab, "lab/src/bin", "lab")] {
+    for (deb, folder, name) in [(&installer, "src/bin", "installer"), (&lab, "lab/src/bin", "lab")]
+    {
         let reference = common::reference_tree(deb, &dir.path().join(name));
         let packaged: BTreeSet<&Path> = reference.keys().map(PathBuf::as_path).collect();
         let programs: Vec<String> = std::fs::read_dir(repo().join(folder))
