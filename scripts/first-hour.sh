@@ -97,7 +97,7 @@ step=0
 as_user() {
     local dir=$1 line=$2 start=$SECONDS
     step=$((step + 1))
-    echo "first-hour: [$step] ~/${dir#"$home"/}\$ $line"
+    echo "first-hour: [$step] ~${dir#"$home"}\$ $line"
     if ! su - "$user" -c "cd '$dir' && { $line; }" > "$out/$step.out" 2> "$out/$step.err"; then
         tail -n 40 "$out/$step.out" "$out/$step.err" >&2
         fail "[$step] $line: exit status not 0"
