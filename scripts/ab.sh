@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Two (or more) builds of `unpack`, side by side: each run unpacks PACKAGE with STRATEGY into an
 # empty directory of one fresh ext4 loop mount, the builds alternating within every round, and
-# the median time and the largest peak RSS (/usr/bin/time) of each build are printed. For
+# the median time, the median CPU time (user + system: the work done, which other programs on
+# a shared machine disturb less than the time) and the largest peak RSS (/usr/bin/time) of each
+# build are printed. For
 # before/after figures of a change too small for unpack-bench's matrix to separate from noise;
 # a wrapper script that sets environment variables counts as a build.
 #
@@ -29,7 +31,7 @@ for _ in $(seq "$runs"); do
         sync -f "$scratch/mnt"
         # bash's clock, not time(1)'s %e, which counts in hundredths of a second
         start=$EPOCHREALTIME
-        /usr/bin/time -f "%M" -o "$scratch/time" "$build" -q -s "$strategy" "$package" "$scratch/mnt/root"
+        /usr/bin/time -f "%M %U %S" -o "$scratch/time" "$build" -q -s "$strategy" "$package" "$scratch/mnt/root"
         end=$EPOCHREALTIME
         echo "$build $(python3 -c "print(f'{$end - $start:.4f}')") $(cat "$scratch/time")"
     done
@@ -37,9 +39,10 @@ done | python3 -c '
 import statistics, sys
 runs = {}
 for line in sys.stdin:
-    build, seconds, kib = line.split()
-    runs.setdefault(build, []).append((float(seconds), int(kib)))
+    build, seconds, kib, user, system = line.split()
+    runs.setdefault(build, []).append((float(seconds), int(kib), float(user) + float(system)))
 for build, r in runs.items():
-    times = [t for t, _ in r]
-    print(f"{build}: median {statistics.median(times):.4f} s of {times}, peak RSS {max(k for _, k in r)} KiB")
+    times = [t for t, _, _ in r]
+    cpu = statistics.median(c for _, _, c in r)
+    print(f"{build}: median {statistics.median(times):.4f} s of {times}, CPU {cpu:.2f} s, peak RSS {max(k for _, k, _ in r)} KiB")
 '

@@ -167,7 +167,15 @@ impl<'o> Call<'o> {
     pub(crate) fn transaction(&mut self, stoppable: bool) -> Result<Transaction<'_>> {
         let state = self.root.state_dir()?;
         let stop = if stoppable { self.options.stop.as_deref() } else { None };
-        Transaction::new(&mut self.root, state, self.options.strategy.as_ref(), &self.calls, stop)
+        let mut tx = Transaction::new(
+            &mut self.root,
+            state,
+            self.options.strategy.as_ref(),
+            &self.calls,
+            stop,
+        )?;
+        tx.set_phase(self.options.phase.as_deref());
+        Ok(tx)
     }
 
     /// The transaction over `packages`, in database mode with `database`, and its report.

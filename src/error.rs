@@ -25,7 +25,8 @@ pub enum Exit {
     Usage = 2,
     /// A bad, truncated or hostile package; the root is unchanged.
     BadPackage = 3,
-    /// An I/O error in the root: no space, read-only, no permission.
+    /// An I/O error in the root: no space, read-only, no permission (a device node in a package
+    /// unpacked by a user other than root included).
     RootIo = 4,
     /// Another unpack holds the root's lock.
     Locked = 5,
@@ -97,7 +98,7 @@ impl fmt::Display for Escaped<'_> {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The package is unreadable, malformed, or tries something the engine refuses
-    /// (escaping the root, devices without privileges, ...).
+    /// (escaping the root, a hard link out of the transaction, ...).
     #[error("{}: {reason}", escape(.package))]
     BadPackage { package: PathBuf, reason: String },
 

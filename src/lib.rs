@@ -24,6 +24,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+// The README's Rust snippet, compiled by `cargo test` as a doc test so that what the README
+// shows an embedder keeps compiling; its other blocks are shell or text.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
+
 // The API: what an embedder calls and what it gets back.
 pub mod dpkg_log;
 pub mod durability;
@@ -68,6 +74,6 @@ pub use call::{discard_root, recover_root, unpack, unpack_each};
 pub use durability::Strategy;
 pub use error::{Error, Exit, Result};
 pub use fs::names::{INTENT, JOURNAL, STATE_DIR};
-pub use options::{Force, Options, PathFilter, ProgressFn, ScriptOutput, StopFn};
+pub use options::{Force, Options, PathFilter, Phase, PhaseFn, ProgressFn, ScriptOutput, StopFn};
 pub use report::Report;
 pub use txn::recover::Recovery;

@@ -5,11 +5,32 @@
 
 use crate::durability::Strategy;
 use crate::events::EventFn;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Called now and then with (bytes of package files read, total bytes of package files).
+/// Called now and then with (bytes of package files read, total bytes of package files), from
+/// the threads that read the packages.
 pub type ProgressFn = dyn Fn(u64, u64) + Send + Sync;
+
+/// Where a call is, told to [`Options::phase`] as it moves on: the bytes alone cannot say what
+/// a long call is doing once every package is read (a barrier can take seconds on a slow disk).
+/// More phases may come, so it is `#[non_exhaustive]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Phase<'a> {
+    /// The write phase reached this package: its files are written under temporary names next
+    /// (in database mode, after its prerm and preinst).
+    Package(&'a Path),
+    /// Every package is written: the strategy's barrier runs, the flushes before the first
+    /// rename.
+    Barrier,
+    /// The journal is on disk: the renames (and the removals of what new versions dropped) run.
+    Renames,
+}
+
+/// Called on the thread that writes, each time the call enters a [`Phase`]. A `--bootstrap`
+/// call goes through the phases once per transaction (the layout, the first stage, the second).
+pub type PhaseFn = dyn Fn(Phase<'_>) + Send + Sync;
 
 /// Asked between entries: `Some(signal)` stops the write phase and rolls the transaction back.
 /// Once the renames have started it is no longer asked: they are finished first.
@@ -37,6 +58,9 @@ pub struct Options {
     /// [`Error::Locked`](crate::error::Error::Locked).
     pub wait: bool,
     pub progress: Option<Arc<ProgressFn>>,
+    /// Told each [`Phase`] the call enters, for a progress display that names the package and
+    /// the phase.
+    pub phase: Option<Arc<PhaseFn>>,
     pub stop: Option<Arc<StopFn>>,
     /// dpkg's admin directory, inside the root; `None`: `ROOT/var/lib/dpkg` if it has a
     /// `status` file (database mode), else no database (an extraction).
@@ -155,6 +179,7 @@ impl Options {
             strategy,
             wait: false,
             progress: None,
+            phase: None,
             stop: None,
             admindir: None,
             scripts: true,

@@ -23,7 +23,7 @@ fn package(target: &str, input: Vec<u8>) -> Vec<u8> {
 #[test]
 fn inputs_that_crashed_a_fuzz_target_are_refused_cleanly_or_unpacked() {
     let fs = scratch("ext4", "defaults");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions");
+    let dir = common::repo().join("tests/fuzz-regressions");
     let mut seen = 0;
     for target in std::fs::read_dir(&dir).unwrap() {
         let target = target.unwrap();

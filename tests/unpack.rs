@@ -610,11 +610,31 @@ fn a_second_unpack_into_a_locked_root_exits_5_or_waits() {
 
 #[test]
 fn usage_errors_exit_2_and_a_missing_root_exits_4() {
-    assert_eq!(unpack(Vec::<&str>::new()).code, 2);
-    assert_eq!(unpack(["--no-such-option", "a", "b"]).code, 2);
+    // clap's own errors carry the prefix of every error of the program, as the engine's do.
+    for (args, says) in [
+        (&[][..], "the following required arguments were not provided"),
+        (&["--no-such-option", "a", "b"][..], "unexpected argument '--no-such-option' found"),
+        (&["--recover", "--bootstrap", "a"][..], "the argument '--recover' cannot be used with"),
+        (&["--jobs", "x", "a", "b"][..], "invalid value 'x' for '--jobs <N>'"),
+    ] {
+        let r = unpack(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.starts_with(&format!("unpack: error: {says}")), "{args:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("\nerror: "), "{args:?}: {}", r.stderr);
+    }
     let r = unpack(["-s", "eatmydata", fixture("many_1.0_all.deb").to_str().unwrap(), "/tmp"]);
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("unknown strategy 'eatmydata'"), "{}", r.stderr);
+    assert!(
+        r.stderr.starts_with("unpack: error: unknown strategy 'eatmydata' (known: none, fsync,"),
+        "{}",
+        r.stderr
+    );
+    // An alias is taken, though completion scripts offer the names alone.
+    let aliased = tempfile::tempdir().unwrap();
+    let package = fixture("many_1.0_all.deb");
+    let r =
+        unpack(["-s", "sync", "-q", package.to_str().unwrap(), aliased.path().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
     // --jobs is bounded: a pool of a million fsync threads would take minutes to start.
     let root = tempfile::tempdir().unwrap();
     for jobs in ["0", "257", "1000000"] {
@@ -712,8 +732,41 @@ fn too_few_file_descriptors_exit_4_saying_why_and_the_root_unchanged() {
     }
 }
 
+/// What a progress display is told (the `unpack` program's bar names them): each package as
+/// the writer reaches it, in the call's order, then the barrier, then the renames; and the
+/// bytes read grow to the packages' size.
 #[test]
-fn list_strategies_prints_each_with_its_guarantee() {
+fn the_phase_callback_names_each_package_then_the_barrier_then_the_renames() {
+    use std::sync::{Arc, Mutex};
+    let packages = [fixture("pkg-v1_1.0_all.deb"), fixture("other_1.0_all.deb")];
+    let root = tempfile::tempdir().unwrap();
+    let phases = Arc::new(Mutex::new(Vec::new()));
+    let bytes = Arc::new(Mutex::new(Vec::new()));
+    let mut options = unpack::Options::new(unpack::durability::by_name("syncfs", 1).unwrap());
+    let seen = phases.clone();
+    options.phase = Some(Arc::new(move |phase| {
+        let said = match phase {
+            unpack::Phase::Package(path) => path.display().to_string(),
+            other => format!("{other:?}"),
+        };
+        seen.lock().unwrap().push(said);
+    }));
+    let read = bytes.clone();
+    options.progress = Some(Arc::new(move |done, total| read.lock().unwrap().push((done, total))));
+    unpack::unpack(&packages, root.path(), &options).unwrap();
+    let said = phases.lock().unwrap().clone();
+    let expected: Vec<String> = packages
+        .iter()
+        .map(|p| p.display().to_string())
+        .chain(["Barrier".to_string(), "Renames".to_string()])
+        .collect();
+    assert_eq!(said, expected);
+    let total: u64 = packages.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    assert_eq!(bytes.lock().unwrap().last(), Some(&(total, total)));
+}
+
+#[test]
+fn list_strategies_prints_each_with_its_guarantee_in_aligned_columns() {
     let r = unpack(["--list-strategies"]);
     assert_eq!(r.code, 0);
     for s in STRATEGIES {
@@ -721,6 +774,28 @@ fn list_strategies_prints_each_with_its_guarantee() {
     }
     assert!(r.stdout.contains("batch (sync)"));
     assert!(r.stdout.contains("default: syncfs"));
+    // The second column starts where its heading does on every line of the table, after a
+    // name (and at least two spaces) or after spaces alone, and no line is wider than 100.
+    let table: Vec<&str> = r.stdout.lines().take_while(|l| !l.is_empty()).collect();
+    let column = table[0].find("WHAT IT DOES").expect("a heading");
+    for line in &table[1..] {
+        let (name, text) = line.split_at(column);
+        assert!(
+            name.ends_with("  ") && !text.starts_with(' ') && !text.is_empty(),
+            "not aligned at column {column}: {line:?}"
+        );
+        let name = name.trim_end();
+        assert!(
+            name.is_empty() || STRATEGIES.iter().any(|s| name.starts_with(s)),
+            "{name:?} is no strategy: {line:?}"
+        );
+        assert!(line.chars().count() <= 100, "wider than 100 columns: {line:?}");
+    }
+    for s in unpack::durability::ALL {
+        let flat = r.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains(&format!("guarantee: {}", s.guarantee)), "{}", s.name);
+        assert!(flat.contains(s.idea), "{}", s.name);
+    }
 }
 
 #[test]
@@ -737,10 +812,11 @@ fn a_read_only_root_exits_4_before_writing_anything() {
     assert_same_tree(&snapshot(&root), &before, "read-only root");
 }
 
-/// Device nodes need root: a user's unpack refuses them with exit 3 naming the entry, and a
-/// user's unpack of everything else works.
+/// Device nodes need root: a user's unpack refuses them with exit 4 (a permission the caller
+/// lacks, not a bad package) naming the entry and the package, and a user's unpack of
+/// everything else works.
 #[test]
-fn devices_without_root_exit_3_naming_the_entry() {
+fn devices_without_root_exit_4_naming_the_entry() {
     let fs = scratch("ext4", "defaults");
     let user_dir = fs.subdir("user");
     std::fs::set_permissions(&user_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
@@ -755,9 +831,12 @@ fn devices_without_root_exit_3_naming_the_entry() {
         (r, root)
     };
     let (r, root) = as_nobody("devices-only.deb");
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(
-        r.stderr.contains("usr/share/devices-only/null") && r.stderr.contains("need root"),
+        r.stderr.starts_with("unpack: error: ")
+            && r.stderr.contains("usr/share/devices-only/null: creating a device node")
+            && r.stderr.contains("device nodes need root")
+            && r.stderr.contains("devices-only.deb"),
         "{}",
         r.stderr
     );

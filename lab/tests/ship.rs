@@ -152,6 +152,23 @@ fn man_pages_render_without_warnings() {
         {
             assert!(r.stdout.lines().any(|l| l == heading), "{name}.1 has no {heading} section");
         }
+        // As lintian renders it (Lintian::Check::Documentation::Manual): troff's own output at
+        // 120 columns, paginated, in a clean environment; and at a terminal's 80.
+        for width in ["80", "120"] {
+            let r = run(Command::new("man")
+                .env_clear()
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .env("LC_ALL", "C.UTF-8")
+                .env("MANROFFSEQ", "")
+                .env("MANWIDTH", width)
+                .args(["--warnings", "-E", "UTF-8", "-l", "-Tutf8", "-Z"])
+                .arg(page(name)));
+            assert_eq!(
+                (r.code, r.stderr.as_str()),
+                (0, ""),
+                "{name}.1 as lintian renders it at {width} columns"
+            );
+        }
     }
 }
 
@@ -295,10 +312,8 @@ fn completions_for_bash_zsh_and_fish_offer_every_long_option() {
                     l.trim_start().starts_with("complete -F ") && l.ends_with(&format!(" {name}"))
                 }),
                 "zsh" => r.stdout.starts_with(&format!("#compdef {name}\n")),
-                _ => r
-                    .stdout
-                    .lines()
-                    .filter(|l| !l.is_empty())
+                _ => fish_commands(&r.stdout)
+                    .iter()
                     .all(|l| l.starts_with(&format!("complete -c {name} "))),
             };
             assert!(
@@ -321,6 +336,81 @@ fn completions_for_bash_zsh_and_fish_offer_every_long_option() {
     }
 }
 
+/// The commands of a fish completion script, one string each: a quoted list of values (`-a
+/// "none\t''<newline>fsync\t''..."`) goes on over several lines, which belong to the command
+/// that opened the quote. An unclosed quote at the end is a command of its own, which fails the
+/// check of its start.
+fn fish_commands(script: &str) -> Vec<String> {
+    let mut commands: Vec<String> = Vec::new();
+    let mut open = false;
+    for line in script.lines() {
+        match commands.last_mut() {
+            Some(command) if open => {
+                command.push('\n');
+                command.push_str(line);
+            }
+            _ if line.is_empty() => continue,
+            _ => commands.push(line.to_string()),
+        }
+        // A double quote not escaped by a backslash opens or closes the list.
+        let mut escaped = false;
+        for c in line.chars() {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '"' if !escaped => open = !open,
+                _ => escaped = false,
+            }
+        }
+    }
+    if open {
+        commands.push("an unclosed quote".to_string());
+    }
+    commands
+}
+
+/// `unpack -s <TAB>` offers the built-in strategies' names, in every shell: possible values,
+/// not free text (bash used to offer file names there).
+#[test]
+fn completions_offer_the_strategy_names_after_dash_s() {
+    let unpack = common::program("unpack");
+    let names: Vec<&str> = unpack::durability::ALL.iter().map(|s| s.name).collect();
+    let script = |shell| {
+        let r = run(Command::new(unpack).args(["--completions", shell]));
+        assert_eq!(r.code, 0, "unpack --completions {shell}: {}", r.stderr);
+        r.stdout
+    };
+    let bash = script("bash");
+    let words = format!("compgen -W \"{}\"", names.join(" "));
+    for option in ["--strategy)", "-s)"] {
+        let case = bash.split(option).nth(1).unwrap_or_default();
+        let case = case.split(";;").next().unwrap_or_default();
+        assert!(case.contains(&words), "bash: {option} does not offer {words}:\n{case}");
+    }
+    // Run, not only read: bash's completion function itself, for `unpack -s sy<TAB>`.
+    let offered = run(Command::new("bash").arg("-c").arg(format!(
+        "{bash}\nCOMP_WORDS=(unpack -s sy); COMP_CWORD=2; COMP_LINE='unpack -s sy'; \
+         COMP_POINT=${{#COMP_LINE}}; _unpack unpack sy -s; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    )));
+    assert_eq!((offered.code, offered.stdout.as_str()), (0, "syncfs\n"), "{}", offered.stderr);
+    let zsh = script("zsh");
+    let values = format!(":NAME:({})'", names.join(" "));
+    for option in ["'-s+[", "'--strategy=["] {
+        let line = zsh.lines().find(|l| l.starts_with(option)).unwrap_or_default();
+        assert!(line.ends_with(&format!("{values} \\")), "zsh: {option} offers no names: {line}");
+    }
+    let fish = fish_commands(&script("fish"));
+    let strategy = fish.iter().find(|c| c.contains(" -l strategy ")).expect("fish: -l strategy");
+    let offered: Vec<&str> = strategy
+        .split_once(" -a \"")
+        .map(|(_, list)| {
+            list.trim_end_matches('"').lines().map(|l| l.split("\\t").next().unwrap_or(l))
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(offered, names, "fish: -l strategy offers other values:\n{strategy}");
+}
+
 #[test]
 fn completions_take_no_other_argument() {
     for (name, bin) in built() {
@@ -333,47 +423,52 @@ fn completions_take_no_other_argument() {
     }
 }
 
-/// The project eats its own food: the packaged `unpack` unpacks its own package into a fresh
-/// root, and the tree must be the one `dpkg-deb -x` makes (contents, modes, owners, times, links).
-/// Needs the package: `scripts/self-unpack.sh` builds it and runs this test.
+/// The project eats its own food: the packaged `unpack` unpacks each of its own two packages
+/// (the installer, UNPACK_DEB, and the lab, UNPACK_LAB_DEB) into a fresh root, and each tree
+/// must be the one `dpkg-deb -x` makes (contents, modes, owners, times, links). Each package
+/// holds its programs, by where their mains are (src/bin/: the installer; lab/src/bin/: the
+/// lab), with their man pages and completions. Needs the packages: `scripts/self-unpack.sh`
+/// builds them and runs this test.
 #[test]
-#[ignore = "needs UNPACK_DEB=path/to/unpack_*.deb: run scripts/self-unpack.sh"]
-fn packaged_unpack_unpacks_its_own_package_as_dpkg_deb_does() {
-    let deb = PathBuf::from(
-        std::env::var_os("UNPACK_DEB").expect("UNPACK_DEB names the package to check"),
-    );
+#[ignore = "needs UNPACK_DEB and UNPACK_LAB_DEB, the built packages: run scripts/self-unpack.sh"]
+fn packaged_unpack_unpacks_its_own_packages_as_dpkg_deb_does() {
+    let deb = |var: &str| {
+        PathBuf::from(std::env::var_os(var).unwrap_or_else(|| panic!("{var} names a package")))
+    };
+    let (installer, lab) = (deb("UNPACK_DEB"), deb("UNPACK_LAB_DEB"));
     let dir = tempfile::tempdir().unwrap();
-    let reference = common::reference_tree(&deb, &dir.path().join("dpkg-deb"));
-    let packaged: BTreeSet<&Path> = reference.keys().map(PathBuf::as_path).collect();
-    for (name, _) in built() {
-        for path in [
-            format!("usr/bin/{name}"),
-            format!("usr/share/man/man1/{name}.1.gz"),
-            format!("usr/share/bash-completion/completions/{name}"),
-            format!("usr/share/zsh/vendor-completions/_{name}"),
-            format!("usr/share/fish/vendor_completions.d/{name}.fish"),
-        ] {
-            assert!(packaged.contains(Path::new(&path)), "{} lacks {path}", deb.display());
+    let unpack = dir.path().join("installer/usr/bin/unpack");
+    for (deb, folder, name) in [(&installer, "src/bin", "installer"), (&lab, "lab/src/bin", "lab")]
+    {
+        let reference = common::reference_tree(deb, &dir.path().join(name));
+        let packaged: BTreeSet<&Path> = reference.keys().map(PathBuf::as_path).collect();
+        let programs: Vec<String> = std::fs::read_dir(repo().join(folder))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .collect();
+        assert!(!programs.is_empty(), "no program in {folder}");
+        for program in &programs {
+            for path in [
+                format!("usr/bin/{program}"),
+                format!("usr/share/man/man1/{program}.1.gz"),
+                format!("usr/share/bash-completion/completions/{program}"),
+                format!("usr/share/zsh/vendor-completions/_{program}"),
+                format!("usr/share/fish/vendor_completions.d/{program}.fish"),
+            ] {
+                assert!(packaged.contains(Path::new(&path)), "{} lacks {path}", deb.display());
+            }
         }
+        let root = dir.path().join(format!("{name}-root"));
+        std::fs::create_dir(&root).unwrap();
+        let r: Run = run(Command::new(&unpack).arg("-q").arg(deb).arg(&root));
+        assert_eq!(r.code, 0, "{} {}: {}", unpack.display(), deb.display(), r.stderr);
+        common::assert_same_tree(
+            &common::snapshot(&root),
+            &reference,
+            &format!("the packaged unpack against dpkg-deb -x of {}", deb.display()),
+        );
     }
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
-    let unpack = dir.path().join("dpkg-deb/usr/bin/unpack");
-    let r: Run = run(Command::new(&unpack).arg("-q").arg(&deb).arg(&root));
-    assert_eq!(
-        r.code,
-        0,
-        "{} {} {}: {}",
-        unpack.display(),
-        deb.display(),
-        root.display(),
-        r.stderr
-    );
-    common::assert_same_tree(
-        &common::snapshot(&root),
-        &reference,
-        "the packaged unpack against dpkg-deb -x",
-    );
 }
 
 /// The backticked spans of `text` (`` `src/read/` ``), each once, in order.
@@ -411,4 +506,24 @@ fn every_path_the_architecture_page_names_exists() {
     }
     assert!(checked > 60, "too few paths found in docs/architecture.md: {checked}");
     assert_eq!(missing, Vec::<String>::new(), "docs/architecture.md names paths that do not exist");
+}
+
+/// The engine's integration tests (tests/*.rs) are targets of the lab's package, which lists
+/// them one by one (see lab/Cargo.toml): a file of tests/ that is not listed would never run.
+#[test]
+fn every_test_file_of_the_engine_is_a_test_target_of_the_lab() {
+    let manifest = std::fs::read_to_string(repo().join("lab/Cargo.toml")).unwrap();
+    let listed: BTreeSet<String> = manifest
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("path = \"../tests/"))
+        .filter_map(|l| l.strip_suffix('"'))
+        .map(String::from)
+        .collect();
+    let files: BTreeSet<String> = std::fs::read_dir(repo().join("tests"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".rs"))
+        .collect();
+    assert!(files.contains("unpack.rs"), "tests/ was not read: {files:?}");
+    assert_eq!(listed, files, "lab/Cargo.toml's [[test]] targets against the files of tests/");
 }

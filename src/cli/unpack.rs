@@ -9,7 +9,7 @@ use crate::call::{discard_root, recover_root, unpack};
 use crate::cli::Invocation;
 use crate::durability;
 use crate::error::{escape, Error, Exit};
-use crate::options::{Force, Options, ScriptOutput};
+use crate::options::{Force, Options, Phase, ScriptOutput};
 use clap::Parser;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -30,8 +30,9 @@ Exit codes:
   2  usage error
   3  bad, truncated or hostile package, or one dpkg refuses (a tar header type, a name, a
      control field, the conffiles or triggers member); ROOT is left unchanged
-  4  I/O error in ROOT: no space left, read-only, no permission; or an interrupted
-     transaction that the root changed under since the crash (see --discard)
+  4  I/O error in ROOT: no space left, read-only, no permission (a device node in a package
+     unpacked by a user other than root included); or an interrupted transaction that the
+     root changed under since the crash (see --discard)
   5  ROOT is locked by another unpack (see --wait)
   130, 143  stopped by SIGINT / SIGTERM before any rename (ROOT is left as it was); a signal
      during the renames lets them finish first
@@ -80,7 +81,7 @@ struct Cli {
     discard: bool,
 
     /// Durability strategy (--list-strategies says what each guarantees).
-    #[arg(short, long, default_value = durability::DEFAULT, value_name = "NAME")]
+    #[arg(short, long, default_value = durability::DEFAULT, value_name = "NAME", value_parser = StrategyName)]
     strategy: String,
 
     /// Threads for the parallel strategy's fsyncs, 1 to 256 [default: number of CPUs].
@@ -136,15 +137,40 @@ struct Cli {
     list_strategies: bool,
 }
 
+/// A strategy's name on the command line: what completion scripts offer (the built-in names;
+/// the aliases are accepted, not offered), while any text is taken and checked by
+/// [`durability::by_name`], whose message names the known ones. A plain list of possible values
+/// would make clap refuse an unknown name with a message of its own, and refuse the aliases.
+#[derive(Debug, Clone, Copy)]
+struct StrategyName;
+
+impl clap::builder::TypedValueParser for StrategyName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        // Names alone: a description would spread fish's one line per option over several.
+        let names = durability::ALL.iter().map(|s| clap::builder::PossibleValue::new(s.name));
+        Some(Box::new(names))
+    }
+}
+
 /// The program: parse, run, and turn the result into an exit code.
 pub fn main() -> ExitCode {
     let cli = match crate::cli::try_parse::<Cli>() {
         Ok(Invocation::Run(cli)) => cli,
         Ok(Invocation::Completions) => return ExitCode::SUCCESS,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { Exit::Usage as u8 } else { 0 });
-        }
+        Err(e) => return clap_exit(&e),
     };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -154,6 +180,20 @@ pub fn main() -> ExitCode {
             ExitCode::from(code as u8)
         }
     }
+}
+
+/// What clap stopped at: `--help` and `--version` print on stdout and exit 0; a usage error
+/// prints on stderr with the prefix of every error of the program (clap's own is `error: `)
+/// and exits 2.
+fn clap_exit(e: &clap::Error) -> ExitCode {
+    if !e.use_stderr() {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    crate::stderr!("unpack: error: {}", text.trim_end());
+    ExitCode::from(Exit::Usage as u8)
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -209,19 +249,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some((root, packages)) if !packages.is_empty() => (root, packages),
         _ => return Err(Error::Usage("need PACKAGE... ROOT".into()).into()),
     };
-    let bar = (!cli.quiet && std::io::stderr().is_terminal()).then(progress_bar);
-    if let Some(bar) = &bar {
-        let bar = bar.clone();
-        let started = Instant::now();
-        options.progress = Some(Arc::new(move |done, total| {
-            // Only work that lasts gets a bar: a quick unpack prints nothing but its report.
-            if bar.is_hidden() && started.elapsed() > Duration::from_millis(500) {
-                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-            }
-            bar.set_length(total);
-            bar.set_position(done);
-        }));
-    }
+    let bar = (!cli.quiet && std::io::stderr().is_terminal()).then(|| progress_bar(&mut options));
     let report = if cli.bootstrap {
         bootstrap(packages, root, &options)
     } else {
@@ -256,27 +284,122 @@ fn print_or_warn(text: &str) {
     }
 }
 
-fn progress_bar() -> indicatif::ProgressBar {
+/// A progress bar on stderr, fed by the call's callbacks: the bytes of the packages read, and
+/// the package being written or the phase after the writing ([`bar_message`]). Only work that
+/// lasts gets one: a quick unpack prints nothing but its report.
+fn progress_bar(options: &mut Options) -> indicatif::ProgressBar {
     let bar =
         indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
     if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{spinner} [{elapsed}] {wide_bar} {bytes}/{total_bytes} ({eta})",
+        "{spinner} [{elapsed}] {msg} {wide_bar} {bytes}/{total_bytes} ({eta})",
     ) {
         bar.set_style(style);
     }
+    let started = Instant::now();
+    let reveal = move |bar: &indicatif::ProgressBar| {
+        if bar.is_hidden() && started.elapsed() > Duration::from_millis(500) {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            // The spinner and the clock go on during a barrier, which reads nothing.
+            bar.enable_steady_tick(Duration::from_millis(200));
+        }
+    };
+    let mine = bar.clone();
+    options.progress = Some(Arc::new(move |done, total| {
+        reveal(&mine);
+        mine.set_length(total);
+        mine.set_position(done);
+    }));
+    let mine = bar.clone();
+    options.phase = Some(Arc::new(move |phase| {
+        reveal(&mine);
+        mine.set_message(bar_message(phase));
+    }));
     bar
 }
 
+/// What the bar says of a phase: the package being written (its file's name), or the step
+/// after the writing.
+fn bar_message(phase: Phase<'_>) -> String {
+    match phase {
+        Phase::Package(path) => {
+            format!("writing {}", escape(path.file_name().unwrap_or(path.as_os_str())))
+        }
+        Phase::Barrier => "barrier: flushing before the renames".to_string(),
+        Phase::Renames => "renaming into place".to_string(),
+    }
+}
+
+/// The width `--list-strategies` wraps its second column to fit in.
+const TABLE_WIDTH: usize = 100;
+
+/// `--list-strategies`: each strategy's name (with its aliases) in a column as wide as the
+/// widest, beside what it does and, below that, its guarantee, both wrapped to fit
+/// [`TABLE_WIDTH`] under the second column's heading.
 fn strategy_table() -> String {
-    let mut out = format!("{:<10} {:<55} {}\n", "STRATEGY", "WHAT IT DOES", "GUARANTEE");
-    for s in durability::ALL {
-        let name = if s.aliases.is_empty() {
-            s.name.to_string()
-        } else {
-            format!("{} ({})", s.name, s.aliases.join(", "))
-        };
-        out += &format!("{:<10} {:<55} {}\n", name, s.idea, s.guarantee);
+    let names: Vec<String> = durability::ALL
+        .iter()
+        .map(|s| match s.aliases {
+            [] => s.name.to_string(),
+            aliases => format!("{} ({})", s.name, aliases.join(", ")),
+        })
+        .collect();
+    let heading = "STRATEGY";
+    let width =
+        names.iter().map(|n| n.chars().count()).chain([heading.len()]).max().unwrap_or(0) + 2;
+    let mut out = format!("{heading:<width$}WHAT IT DOES, THEN WHAT IT GUARANTEES\n");
+    for (s, name) in durability::ALL.iter().zip(&names) {
+        let text = TABLE_WIDTH.saturating_sub(width).max(20);
+        let lines = wrap(s.idea, text)
+            .into_iter()
+            .chain(wrap(&format!("guarantee: {}", s.guarantee), text));
+        for (i, line) in lines.enumerate() {
+            let first = if i == 0 { name.as_str() } else { "" };
+            out += &format!("{first:<width$}{line}\n");
+        }
     }
     out += &format!("\ndefault: {}\n", durability::DEFAULT);
     out
+}
+
+/// `text` in lines of at most `width` characters, broken between words (a longer word has a
+/// line of its own).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line += word;
+    }
+    lines.push(line);
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::Path;
+
+    #[test]
+    fn the_bar_names_the_package_file_escaped_and_the_phases_after_the_writing() {
+        let package = Path::new("/srv/debs/hello_2.10-3_amd64.deb");
+        assert_eq!(bar_message(Phase::Package(package)), "writing hello_2.10-3_amd64.deb");
+        let hostile = Path::new(OsStr::from_bytes(b"/tmp/a\x1b[2Jb.deb"));
+        assert_eq!(bar_message(Phase::Package(hostile)), "writing a\\033[2Jb.deb");
+        assert_eq!(bar_message(Phase::Barrier), "barrier: flushing before the renames");
+        assert_eq!(bar_message(Phase::Renames), "renaming into place");
+    }
+
+    #[test]
+    fn wrap_breaks_between_words_and_gives_a_long_word_its_own_line() {
+        assert_eq!(wrap("a bb ccc", 4), ["a bb", "ccc"]);
+        assert_eq!(wrap("abcdefgh ij", 4), ["abcdefgh", "ij"]);
+        assert_eq!(wrap("", 4), [""]);
+    }
 }

@@ -15,6 +15,7 @@ use crate::durability::{Directory, TempFile};
 use crate::error::{Error, Result};
 use crate::fs::names::{JOURNAL, JOURNAL_NEW};
 use crate::fs::syscalls::Syscalls;
+use crate::options::Phase;
 use crate::txn::journal::{self, Seen};
 use crate::txn::transaction::{timestamps, Transaction};
 use rayon::prelude::*;
@@ -43,6 +44,7 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     let root_dir = tx.root.dir().clone();
 
     let t = Instant::now();
+    tx.enter(Phase::Barrier);
     // Nobody sees a new tree before its rename: its directories get their final metadata now.
     set_dir_meta(tx)?;
     if let Some(early) = tx.early.take() {
@@ -54,6 +56,7 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     let t = Instant::now();
     write_journal(tx, packages)?;
     tx.committing = true;
+    tx.enter(Phase::Renames);
     // Directories whose entries changed, by canonical path, to make durable at the end.
     let mut touched: BTreeMap<Arc<Path>, Directory> = BTreeMap::new();
     let mut by_dir: BTreeMap<&Path, Vec<&TempFile>> = BTreeMap::new();

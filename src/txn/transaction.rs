@@ -18,7 +18,7 @@ use crate::error::{escape, Error, Result};
 use crate::fs::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, STATE_DIR};
 use crate::fs::root::{Create, CreatedDir, Pending, ResolveError, Root, Stamp};
 use crate::fs::syscalls::Syscalls;
-use crate::options::StopFn;
+use crate::options::{Phase, PhaseFn, StopFn};
 use crate::read::entry::{Entry, Kind};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
 use rustix::io::Errno;
@@ -113,6 +113,8 @@ pub struct Transaction<'a> {
     pub(super) state: Directory,
     /// Asked between entries and buffers; `Some(signal)` stops the write phase.
     stop: Option<&'a StopFn>,
+    /// Told each phase the transaction enters ([`Transaction::enter`]).
+    phase: Option<&'a PhaseFn>,
     /// The package being written, for messages about paths two packages share.
     pkg: usize,
     /// Syncing in the background, for strategies that ask for it; stopped at the barrier.
@@ -175,6 +177,7 @@ impl<'a> Transaction<'a> {
             committing: false,
             state,
             stop,
+            phase: None,
             pkg: 0,
             admin: None,
             generating: false,
@@ -184,6 +187,18 @@ impl<'a> Transaction<'a> {
     /// Database mode: `admin` (canonical inside the root) holds dpkg's database.
     pub fn set_admin(&mut self, admin: &Path) {
         self.admin = Some(admin.to_path_buf());
+    }
+
+    /// The caller's phase callback ([`Options::phase`](crate::options::Options::phase)).
+    pub fn set_phase(&mut self, phase: Option<&'a PhaseFn>) {
+        self.phase = phase;
+    }
+
+    /// Tells the caller the transaction enters `phase`.
+    pub fn enter(&self, phase: Phase<'_>) {
+        if let Some(f) = self.phase {
+            f(phase);
+        }
     }
 
     /// Writes a file of dpkg's database (`path` inside the root, its directory existing) with
@@ -865,11 +880,11 @@ impl<'a> Transaction<'a> {
         temp: &OsStr,
         display: &Path,
     ) -> Result<()> {
+        // A permission the caller lacks, not a bad package: exit 4, as for any other.
         if file_type != FileType::Fifo && self.identity.euid != 0 {
-            return Err(Error::bad(
-                package,
-                format!("entry '{}': device nodes need root", escape(&entry.path)),
-            ));
+            let why = format!("device nodes need root (an entry of {})", escape(package));
+            let denied = std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
+            return Err(Error::root(display, "creating a device node", denied));
         }
         create_temp(dir, temp, || {
             rustix::fs::mknodat(

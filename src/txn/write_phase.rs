@@ -10,7 +10,7 @@
 use crate::dpkg::database::Database;
 use crate::dpkg::install::Action;
 use crate::error::{Error, Result};
-use crate::options::Options;
+use crate::options::{Options, Phase};
 use crate::read::control::ControlArchive;
 use crate::read::entry::{Entry, Kind};
 use crate::read::lanes::{self, FileData, Message};
@@ -136,6 +136,7 @@ impl Writer<'_, '_> {
     /// whose data the lanes skipped (the bootstrap's second stage) is adopted by the stage or
     /// else read again here.
     fn package(&mut self, index: usize, path: &Path, control: ControlArchive) -> Result<()> {
+        self.tx.enter(Phase::Package(path));
         self.reports.push(PackageReport::new(control.control.clone()));
         let skipped = self.stage.begin(index, &control);
         let kept = skipped.then(|| control.clone());

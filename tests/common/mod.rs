@@ -1,6 +1,7 @@
 //! The shared harness of the integration tests: the real binaries, the fixtures, scratch
 //! filesystems on loop devices, and snapshots of a root to compare trees by. The engine's tests
-//! (tests/) and the lab's (lab/tests/, through `#[path]`) share this one copy.
+//! (tests/) and the lab's (lab/tests/, through `#[path]`), all targets of the lab's package,
+//! share this one copy.
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 use std::collections::BTreeMap;
@@ -17,33 +18,45 @@ pub mod dpkg;
 pub mod raw_tar;
 pub mod scripts;
 
-/// The top of the repository, whichever package's test this is.
+/// The top of the repository. The integration tests are all the lab's targets (the engine's
+/// tests/ through lab/Cargo.toml's `[[test]]` list, and lab/tests/).
 pub fn repo() -> &'static Path {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    if manifest.ends_with("lab") {
-        manifest.parent().unwrap()
-    } else {
-        manifest
-    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the lab is a folder of the repository")
 }
 
-/// A program of the workspace. Cargo names only the test's own package's binaries
-/// (`CARGO_BIN_EXE_*`); the other package's are built beside them, in the same target
-/// directory, by `cargo test` at the top (`cargo build` first, for one package's tests alone).
+/// A program of the workspace, from the target directory and profile of the running test. Cargo
+/// builds a test's own package's binaries before the test (`CARGO_BIN_EXE_*`: the lab's), not
+/// the engine's `unpack`: that one is built here, once per test process, with the engine's
+/// default features (a no-op when it is fresh), so that no test ever runs a stale `unpack`
+/// after a `cargo test --test NAME` that rebuilt only the library.
 pub fn program(name: &str) -> &'static str {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     let dir = DIR.get_or_init(|| {
-        let own = option_env!("CARGO_BIN_EXE_unpack").or(option_env!("CARGO_BIN_EXE_unpack-bench"));
-        Path::new(own.expect("a test of the unpack or the unpack-lab package"))
-            .parent()
-            .unwrap()
-            .to_path_buf()
+        let dir = Path::new(env!("CARGO_BIN_EXE_unpack-bench")).parent().unwrap().to_path_buf();
+        build_unpack(&dir);
+        dir
     });
     let path = dir.join(name);
-    assert!(path.is_file(), "{}: not built; run `cargo build --workspace` first", path.display());
+    assert!(path.is_file(), "{}: not built", path.display());
     Box::leak(
         path.into_os_string().into_string().expect("a UTF-8 target directory").into_boxed_str(),
     )
+}
+
+/// `cargo build -p unpack-engine --bin unpack` into `dir` (`TARGET/PROFILE`), as the test's
+/// own binaries were built.
+fn build_unpack(dir: &Path) {
+    let profile = dir.file_name().and_then(|p| p.to_str()).expect("a profile directory");
+    let target = dir.parent().expect("a target directory");
+    // Cargo's directory for the dev profile is `debug`; every other profile's has its name.
+    let profile = if profile == "debug" { "dev" } else { profile };
+    let r = run(Command::new(env!("CARGO"))
+        .args(["build", "--locked", "--quiet", "-p", "unpack-engine", "--bin", "unpack"])
+        .args(["--profile", profile, "--target-dir"])
+        .arg(target)
+        .arg("--manifest-path")
+        .arg(repo().join("Cargo.toml")));
+    assert_eq!(r.code, 0, "cargo build --bin unpack: {}", r.stderr);
 }
 
 pub fn unpack_bin() -> &'static str {
@@ -301,10 +314,7 @@ impl ForNobody {
             std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
         };
         world(dir.path(), 0o755);
-        // unpack, and unpack-bench in the lab's tests.
-        for bin in
-            std::iter::once(program("unpack")).chain(option_env!("CARGO_BIN_EXE_unpack-bench"))
-        {
+        for bin in [program("unpack"), program("unpack-bench")] {
             let to = dir.path().join(Path::new(bin).file_name().unwrap());
             std::fs::copy(bin, &to).unwrap();
             world(&to, 0o755);
