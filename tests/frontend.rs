@@ -21,6 +21,11 @@ struct Said {
 /// `PROGRAM --status-fd 3 --log=LOG --root=ROOT ARGS...` with fd 3 a file, in a clean
 /// environment.
 fn call(program: &str, root: &Path, args: &[&str]) -> Said {
+    call_with(program, root, args, &[])
+}
+
+/// [`call`] with the variables `env` set.
+fn call_with(program: &str, root: &Path, args: &[&str], env: &[(&str, &str)]) -> Said {
     let out = tempfile::tempdir().unwrap();
     let (fd, log) = (out.path().join("status-fd"), out.path().join("dpkg.log"));
     let mut cmd = Command::new("sh");
@@ -33,7 +38,7 @@ fn call(program: &str, root: &Path, args: &[&str]) -> Said {
         .arg(format!("--root={}", root.display()))
         .args(args)
         .env("FD", &fd);
-    let run = run(clean_env(&mut cmd));
+    let run = run(clean_env(&mut cmd).envs(env.iter().copied()));
     let status_fd = std::fs::read_to_string(&fd)
         .unwrap_or_default()
         .lines()
@@ -81,6 +86,14 @@ impl Pair {
         let mut ours = call(program("unpack-dpkg"), self.ours.path(), args);
         adjust(&mut ours);
         let what = format!("{args:?}");
+        // The one line of unpack-dpkg's log that is not dpkg's: its strategy, after a `startup
+        // archives` line of its own once the engine is called (strategy_the_log_names_and_why;
+        // none where the call failed before: a missing archive).
+        let strategy = |l: &String| l.starts_with("unpack-dpkg strategy ");
+        let started = ours.log.iter().filter(|l| l.starts_with("startup archives ")).count();
+        let named = ours.log.iter().filter(|l| strategy(l)).count();
+        assert!(named <= started, "{what}: {:?}", ours.log);
+        ours.log.retain(|l| !strategy(l));
         assert_eq!(
             ours.run.code, theirs.run.code,
             "{what}: exit\nours:\n{}\ntheirs:\n{}",
@@ -492,4 +505,30 @@ fn a_foreign_architecture_is_refused_unless_forced() {
     assert!(said.run.stderr.contains("does not match"), "{}", said.run.stderr);
     let said = pair.call(&["--force-architecture", "--no-triggers", "--unpack", s(&foreign)]);
     assert_eq!(said.run.code, 0, "{}", said.run.stderr);
+}
+
+/// The strategy is named in the log, with where it came from: the default, `--force-unsafe-io`
+/// (which apt-based image builders pass: `none`), or `UNPACK_DPKG_STRATEGY`, which wins.
+#[test]
+fn strategy_the_log_names_and_why() {
+    let debs = tempfile::tempdir().unwrap();
+    let [a1, ..] = fixtures(debs.path());
+    let root = DbRoot::new();
+    let line = |said: &Said| -> String {
+        assert_eq!(said.run.code, 0, "{}", said.run.stderr);
+        let found = said.log.iter().find(|l| l.starts_with("unpack-dpkg strategy "));
+        found.cloned().unwrap_or_else(|| panic!("no strategy line: {:?}", said.log))
+    };
+    // This machine's dpkg.cfg.d may turn unsafe-io on (the running system's configuration counts
+    // for dpkg): refused on the command line, the default is left.
+    let args = ["--refuse-unsafe-io", "--no-triggers", "--unpack", s(&a1)];
+    let plain = call(program("unpack-dpkg"), root.path(), &args);
+    assert_eq!(line(&plain), "unpack-dpkg strategy syncfs (the default)");
+    assert_eq!(plain.log[0], "startup archives unpack", "{:?}", plain.log);
+    let args = ["--force-unsafe-io", "--no-triggers", "--unpack", s(&a1)];
+    let unsafe_io = call(program("unpack-dpkg"), root.path(), &args);
+    assert_eq!(line(&unsafe_io), "unpack-dpkg strategy none (--force-unsafe-io)");
+    let env = [("UNPACK_DPKG_STRATEGY", "fsync")];
+    let chosen = call_with(program("unpack-dpkg"), root.path(), &args, &env);
+    assert_eq!(line(&chosen), "unpack-dpkg strategy fsync (UNPACK_DPKG_STRATEGY)");
 }

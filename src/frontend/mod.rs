@@ -241,6 +241,7 @@ fn options(inv: &Invocation, reporter: &Arc<Reporter>) -> Result<Options, String
         args::strategy(chosen, Path::new(args::CONFIG), inv.force.contains("unsafe-io"))?;
     let strategy =
         durability::by_name(&name, jobs).map_err(|e| format!("{} ({why})", one_line(&e)))?;
+    reporter.strategy(strategy.name(), &why);
     let mut options = Options::new(strategy);
     options.admindir = Some(inv.admindir.clone());
     options.auto_deconfigure = inv.auto_deconfigure;

@@ -43,6 +43,8 @@ struct State {
     pending: Vec<String>,
     /// The `startup` line, until written.
     startup: Option<String>,
+    /// The front end's own line after it: the strategy and where it came from.
+    strategy: Option<String>,
 }
 
 enum Log {
@@ -79,6 +81,7 @@ impl Reporter {
                 broken: None,
                 pending: Vec::new(),
                 startup: None,
+                strategy: None,
             }),
         })
     }
@@ -95,6 +98,13 @@ impl Reporter {
     /// locks, so a call that finds them held logs nothing.
     pub fn startup(&self, action: &str) {
         self.with(|s| s.startup = Some(dpkg_log::startup(action)));
+    }
+
+    /// The durability strategy of the call, `name`, chosen by `why` (the environment, the
+    /// configuration file, `--force-unsafe-io`, the default): logged after the `startup` line,
+    /// as `unpack-dpkg strategy NAME (WHY)`, the one line of the log that is not dpkg's.
+    pub fn strategy(&self, name: &str, why: &str) {
+        self.with(|s| s.strategy = Some(format!("unpack-dpkg strategy {name} ({why})")));
     }
 
     /// The call got as far as dpkg's `startup` line (it holds the locks): written now if it
@@ -213,6 +223,9 @@ impl State {
     fn flush_startup(&mut self) {
         if let Some(startup) = self.startup.take() {
             self.log_line(&startup);
+            if let Some(strategy) = self.strategy.take() {
+                self.log_line(&strategy);
+            }
         }
     }
 
