@@ -26,7 +26,7 @@ pub fn repo() -> &'static Path {
 
 /// A program of the workspace, from the target directory and profile of the running test. Cargo
 /// builds a test's own package's binaries before the test (`CARGO_BIN_EXE_*`: the lab's), not
-/// the engine's `unpack`: that one is built here, once per test process, with the engine's
+/// the engine's (`unpack`, `unpack-dpkg`): those are built here, once per test process, with the engine's
 /// default features (a no-op when it is fresh), so that no test ever runs a stale `unpack`
 /// after a `cargo test --test NAME` that rebuilt only the library.
 pub fn program(name: &str) -> &'static str {
@@ -43,20 +43,20 @@ pub fn program(name: &str) -> &'static str {
     )
 }
 
-/// `cargo build -p unpack-engine --bin unpack` into `dir` (`TARGET/PROFILE`), as the test's
-/// own binaries were built.
+/// `cargo build -p unpack-engine --bins` into `dir` (`TARGET/PROFILE`), as the test's own
+/// binaries were built.
 fn build_unpack(dir: &Path) {
     let profile = dir.file_name().and_then(|p| p.to_str()).expect("a profile directory");
     let target = dir.parent().expect("a target directory");
     // Cargo's directory for the dev profile is `debug`; every other profile's has its name.
     let profile = if profile == "debug" { "dev" } else { profile };
     let r = run(Command::new(env!("CARGO"))
-        .args(["build", "--locked", "--quiet", "-p", "unpack-engine", "--bin", "unpack"])
+        .args(["build", "--locked", "--quiet", "-p", "unpack-engine", "--bins"])
         .args(["--profile", profile, "--target-dir"])
         .arg(target)
         .arg("--manifest-path")
         .arg(repo().join("Cargo.toml")));
-    assert_eq!(r.code, 0, "cargo build --bin unpack: {}", r.stderr);
+    assert_eq!(r.code, 0, "cargo build -p unpack-engine --bins: {}", r.stderr);
 }
 
 pub fn unpack_bin() -> &'static str {
