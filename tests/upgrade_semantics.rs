@@ -205,6 +205,45 @@ fn conffiles_taken_by_replaces_from_config_files_and_kept_by_a_replacing_owner()
     o.configure(&[]);
 }
 
+/// trixie's login.defs again, as apt's dist-upgrade orders it: the new owner first (its own
+/// call, taking `/etc/login.defs` by Replaces, which marks the old owner's entry obsolete and
+/// drops the path from its list), the old owner's new version later (another call). dpkg
+/// carries an old conffile forward as obsolete only when the old version's list still names it
+/// (src/main/unpack.c pkg_remove_old_files walks the list, newest first): the taken one is
+/// forgotten, and the ones the new version drops are recorded, and appended to its list, in
+/// the reverse of the old list's order.
+#[test]
+fn obsolete_conffiles_follow_the_old_list_in_reverse_and_a_taken_one_is_forgotten() {
+    let dir = debs();
+    let old1 = Pkg::new("sem-cf-old", "1.0", "all")
+        .file("/usr/share/sem-cf/data", b"1\n", 0o644)
+        .conffile("/etc/sem-cf/a.conf", b"a 1\n")
+        .conffile("/etc/sem-cf/b.conf", b"b 1\n")
+        .conffile("/etc/sem-cf/c.conf", b"c 1\n")
+        .build(dir.path());
+    let heir = Pkg::new("sem-cf-heir", "1.0", "all")
+        .field("Replaces", "sem-cf-old (<< 2.0)")
+        .conffile("/etc/sem-cf/a.conf", b"a 2\n")
+        .build(dir.path());
+    let old2 = Pkg::new("sem-cf-old", "2.0", "all")
+        .file("/usr/share/sem-cf/data", b"2\n", 0o644)
+        .build(dir.path());
+    let o = Oracle::new("obsolete conffiles after a take-over");
+    o.both(|root| Via::Dpkg.install(root, &[&old1], &[]));
+    o.unpack(&[&heir]);
+    o.unpack(&[&old2]);
+    let field = |root: &Path| status_field(root, "sem-cf-old:all", "Conffiles");
+    let list = |o: &DbRoot| std::fs::read_to_string(o.admindir().join("info/sem-cf-old.list"));
+    assert_eq!(field(o.ours.path()), field(o.theirs.path()));
+    assert_eq!(list(&o.ours).unwrap(), list(&o.theirs).unwrap());
+    let (b, c) = (md5_hex(b"b 1\n"), md5_hex(b"c 1\n"));
+    assert_eq!(
+        field(o.ours.path()),
+        Some(format!("\n /etc/sem-cf/c.conf {c} obsolete\n /etc/sem-cf/b.conf {b} obsolete"))
+    );
+    o.configure(&[]);
+}
+
 /// A directory two installed packages list, which both their new versions drop in one call,
 /// goes (dpkg removes it with the second, once no package lists it); the engine's one
 /// transaction for both does the same.

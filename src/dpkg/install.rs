@@ -533,8 +533,10 @@ impl Database {
     /// The package's conffiles as its status stanza records them (the new ones with the old
     /// version's hash where it had them, the old ones it no longer ships obsolete) and its
     /// list (those obsolete ones included, as dpkg lists them). An old conffile is obsolete
-    /// only where it is still on disk and not a directory, and the new version does not ship
-    /// the path at all, as dpkg decides (src/main/unpack.c pkg_remove_old_files): one a preinst
+    /// only where the old version's list still names it (not taken by another package), it is
+    /// still on disk and not a directory, and the new version does not ship the path at all,
+    /// in the reverse of the old list's order, as dpkg decides (src/main/unpack.c
+    /// pkg_remove_old_files, which walks the old list newest first): one a preinst
     /// removed or moved away (`dpkg-maintscript-helper rm_conffile`, `mv_conffile`) is
     /// forgotten, and one the new version ships as a plain file is one of its files.
     fn conffiles_and_list(
@@ -569,7 +571,13 @@ impl Database {
             })
             .collect();
         let mut list = inc.list.clone();
-        for c in old_conffiles.iter().filter(|c| !inc.conffiles.contains(&c.path)) {
+        // dpkg walks the old version's list, newest entry first, and keeps each conffile of it
+        // that disappears: one the old list no longer names (taken by another package) is
+        // forgotten, and the kept ones come in that reverse order.
+        let old_list: &[PathBuf] = inc.old.map_or(&[], |o| &self.installed.lists[o]);
+        let dropped =
+            old_list.iter().rev().filter_map(|p| old_conffiles.iter().find(|c| &c.path == p));
+        for c in dropped.filter(|c| !inc.conffiles.contains(&c.path)) {
             if inc.listed.contains(&c.path) {
                 continue;
             }
