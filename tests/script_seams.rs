@@ -122,9 +122,10 @@ fn killed_in_a_new_preinst_the_package_is_recorded_half_installed_as_dpkg_record
         ours.path().as_os_str(),
     ]);
     assert_eq!(again.code, 0, "{}", again.stderr);
-    // What the preinst wrote, at the same time on both sides: only the database is compared.
+    // What the preinst and this test wrote, at the same time on both sides: only the database
+    // is compared (the two `hold` files were written a clock tick apart, now and then).
     for root in [&ours, &theirs] {
-        for made in ["etc/scr-seam.conf", "scr-seam.preinst-ran"] {
+        for made in ["etc/scr-seam.conf", "scr-seam.preinst-ran", "hold"] {
             let r = common::run(
                 Command::new("touch").arg("-d").arg("@1700000000").arg(root.path().join(made)),
             );
