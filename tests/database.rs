@@ -538,7 +538,9 @@ fn hostile_database_entries_never_touch_a_path_outside_the_root() {
         &["crashdb.list", "more than"],
     );
     // A dropped path whose directory is now a symlink to a host directory holding a file of
-    // that name: resolved inside the root, where there is none; the host's file stays.
+    // that name: resolved inside the root, where it leads nowhere, so the package's directory
+    // entry replaces the symlink as dpkg's would (tests/upgrade_semantics.rs); the host's file
+    // stays, and nothing is written where the link points.
     let host = tempfile::tempdir().unwrap();
     std::fs::write(host.path().join("dropped"), b"the host's").unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -552,9 +554,13 @@ fn hostile_database_entries_never_touch_a_path_outside_the_root() {
     let r = unpack(["-q", v2.to_str().unwrap(), root.path().to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(std::fs::read(host.path().join("dropped")).unwrap(), b"the host's");
-    assert!(
-        root.path().join(host.path().strip_prefix("/").unwrap()).join("kept").exists(),
-        "written inside the root, through the symlink resolved there"
+    assert!(dir.is_dir() && !dir.is_symlink(), "the symlink is replaced by the directory");
+    assert!(dir.join("kept").is_file());
+    assert!(!root.path().join(host.path().strip_prefix("/").unwrap()).exists());
+    assert_eq!(
+        std::fs::read_dir(host.path()).unwrap().count(),
+        1,
+        "the host's directory untouched"
     );
 }
 

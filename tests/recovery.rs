@@ -163,6 +163,7 @@ fn kill_9_among_parallel_renames_then_recovery_finishes_the_upgrade() {
             .arg(&new)
             .arg(&root));
         assert_ne!(r.code, 0, "killed at rename {when}");
+        assert!(!r.stderr.contains("error"), "killed, not failed: {}", r.stderr);
         let rec = recover(&root);
         assert!(rec.stdout.contains("rename phase"), "kill at rename {when}: {}", rec.stdout);
         assert!(leftover_temps(&root).is_empty(), "kill at rename {when}: temporary files left");
@@ -255,6 +256,63 @@ fn an_interrupted_fresh_install_rolls_back_to_nothing() {
         Vec::<PathBuf>::new(),
         "everything the transaction made is gone"
     );
+}
+
+/// What a rename cannot replace is cleared just before it: an empty directory where the package
+/// has a file, a symlink that leads nowhere where it has a directory. kill -9 at every rename:
+/// once the journal is on disk (a kill between the clearing and the rename included) recovery
+/// finishes the transaction, entirely new; before it, entirely old.
+#[test]
+fn a_kill_between_clearing_a_name_and_its_rename_is_rolled_forward() {
+    let fs = scratch("ext4", "defaults");
+    let debs = fs.subdir("debs");
+    let mut tar = tar::Builder::new(Vec::new());
+    for (path, kind, body) in [
+        ("./lock/", tar::EntryType::Directory, &b""[..]),
+        ("./lock/note", tar::EntryType::Regular, b"note\n"),
+        ("./empty", tar::EntryType::Regular, b"file\n"),
+    ] {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(kind);
+        header.set_size(body.len() as u64);
+        header.set_mode(if kind == tar::EntryType::Directory { 0o755 } else { 0o644 });
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_mtime(1_700_000_000);
+        header.set_cksum();
+        tar.append_data(&mut header, path, body).unwrap();
+    }
+    let deb = write_deb(&debs, "clears_1.0_all.deb", "data.tar", &tar.into_inner().unwrap());
+    let old = |root: &Path| {
+        std::os::unix::fs::symlink("nowhere", root.join("lock")).unwrap();
+        std::fs::create_dir(root.join("empty")).unwrap();
+    };
+    // The journal's rename, then the two tops: lock/ and empty.
+    for when in 1..=3 {
+        let root = fs.subdir(&format!("rename-{when}"));
+        old(&root);
+        let r = run(Command::new("strace")
+            .args(["-f", "-qq", "-o", "/dev/null", "-e"])
+            .arg(format!("inject=rename,renameat,renameat2:signal=KILL:when={when}"))
+            .arg(unpack_bin())
+            .args(["-q", "-s", "fsync"])
+            .arg(&deb)
+            .arg(&root));
+        assert_ne!(r.code, 0, "killed at rename {when}");
+        assert!(!r.stderr.contains("error"), "killed, not failed: {}", r.stderr);
+        let rec = recover(&root);
+        assert!(leftover_temps(&root).is_empty(), "{when}: {:?}", leftover_temps(&root));
+        let lock = std::fs::symlink_metadata(root.join("lock")).unwrap();
+        if when == 1 {
+            assert!(lock.file_type().is_symlink(), "killed before the journal: old");
+            assert!(root.join("empty").is_dir());
+        } else {
+            assert!(rec.stdout.contains("rename phase"), "{when}: {}", rec.stdout);
+            assert!(lock.is_dir(), "killed at rename {when}, after the journal: new");
+            assert_eq!(std::fs::read(root.join("lock/note")).unwrap(), b"note\n");
+            assert_eq!(std::fs::read(root.join("empty")).unwrap(), b"file\n");
+        }
+    }
 }
 
 /// A rename refused after the journal is on disk (here an immutable file, `chattr +i`) cannot

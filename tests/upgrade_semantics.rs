@@ -79,6 +79,43 @@ fn existing_directories_and_links_to_them_are_kept_as_dpkg_keeps_them() {
     o.configure(&[]);
 }
 
+/// The other side of that rule: a directory entry meeting a symlink that leads to no directory
+/// replaces the symlink with a directory, as dpkg does (tarobject `stat`s the name, follows the
+/// link, finds no directory, and moves the link aside). Trixie's base-files ships `./var/lock/`
+/// where a bookworm root has `var/lock -> /run/lock` and `/run` is an empty mount point: the
+/// dist-upgrade's last difference from dpkg was the engine keeping the link and making the
+/// directory it names. Here relative links, so that dpkg `--root` stays in its root: one
+/// dangling, one to a file.
+#[test]
+fn a_directory_entry_replaces_a_symlink_that_leads_to_no_directory() {
+    let dir = debs();
+    let deb = Pkg::new("sem-lock", "1.0", "all")
+        .dir("/var/lock", 0o755)
+        .file("/var/lock/sem-note", b"note\n", 0o644)
+        .dir("/opt/tofile", 0o755)
+        .build(dir.path());
+    let o = Oracle::new("a directory entry over a symlink to no directory");
+    o.both(|root| {
+        std::fs::create_dir_all(root.join("run")).unwrap();
+        std::fs::create_dir_all(root.join("srv")).unwrap();
+        std::fs::write(root.join("srv/file"), b"file\n").unwrap();
+        let file = std::fs::File::options().write(true).open(root.join("srv/file")).unwrap();
+        file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000))
+            .unwrap();
+        symlink(root, "/var/lock", "../run/lock");
+        symlink(root, "/opt/tofile", "../srv/file");
+    });
+    o.unpack(&[&deb]);
+    for root in [o.theirs.path(), o.ours.path()] {
+        assert_eq!(link_of(root, "/var/lock"), None, "{}", root.display());
+        assert_eq!(std::fs::read(root.join("var/lock/sem-note")).unwrap(), b"note\n");
+        assert!(!root.join("run/lock").exists(), "the link's target is not made");
+        assert!(root.join("opt/tofile").is_dir() && link_of(root, "/opt/tofile").is_none());
+        assert_eq!(std::fs::read(root.join("srv/file")).unwrap(), b"file\n");
+    }
+    o.configure(&[]);
+}
+
 /// The same rule without a database: a symlink entry meeting a directory leaves it.
 #[test]
 fn a_symlink_entry_meeting_a_directory_leaves_it_without_a_database_too() {

@@ -88,8 +88,10 @@ pub struct TempFile {
     pub(crate) regular: bool,
     /// Written under its final name, inside a new tree: nothing to rename.
     pub(crate) in_place: bool,
-    /// The root holds an empty directory at the final name: removed just before the rename.
-    pub(crate) replaces_empty_dir: bool,
+    /// The root holds what the rename cannot replace at the final name (an empty directory
+    /// where a file comes, a symlink where a directory comes): removed just before the rename
+    /// ([`crate::fs::tree::clear_for_rename`]).
+    pub(crate) clears_name: bool,
 }
 
 impl TempFile {

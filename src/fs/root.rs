@@ -259,6 +259,19 @@ impl Root {
         Ok((canon, dir))
     }
 
+    /// Makes `canon`, a name in the non-staged `parent`, the top of a new tree in place of what
+    /// is there (a symlink that leads to no directory, which the commit removes before the
+    /// rename): from now on `canon` resolves to the new directory, not through the symlink.
+    pub fn stage_dir_over(
+        &mut self,
+        parent: &Directory,
+        canon: &Path,
+        created: &mut Vec<CreatedDir>,
+    ) -> Result<(), ResolveError> {
+        let name = canon.file_name().unwrap_or_default();
+        self.make_dir(parent, name, canon, &mut Create::Staged(created)).map(|_| ())
+    }
+
     /// Makes the missing directory `name` in `parent` as `create` says and caches it under
     /// `canon`; false when it turned out to exist already.
     fn make_dir(

@@ -211,3 +211,23 @@ pub(crate) fn remove_dropped(
         Err(e) => Err(e),
     }
 }
+
+/// Clears the final name of a rename that could not replace what is there: an empty directory
+/// where a file comes, or a symlink where a directory comes (rename(2) moves a directory only
+/// over nothing or an empty directory). Anything else is left for the rename to replace or
+/// refuse: a non-empty directory is never removed, a file never unlinked. Idempotent, for
+/// recovery to replay: a name already gone is cleared.
+pub(crate) fn clear_for_rename(dir: BorrowedFd<'_>, name: &OsStr) -> rustix::io::Result<()> {
+    let removed = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Err(e) => Err(e),
+        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+            FileType::Directory => rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR),
+            FileType::Symlink => rustix::fs::unlinkat(dir, name, AtFlags::empty()),
+            _ => Ok(()),
+        },
+    };
+    match removed {
+        Err(Errno::NOENT) => Ok(()),
+        other => other,
+    }
+}

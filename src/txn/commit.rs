@@ -135,7 +135,7 @@ fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
             let temp = r.temp_name();
             let seen = Seen::of(look(&r.dir, &r.name).as_ref());
             let temp_ino = look(&r.dir, &temp).map_or(0, |st| st.st_ino);
-            e.rename(canon_dir, &temp, &r.name, r.replaces_empty_dir, seen, temp_ino);
+            e.rename(canon_dir, &temp, &r.name, r.clears_name, seen, temp_ino);
         }
         for r in &tx.removals {
             let canon_dir = r.dir.path.strip_prefix(tx.root.path()).unwrap_or(Path::new(""));
@@ -198,9 +198,9 @@ fn rename_all(by_dir: Vec<Vec<&TempFile>>, calls: &Syscalls) -> Result<()> {
 }
 
 fn rename_one(r: &TempFile, calls: &Syscalls) -> Result<()> {
-    if r.replaces_empty_dir {
-        rustix::fs::unlinkat(r.dir.fd(), &r.name, AtFlags::REMOVEDIR).map_err(|e| {
-            Error::root(r.path(), "removing the empty directory the package replaces", e)
+    if r.clears_name {
+        crate::fs::tree::clear_for_rename(r.dir.fd(), &r.name).map_err(|e| {
+            Error::root(r.path(), "removing the empty directory or symlink the package replaces", e)
         })?;
     }
     calls

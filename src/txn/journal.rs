@@ -52,7 +52,8 @@ pub struct RenameRecord {
     pub dir: PathBuf,
     pub temp: OsString,
     pub name: OsString,
-    pub replaces_empty_dir: bool,
+    /// An empty directory or a symlink at `name` is removed just before the rename.
+    pub clears_name: bool,
     /// What was at `name` when the journal was written, and the temporary file's inode
     /// (`None`: a journal of before version 4, which did not say).
     pub seen: Option<(Seen, u64)>,
@@ -141,7 +142,7 @@ impl Journal {
         self.packages.iter().for_each(|p| e.package(p));
         for r in &self.renames {
             let (seen, ino) = r.seen.unwrap_or((Seen::Nothing, 0));
-            e.rename(&r.dir, &r.temp, &r.name, r.replaces_empty_dir, seen, ino);
+            e.rename(&r.dir, &r.temp, &r.name, r.clears_name, seen, ino);
         }
         for r in &self.removals {
             e.removal(&r.dir, &r.name, r.directory, r.seen.unwrap_or(Seen::Nothing));
@@ -216,7 +217,7 @@ fn rename_record(f: &[Vec<u8>]) -> Result<RenameRecord, String> {
             "a temporary name must end in '{TEMP_SUFFIX}' and differ from its name"
         ));
     }
-    let replaces_empty_dir = match f[4].as_slice() {
+    let clears_name = match f[4].as_slice() {
         b"0" => false,
         b"1" => true,
         _ => return Err("bad flag".into()),
@@ -232,7 +233,7 @@ fn rename_record(f: &[Vec<u8>]) -> Result<RenameRecord, String> {
         dir: PathBuf::from(OsString::from_vec(dir.clone())),
         temp: OsString::from_vec(temp.clone()),
         name: OsString::from_vec(name.clone()),
-        replaces_empty_dir,
+        clears_name,
         seen,
     })
 }
@@ -340,11 +341,11 @@ impl<W: Write> Encoder<W> {
         dir: &Path,
         temp: &OsStr,
         name: &OsStr,
-        replaces_empty_dir: bool,
+        clears_name: bool,
         seen: Seen,
         temp_ino: u64,
     ) {
-        let flag: &[u8] = if replaces_empty_dir { b"1" } else { b"0" };
+        let flag: &[u8] = if clears_name { b"1" } else { b"0" };
         self.record(&[
             b"R",
             &escape_path(dir),
@@ -462,14 +463,14 @@ mod tests {
                     dir: PathBuf::new(),
                     temp: "a.unpack-new".into(),
                     name: "a".into(),
-                    replaces_empty_dir: false,
+                    clears_name: false,
                     seen: Some((Seen::Nothing, 12)),
                 },
                 RenameRecord {
                     dir: PathBuf::from("usr/share/we ird%"),
                     temp: OsString::from_vec(b"new\nline\xff.unpack-new".to_vec()),
                     name: OsString::from_vec(b"new\nline\xff".to_vec()),
-                    replaces_empty_dir: true,
+                    clears_name: true,
                     seen: Some((
                         Seen::Node {
                             ino: 7,

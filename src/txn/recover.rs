@@ -208,17 +208,14 @@ fn roll_forward(
             Err(e) => return Err(Error::root(&path, "stat", e)),
             Ok(_) => {}
         }
-        if r.replaces_empty_dir {
-            match rustix::fs::unlinkat(dir.fd(), &r.name, AtFlags::REMOVEDIR) {
-                Ok(()) | Err(Errno::NOENT) | Err(Errno::NOTDIR) => {}
-                Err(e) => {
-                    return Err(Error::root(
-                        &path,
-                        "removing the empty directory the package replaces",
-                        e,
-                    ))
-                }
-            }
+        if r.clears_name {
+            crate::fs::tree::clear_for_rename(dir.fd(), &r.name).map_err(|e| {
+                Error::root(
+                    &path,
+                    "removing the empty directory or symlink the package replaces",
+                    e,
+                )
+            })?;
         }
         calls
             .rename(dir.fd(), &r.temp, &r.name)
@@ -266,7 +263,10 @@ fn changed_since(
         let dir = &dirs[r.dir.as_path()];
         // Renamed already: nothing of it is left to do.
         let Some(temp) = look(dir, &r.temp)? else { continue };
-        if temp.st_ino != temp_ino || Seen::of(look(dir, &r.name)?.as_ref()) != seen {
+        let now = look(dir, &r.name)?;
+        // Cleared for the rename (an empty directory or a symlink), then the crash came.
+        let cleared = r.clears_name && now.is_none();
+        if temp.st_ino != temp_ino || (Seen::of(now.as_ref()) != seen && !cleared) {
             changed.push(r.dir.join(&r.name));
         }
     }

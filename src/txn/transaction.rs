@@ -345,7 +345,7 @@ impl<'a> Transaction<'a> {
         let canon = canon_dir.join(name);
         self.check_claim(pkg, package, entry, &canon)?;
         if entry.kind == Kind::Dir {
-            return self.add_dir(pkg, package, entry, &canon);
+            return self.add_dir(pkg, package, entry, (&dir, &canon));
         }
         if let Kind::Symlink { target } = &entry.kind {
             if self.keeps_existing_dir(&entry.path, target) {
@@ -353,7 +353,7 @@ impl<'a> Transaction<'a> {
             }
         }
         let display = self.root.display(&canon);
-        let replaces_empty_dir = !dir.staged && self.check_final_name(&dir, name, &display)?;
+        let clears_name = !dir.staged && self.check_final_name(&dir, name, &display)?;
         // In a new tree the final name is the name on disk: the tree is what gets renamed.
         let temp = if dir.staged { name.to_os_string() } else { temp_name(name) };
         let rename = self.renames.len();
@@ -389,7 +389,7 @@ impl<'a> Transaction<'a> {
                 self.make_node(package, entry, node, &dir, &temp, &display)?;
                 Slot::Special { rename }
             }
-            Kind::Dir => return self.add_dir(pkg, package, entry, &canon),
+            Kind::Dir => return self.add_dir(pkg, package, entry, (&dir, &canon)),
         };
         let regular = matches!(entry.kind, Kind::File { .. });
         let in_place = dir.staged;
@@ -398,7 +398,7 @@ impl<'a> Transaction<'a> {
             name: name.to_os_string(),
             regular,
             in_place,
-            replaces_empty_dir,
+            clears_name,
         });
         self.slots.insert(canon, (slot, pkg));
         Ok(())
@@ -589,6 +589,13 @@ impl<'a> Transaction<'a> {
         let before = self.created.len();
         let created = if create { Create::Staged(&mut self.created) } else { Create::Never };
         let resolved = self.root.resolve_dir(path, created, &overlay);
+        self.record_created(before, false);
+        resolved.map_err(|e| self.resolve_error(e, package, path))
+    }
+
+    /// Takes the directories made since `before` into the transaction; `clears_name`: the top
+    /// one replaces a symlink, removed at commit.
+    fn record_created(&mut self, before: usize, clears_name: bool) {
         for d in &self.created[before..] {
             // A directory made for entries under it is the package's from now on: a later
             // entry that is not a directory at this path contradicts the package (exit 3).
@@ -601,10 +608,13 @@ impl<'a> Transaction<'a> {
                 name,
                 regular: false,
                 in_place: !d.top,
-                replaces_empty_dir: false,
+                clears_name: clears_name && d.top,
             });
         }
-        resolved.map_err(|e| match e {
+    }
+
+    fn resolve_error(&self, e: ResolveError, package: &Path, path: &Path) -> Error {
+        match e {
             ResolveError::Loop(p) => {
                 Error::bad(package, format!("'{}': too many levels of symbolic links", escape(&p)))
             }
@@ -618,14 +628,44 @@ impl<'a> Transaction<'a> {
             },
             ResolveError::Io { path: p, action, source } => Error::root(p, action, source),
             ResolveError::StateDir(canon) => in_state_dir(package, path, &canon),
-        })
+        }
+    }
+
+    /// Whether the directory entry at `canon` (a name in `parent`) replaces a symlink the root
+    /// has there, as dpkg replaces it (src/main/archives.c, tarobject: a directory entry keeps
+    /// what `stat` finds to be a directory, anything else is moved aside): a symlink on disk
+    /// that leads to no directory inside the root (dangling, such as `var/lock -> /run/lock`
+    /// with `/run` an empty mount point, a loop, or a link to a file). One that leads to a
+    /// directory stays, and the package's entries go where it leads (merged /usr's `bin`).
+    fn replaces_symlink(&mut self, parent: &Directory, canon: &Path) -> bool {
+        let Some(name) = canon.file_name() else { return false };
+        let slots = &self.slots;
+        let overlay = |p: &Path| pending(slots, p);
+        if parent.staged || !matches!(overlay(canon), Pending::Nothing) {
+            return false;
+        }
+        let is_symlink = rustix::fs::statat(parent.fd(), name, AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+        is_symlink && self.root.resolve_dir(canon, Create::Never, &overlay).is_err()
     }
 
     /// A directory entry. Only a directory this transaction made takes the archive's owner,
     /// mode and mtime (set before the barrier, see [`crate::txn::commit`]): one the root already has
     /// keeps all of its own, as with dpkg, so that a package shipping `./tmp/` 0755 or `./etc/`
     /// 0777 owned by a user changes neither. Its mtime is what the renames into it leave.
-    fn add_dir(&mut self, pkg: usize, package: &Path, entry: &Entry, canon: &Path) -> Result<()> {
+    fn add_dir(
+        &mut self,
+        pkg: usize,
+        package: &Path,
+        entry: &Entry,
+        (parent, canon): (&Directory, &Path),
+    ) -> Result<()> {
+        if self.replaces_symlink(parent, canon) {
+            let before = self.created.len();
+            let staged = self.root.stage_dir_over(parent, canon, &mut self.created);
+            self.record_created(before, true);
+            staged.map_err(|e| self.resolve_error(e, package, &entry.path))?;
+        }
         let (resolved, dir) = self.resolve(&entry.path, true, package)?;
         // Through a symlink already in the root (merged /usr's `bin -> usr/bin`), the directory
         // belongs to the symlink's target: not made here, so it keeps its metadata too.
