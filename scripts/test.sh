@@ -3,7 +3,8 @@
 # installs the Debian packages the tests need (only those missing), checks the text (rustfmt,
 # clippy, rustdoc's links), then runs `cargo test`, the crate as crates.io would get it
 # (scripts/publish-check.sh), the Debian packages (scripts/self-unpack.sh: build, lintian, the
-# hardening of the bundled C, the packaged unpack against dpkg-deb -x) and their autopkgtests
+# hardening of the bundled C, the packaged unpack against dpkg-deb -x), the installer package's
+# apt snippet in a minbase (scripts/apt-snippet.sh) and their autopkgtests
 # (scripts/autopkgtest.sh). This is the README's test command, and .ci/run calls it, so the
 # two cannot drift.
 #
@@ -138,5 +139,6 @@ cargo test --locked "$@" 2>&1
 if [ $# -eq 0 ]; then
     scripts/publish-check.sh 2>&1
     scripts/self-unpack.sh 2>&1
+    scripts/apt-snippet.sh 2>&1
     scripts/autopkgtest.sh 2>&1
 fi
