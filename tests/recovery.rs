@@ -53,13 +53,35 @@ fn upgrade_with_injected_signal(
     signal: &str,
     when: u32,
 ) -> Run {
+    let deb = fixture("pkg-v2_2.0_all.deb");
+    unpack_with_injected_signal(&deb, root, strategy, &format!("{syscall}:signal={signal}"), when)
+}
+
+/// Runs `unpack -s STRATEGY DEB ROOT` under strace, which injects `what` (`SYSCALLS:signal=SIG`)
+/// at the `when`-th call.
+fn unpack_with_injected_signal(
+    deb: &Path,
+    root: &Path,
+    strategy: &str,
+    what: &str,
+    when: u32,
+) -> Run {
     run(Command::new("strace")
         .args(["-f", "-qq", "-o", "/dev/null", "-e"])
-        .arg(format!("inject={syscall}:signal={signal}:when={when}"))
+        .arg(format!("inject={what}:when={when}"))
         .arg(unpack_bin())
         .args(["-q", "-s", strategy])
-        .arg(fixture("pkg-v2_2.0_all.deb"))
+        .arg(deb)
         .arg(root))
+}
+
+/// A kill at the `when`-th rename of `unpack -s STRATEGY DEB ROOT`: it must be the kill that
+/// ended the run, not an error.
+fn killed_at_rename(deb: &Path, root: &Path, strategy: &str, when: u32) {
+    let renames = "rename,renameat,renameat2:signal=KILL";
+    let r = unpack_with_injected_signal(deb, root, strategy, renames, when);
+    assert_ne!(r.code, 0, "killed at rename {when}");
+    assert!(!r.stderr.contains("error"), "killed, not failed: {}", r.stderr);
 }
 
 fn recover(root: &Path) -> Run {
@@ -155,15 +177,7 @@ fn kill_9_among_parallel_renames_then_recovery_finishes_the_upgrade() {
         let root = fs.subdir(&format!("kill-{when}"));
         let r = unpack(["-q", "-s", "none", old.to_str().unwrap(), root.to_str().unwrap()]);
         assert_eq!(r.code, 0, "{}", r.stderr);
-        let r = run(Command::new("strace")
-            .args(["-f", "-qq", "-o", "/dev/null", "-e"])
-            .arg(format!("inject=rename,renameat,renameat2:signal=KILL:when={when}"))
-            .arg(unpack_bin())
-            .args(["-q", "-s", "syncfs"])
-            .arg(&new)
-            .arg(&root));
-        assert_ne!(r.code, 0, "killed at rename {when}");
-        assert!(!r.stderr.contains("error"), "killed, not failed: {}", r.stderr);
+        killed_at_rename(&new, &root, "syncfs", when);
         let rec = recover(&root);
         assert!(rec.stdout.contains("rename phase"), "kill at rename {when}: {}", rec.stdout);
         assert!(leftover_temps(&root).is_empty(), "kill at rename {when}: temporary files left");
@@ -291,15 +305,7 @@ fn a_kill_between_clearing_a_name_and_its_rename_is_rolled_forward() {
     for when in 1..=3 {
         let root = fs.subdir(&format!("rename-{when}"));
         old(&root);
-        let r = run(Command::new("strace")
-            .args(["-f", "-qq", "-o", "/dev/null", "-e"])
-            .arg(format!("inject=rename,renameat,renameat2:signal=KILL:when={when}"))
-            .arg(unpack_bin())
-            .args(["-q", "-s", "fsync"])
-            .arg(&deb)
-            .arg(&root));
-        assert_ne!(r.code, 0, "killed at rename {when}");
-        assert!(!r.stderr.contains("error"), "killed, not failed: {}", r.stderr);
+        killed_at_rename(&deb, &root, "fsync", when);
         let rec = recover(&root);
         assert!(leftover_temps(&root).is_empty(), "{when}: {:?}", leftover_temps(&root));
         let lock = std::fs::symlink_metadata(root.join("lock")).unwrap();
