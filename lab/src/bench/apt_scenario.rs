@@ -369,6 +369,30 @@ mod tests {
         assert!(runs(&Tool::Peer(Peer::Eatmydata)) && !runs(&Tool::Peer(Peer::TarSync)));
     }
 
+    /// The check a run's root passes: the reference's tree and database, but for logs and the
+    /// engine's state; a file of the set that differs fails it, named.
+    #[test]
+    fn a_root_that_differs_from_the_reference_beyond_the_ignored_files_fails_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (reference, root) = (dir.path().join("reference"), dir.path().join("root"));
+        for (top, log, data) in [(&reference, "one\n", "2.0\n"), (&root, "two\n", "2.0\n")] {
+            for (path, text) in [
+                ("var/log/unpack-bench-dpkg.log", log),
+                ("var/lib/unpack/txn.tmp", log),
+                ("usr/share/al-00/data-1", data),
+            ] {
+                let at = top.join(path);
+                fs::create_dir_all(at.parent().unwrap()).unwrap();
+                fs::write(&at, text).unwrap();
+            }
+        }
+        let prepared = Prepared { chroot: reference.clone(), reference, ignore: ignore().unwrap() };
+        prepared.check(&root).unwrap();
+        fs::write(root.join("usr/share/al-00/data-1"), "1.0\n").unwrap();
+        let err = prepared.check(&root).unwrap_err();
+        assert!(err.contains("in 1 ways") && err.contains("usr/share/al-00/data-1"), "{err}");
+    }
+
     #[test]
     fn the_ignore_rules_leave_out_logs_and_the_engine_state_and_nothing_else() {
         use compare::difference::Difference;
