@@ -864,7 +864,8 @@ fn the_minbase_scenario_bootstraps_a_tiny_base_with_every_tool_and_configures_it
 }
 
 /// What the minbase scenario cannot run is a usage error before any run: a workload that is
-/// not a fetch-minbase.sh directory, a synthetic package, a peer that does not install a system.
+/// not a fetch-minbase.sh directory, a synthetic package, a peer that does not install a system;
+/// and so is what the apt-local scenario cannot run: a peer apt cannot drive, counting runs.
 #[test]
 fn the_minbase_scenario_refuses_what_does_not_install_a_system() {
     let _serial = serial();
@@ -890,6 +891,15 @@ fn the_minbase_scenario_refuses_what_does_not_install_a_system() {
             "no first-stage.list; make the directory with fixtures/fetch-minbase.sh DIR",
         ),
         (&[no_list, deb][..], "a directory must be the only PACKAGE argument"),
+        (&["--scenario", "apt-local", deb][..], "--scenario apt-local needs one PACKAGE argument"),
+        (
+            &["--scenario", "apt-local", "--peers", "eatmydata,tar", no_list][..],
+            "the tar peer is not a dpkg apt can drive",
+        ),
+        (
+            &["--scenario", "apt-local", "--counts", no_list][..],
+            "--counts: not with --scenario apt-local",
+        ),
     ] {
         let r = bench(tmp.path(), args);
         assert_eq!(r.code, 2, "{args:?}: {r:?}");

@@ -258,6 +258,12 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
     if let Some(scenario) = config.scenarios.iter().find(|s| s.installs_a_system()) {
         check_minbase(&config, *scenario)?;
     }
+    if config.counts && config.scenarios.contains(&Scenario::AptLocal) {
+        return Err(Error::Usage(
+            "--counts: not with --scenario apt-local (its counts would be per entry of the minbase, which apt does not unpack)"
+                .to_string(),
+        ));
+    }
     let engine = Engine::find()?;
     let tools = choose_tools(&config)?;
     let counts = if config.counts { Some(Source::detect()?) } else { None };
