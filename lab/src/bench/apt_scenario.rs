@@ -302,7 +302,7 @@ pub fn command(
     Ok(cmd)
 }
 
-/// Runs [`command`] and waits for it.
+/// Runs [`command()`] and waits for it.
 pub fn run(
     launch: &dyn Fn(&OsStr) -> Command,
     tool: &Tool,
