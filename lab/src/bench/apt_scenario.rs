@@ -67,6 +67,9 @@ exit $status
 /// The real dpkg in the root.
 const REAL_DPKG: &str = "/usr/bin/dpkg";
 
+/// dpkg's log in the root, where the front end logs the strategy of each of its calls.
+pub const DPKG_LOG: &str = "/var/log/dpkg.log";
+
 /// The packages of the eatmydata peer, downloaded on the host for the host's release (the
 /// minbase's: fetch-minbase.sh resolves it with the host's lists).
 const EATMYDATA: [&str; 2] = ["eatmydata", "libeatmydata1"];
@@ -107,6 +110,29 @@ impl AptFigures {
             .ok_or_else(|| format!("{}: no maximum resident set size in it", rss.display()))?;
         figures.peak_rss_bytes = kib.saturating_mul(1024);
         Ok(figures)
+    }
+}
+
+/// For a strategy's run, that every call the front end made in it ran the strategy asked for,
+/// chosen by `UNPACK_DPKG_STRATEGY` (its `unpack-dpkg strategy NAME (WHY)` lines in `dpkg_log`,
+/// [`DPKG_LOG`]), and that there was one at least: nothing (a `force-unsafe-io`, the front end's
+/// configuration) turned it into another. Nothing to check for a peer.
+pub fn check_strategy(tool: &Tool, dpkg_log: &str) -> std::result::Result<(), String> {
+    let Tool::Strategy(strategy) = tool else { return Ok(()) };
+    let expected = format!("{strategy} (UNPACK_DPKG_STRATEGY)");
+    let chosen: Vec<&str> = dpkg_log
+        .lines()
+        .filter_map(|l| l.split_once(" unpack-dpkg strategy "))
+        .map(|(_, s)| s)
+        .collect();
+    match chosen.iter().find(|s| **s != expected) {
+        _ if chosen.is_empty() => {
+            Err(format!("{DPKG_LOG}: no call of unpack-dpkg logged its strategy"))
+        }
+        Some(other) => {
+            Err(format!("{DPKG_LOG}: unpack-dpkg ran with strategy {other}, not {expected}"))
+        }
+        None => Ok(()),
     }
 }
 
@@ -339,6 +365,23 @@ mod tests {
                    14.25 14.5 --status-fd 10 --triggers-only -a\n";
         let f = parse_calls(log).unwrap();
         assert_eq!((f.dpkg_calls, f.unpack_s, f.configure_s), (4, 2.0, 1.5));
+    }
+
+    #[test]
+    fn a_strategy_run_passes_only_if_every_front_end_call_ran_that_strategy() {
+        let log = "2026-12-06 06:00:00 startup archives unpack\n\
+                   2026-12-06 06:00:00 unpack-dpkg strategy syncfs (UNPACK_DPKG_STRATEGY)\n";
+        let syncfs = Tool::Strategy("syncfs".into());
+        check_strategy(&syncfs, log).unwrap();
+        let err = check_strategy(&Tool::Strategy("fsync".into()), log).unwrap_err();
+        assert!(err.contains("strategy syncfs (UNPACK_DPKG_STRATEGY), not fsync"), "{err}");
+        let unsafe_io =
+            format!("{log}2026-12-06 06:00:01 unpack-dpkg strategy none (--force-unsafe-io)\n");
+        assert!(check_strategy(&syncfs, &unsafe_io)
+            .unwrap_err()
+            .contains("none (--force-unsafe-io)"));
+        assert!(check_strategy(&syncfs, "").unwrap_err().contains("no call of unpack-dpkg"));
+        check_strategy(&Tool::Peer(Peer::Dpkg), "").unwrap();
     }
 
     #[test]

@@ -384,7 +384,7 @@ fn measure(
     } else if let Some(Err(e)) = configured {
         Some(e)
     } else if row.scenario == Scenario::AptLocal {
-        apt_figures(ctx, &root, &rss, &mut record).err()
+        apt_figures(ctx, tool, &root, &rss, &mut record).err()
     } else if let Tool::Strategy(_) = tool {
         match engine::Report::parse(&output.stdout) {
             Ok(report) => {
@@ -401,16 +401,22 @@ fn measure(
 }
 
 /// The apt-local scenario's figures of a run that succeeded, into `record`: its dpkg calls
-/// from the timer's log in `root`, its peak RSS from `rss`; then its tree and database held to
-/// the reference's (untimed, after the data was stable).
+/// from the timer's log in `root`, its peak RSS from `rss`; then (untimed, after the data was
+/// stable) the strategy of the front end's calls held to `tool`'s, and its tree and database
+/// to the reference's.
 fn apt_figures(
     ctx: &Context,
+    tool: &Tool,
     root: &Path,
     rss: &Path,
     record: &mut RunRecord,
 ) -> std::result::Result<(), String> {
     let log = root.join(apt_scenario::CALL_LOG.trim_start_matches('/'));
     record.apt = Some(AptFigures::read(&log, rss)?);
+    let dpkg_log = root.join(apt_scenario::DPKG_LOG.trim_start_matches('/'));
+    let text =
+        std::fs::read_to_string(&dpkg_log).map_err(|e| format!("{}: {e}", dpkg_log.display()))?;
+    apt_scenario::check_strategy(tool, &text)?;
     ctx.apt_local.ok_or("the apt-local chroot was not prepared")?.check(root)
 }
 
