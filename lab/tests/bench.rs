@@ -864,7 +864,8 @@ fn the_minbase_scenario_bootstraps_a_tiny_base_with_every_tool_and_configures_it
 }
 
 /// What the minbase scenario cannot run is a usage error before any run: a workload that is
-/// not a fetch-minbase.sh directory, a synthetic package, a peer that does not install a system.
+/// not a fetch-minbase.sh directory, a synthetic package, a peer that does not install a system;
+/// and so is what the apt-local scenario cannot run: a peer apt cannot drive, counting runs.
 #[test]
 fn the_minbase_scenario_refuses_what_does_not_install_a_system() {
     let _serial = serial();
@@ -890,6 +891,15 @@ fn the_minbase_scenario_refuses_what_does_not_install_a_system() {
             "no first-stage.list; make the directory with fixtures/fetch-minbase.sh DIR",
         ),
         (&[no_list, deb][..], "a directory must be the only PACKAGE argument"),
+        (&["--scenario", "apt-local", deb][..], "--scenario apt-local needs one PACKAGE argument"),
+        (
+            &["--scenario", "apt-local", "--peers", "eatmydata,tar", no_list][..],
+            "the tar peer is not a dpkg apt can drive",
+        ),
+        (
+            &["--scenario", "apt-local", "--counts", no_list][..],
+            "--counts: not with --scenario apt-local",
+        ),
     ] {
         let r = bench(tmp.path(), args);
         assert_eq!(r.code, 2, "{args:?}: {r:?}");
@@ -984,5 +994,82 @@ fn counting_runs_tally_every_process_of_every_tool_per_entry() {
     );
     assert!(md.contains("| sync_file_range |"), "the per-kind table: {md}");
     assert!(md.contains("System calls per entry (strace -f -c, every kind):"), "{md}");
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}
+
+/// The apt-local scenario (issue 28) once per peer, on a virtual disk that counts flushes:
+/// `apt-get upgrade` of the apt-local set through unpack-dpkg with syncfs, and apt with safe
+/// dpkg, unsafe dpkg and under eatmydata (the default peers, from its chroot). Every run has
+/// every figure (times, device flushes, apt's dpkg calls and their unpack and configure time,
+/// peak RSS), and ends with the tree and database of the reference the preparation upgraded
+/// with the dpkg peer (the bench fails a run that does not, and exits 3): so every peer's
+/// result equals every other's. Needs the network once (fixtures/fetch-minbase.sh, about
+/// 32 MB; eatmydata's packages). No time is asserted.
+#[test]
+fn the_apt_local_scenario_runs_apt_with_every_peer_to_the_same_tree_and_database() {
+    let _serial = serial();
+    assert!(is_root(), "the integration tests run as root (loop devices, FUSE, chroot)");
+    let tmp = BenchTmp::new();
+    let work = tempfile::tempdir().unwrap();
+    let minbase = work.path().join("minbase");
+    let fetch = run(Command::new(common::repo().join("fixtures/fetch-minbase.sh")).arg(&minbase));
+    assert_eq!(fetch.code, 0, "fixtures/fetch-minbase.sh: {}", fetch.stderr);
+    let out = work.path().join("out");
+    let r = bench(
+        tmp.path(),
+        &[
+            "--scenario",
+            "apt-local",
+            "--device",
+            "flush=1ms,bw=unlimited",
+            "-o",
+            "defaults",
+            "-s",
+            "syncfs",
+            "--runs",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+            minbase.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let records = csv_records(&std::fs::read_to_string(out.join("matrix.csv")).unwrap());
+    let tools: Vec<&str> = records.iter().map(|r| r["tool"].as_str()).collect();
+    assert_eq!(tools, ["syncfs", "dpkg", "dpkg-unsafe", "eatmydata"], "the apt peers by default");
+    for r in &records {
+        assert_eq!(
+            (r["scenario"].as_str(), r["ok"].as_str(), r["error"].as_str()),
+            ("apt-local", "true", ""),
+            "{r:?}"
+        );
+        let number = |column: &str| -> f64 {
+            r[column].parse().unwrap_or_else(|_| panic!("{column}: '{}' in {r:?}", r[column]))
+        };
+        assert!(number("exit_s") > 0.0 && number("stable_s") >= number("exit_s"), "{r:?}");
+        assert!(number("device_flushes") >= number("device_flushes_at_exit"), "{r:?}");
+        assert!(number("peak_rss_bytes") > 0.0, "{r:?}");
+        // apt's calls: queries, one --unpack batch at least, --configure at least.
+        assert!(number("apt_dpkg_calls") >= 2.0, "{r:?}");
+        assert!(number("apt_unpack_s") > 0.0 && number("apt_configure_s") > 0.0, "{r:?}");
+        assert!(number("apt_unpack_s") + number("apt_configure_s") < number("exit_s"), "{r:?}");
+    }
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("matrix.json")).unwrap()).unwrap();
+    for cell in json["rows"][0]["cells"].as_array().unwrap() {
+        for share in ["unpack_share", "configure_share"] {
+            let x = cell[share].as_f64().unwrap_or_else(|| panic!("{share} in {cell}"));
+            assert!(x > 0.0 && x < 1.0, "{share} {x} in {cell}");
+        }
+        assert!(cell["peak_rss_bytes"].as_u64().is_some_and(|b| b > 0), "{cell}");
+        assert!(cell["device_flushes"].as_u64().is_some(), "{cell}");
+    }
+    let md = std::fs::read_to_string(out.join("matrix.md")).unwrap();
+    assert!(
+        md.contains("on ext4, apt-local")
+            && md.contains("ratio to `dpkg` of the same row")
+            && md.contains("Where apt's time went"),
+        "{md}"
+    );
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }

@@ -245,10 +245,18 @@ pub fn use_version(root: &Path, dir: &Path, version: u32) -> Result<()> {
 /// as apt's dpkg when given (`Dir::Bin::dpkg`, a path inside the root: a dpkg front end).
 pub fn apt_get(root: &Path, dpkg: Option<&str>, args: &[&str]) -> Command {
     let mut cmd = Command::new("chroot");
-    cmd.arg(root).args(["apt-get", "-q", "-o", "Dpkg::Use-Pty=0"]);
-    if let Some(dpkg) = dpkg {
-        cmd.args(["-o", &format!("Dir::Bin::dpkg={dpkg}")]);
-    }
-    cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+    cmd.arg(root).args(apt_get_words(dpkg, args)).env("DEBIAN_FRONTEND", "noninteractive");
     cmd
+}
+
+/// The words of [`apt_get`]'s command inside the root, from `apt-get` on, for a caller that
+/// starts the chroot itself (the bench, under a timer and an RSS counter).
+pub fn apt_get_words(dpkg: Option<&str>, args: &[&str]) -> Vec<String> {
+    let mut words: Vec<String> =
+        ["apt-get", "-q", "-o", "Dpkg::Use-Pty=0"].iter().map(|w| w.to_string()).collect();
+    if let Some(dpkg) = dpkg {
+        words.extend(["-o".to_string(), format!("Dir::Bin::dpkg={dpkg}")]);
+    }
+    words.extend(args.iter().map(|a| a.to_string()));
+    words
 }

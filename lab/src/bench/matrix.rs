@@ -8,6 +8,7 @@
 //! once the last run's filesystem is down. This module
 //! never measures anything itself ([`super::run`] does) and never formats output.
 
+use super::apt_scenario::{self, Prepared};
 use super::cache::Cache;
 use super::counts::{Count, Counts, Launcher, Source};
 use super::device::Device;
@@ -92,6 +93,14 @@ pub struct Cell {
     /// NFS rows: the median per operation of the client's RPCs per successful run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rpcs: Option<RpcCounts>,
+    /// The apt-local scenario: the median shares of the time until apt exited spent in dpkg's
+    /// unpack calls and in its configure calls, and the median peak RSS of a run's processes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unpack_share: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub configure_share: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_rss_bytes: Option<u64>,
     pub runs: Vec<RunRecord>,
     /// The counting runs' instructions and system calls (`--counts`), apart from the timed
     /// runs above.
@@ -121,6 +130,11 @@ impl Cell {
                 ok.iter().filter_map(|r| r.engine.as_ref()?.flush_latency.all.p99_s).collect(),
             ),
             rpcs: median_rpcs(&ok.iter().filter_map(|r| r.rpcs.as_ref()).collect::<Vec<_>>()),
+            unpack_share: median_f64(share(&ok, |a| a.unpack_s)),
+            configure_share: median_f64(share(&ok, |a| a.configure_s)),
+            peak_rss_bytes: median_u64(
+                ok.iter().filter_map(|r| r.apt.map(|a| a.peak_rss_bytes)).collect(),
+            ),
             runs,
             counts: None,
         }
@@ -130,6 +144,13 @@ impl Cell {
     pub fn is_clean(&self) -> bool {
         self.failed == 0 && self.exit.is_some()
     }
+}
+
+/// Per run with apt figures: the seconds `part` picks over the seconds until apt exited.
+fn share(runs: &[&RunRecord], part: fn(&apt_scenario::AptFigures) -> f64) -> Vec<f64> {
+    runs.iter()
+        .filter_map(|r| Some(part(r.apt.as_ref()?) / r.exit_s.filter(|s| *s > 0.0)?))
+        .collect()
 }
 
 fn median_f64(values: Vec<f64>) -> Option<f64> {
@@ -234,8 +255,14 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
     if config.runs == 0 {
         return Err(Error::Usage("--runs must be at least 1".to_string()));
     }
-    if config.scenarios.contains(&Scenario::Minbase) {
-        check_minbase(&config)?;
+    if let Some(scenario) = config.scenarios.iter().find(|s| s.installs_a_system()) {
+        check_minbase(&config, *scenario)?;
+    }
+    if config.counts && config.scenarios.contains(&Scenario::AptLocal) {
+        return Err(Error::Usage(
+            "--counts: not with --scenario apt-local (its counts would be per entry of the minbase, which apt does not unpack)"
+                .to_string(),
+        ));
     }
     let engine = Engine::find()?;
     let tools = choose_tools(&config)?;
@@ -253,6 +280,10 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
     let temp = std::env::temp_dir();
     let workdir = Workdir::new(&temp, "unpack-bench").map_err(Error::io(&temp))?;
     let workloads = prepare_workloads(&config, workdir.path())?;
+    let apt_local = match config.scenarios.contains(&Scenario::AptLocal) {
+        true => Some(prepare_apt_local(&engine, &workloads, workdir.path())?),
+        false => None,
+    };
     let rows = Plan::rows_for(workloads.len(), &filesystems, &config.scenarios, &config.caches);
     let plan = Plan { workloads, rows, tools, runs: config.runs, counts };
 
@@ -279,6 +310,7 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
         writer_device: config.device.as_ref(),
         nfs_server: server.as_ref(),
         launcher: None,
+        apt_local: apt_local.as_ref(),
     };
     let rows = run_plan(&ctx, &plan)?;
     Ok(Matrix {
@@ -292,6 +324,9 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
         rows,
     })
 }
+
+/// Which tools a scenario runs.
+type ToolFilter = fn(&Tool) -> bool;
 
 /// Our strategies (by their names or aliases, shown by name), then the peers (checked
 /// installed).
@@ -310,21 +345,36 @@ fn choose_tools(config: &Config) -> Result<Vec<Tool>> {
         })?;
         tools.push(Tool::Strategy(info.name.to_string()));
     }
+    // apt-local's peers run in its chroot, which has their programs: the host needs none.
+    let in_chroot = config.scenarios.iter().all(|s| *s == Scenario::AptLocal);
     let peers = match &config.peers {
         Some(peers) => {
-            for peer in peers {
+            for peer in peers.iter().filter(|_| !in_chroot) {
                 peer.require()?;
             }
             peers.clone()
         }
+        None if in_chroot => Peer::ALL.to_vec(),
         None => Peer::ALL.into_iter().filter(|p| p.is_installed()).collect(),
     };
     let mut peers: Vec<Tool> = peers.into_iter().map(Tool::Peer).collect();
-    if config.scenarios.contains(&Scenario::Minbase) {
-        if let (Some(_), Some(other)) = (&config.peers, peers.iter().find(|p| !minbase::runs(p))) {
-            return Err(Error::Usage(format!("--scenario minbase: the {} peer does not install a system (dpkg and dpkg-unsafe do)", other.name())));
+    let limits: [(Scenario, ToolFilter, &str); 2] = [
+        (Scenario::Minbase, minbase::runs, "does not install a system (dpkg and dpkg-unsafe do)"),
+        (
+            Scenario::AptLocal,
+            apt_scenario::runs,
+            "is not a dpkg apt can drive (dpkg, dpkg-unsafe and eatmydata are)",
+        ),
+    ];
+    for (scenario, runs, why) in limits {
+        if !config.scenarios.contains(&scenario) {
+            continue;
         }
-        peers.retain(minbase::runs);
+        if let (Some(_), Some(other)) = (&config.peers, peers.iter().find(|p| !runs(p))) {
+            let (scenario, peer) = (scenario.name(), other.name());
+            return Err(Error::Usage(format!("--scenario {scenario}: the {peer} peer {why}")));
+        }
+        peers.retain(runs);
     }
     tools.extend(peers);
     let mut unique: Vec<Tool> = Vec::new();
@@ -339,19 +389,35 @@ fn choose_tools(config: &Config) -> Result<Vec<Tool>> {
     Ok(unique)
 }
 
-/// What the minbase scenario needs, known before any run: one directory of
+/// What the minbase and apt-local scenarios need, known before any run: one directory of
 /// `fixtures/fetch-minbase.sh` as the workload (read again, and checked, by
-/// [`prepare_workloads`]), no synthetic package, and chroot.
-fn check_minbase(config: &Config) -> Result<()> {
+/// [`prepare_workloads`]), no synthetic package, and chroot; apt-local's tools besides.
+fn check_minbase(config: &Config, scenario: Scenario) -> Result<()> {
+    let name = scenario.name();
     if !config.synthetic.is_empty() {
-        return Err(Error::Usage("--scenario minbase installs the system of a fetch-minbase.sh directory, not a --synthetic package".to_string()));
+        return Err(Error::Usage(format!("--scenario {name} installs the system of a fetch-minbase.sh directory, not a --synthetic package")));
     }
     if !matches!(config.packages.as_slice(), [dir] if dir.is_dir()) {
-        return Err(Error::Usage(
-            "--scenario minbase needs one PACKAGE argument: the directory fixtures/fetch-minbase.sh DIR made".to_string(),
-        ));
+        return Err(Error::Usage(format!(
+            "--scenario {name} needs one PACKAGE argument: the directory fixtures/fetch-minbase.sh DIR made"
+        )));
+    }
+    if config.scenarios.contains(&Scenario::AptLocal) {
+        apt_scenario::require()?;
     }
     command::require("chroot", "coreutils").map(drop)
+}
+
+/// The apt-local scenario's chroot, from the minbase workload (the first: [`check_minbase`]
+/// made it the only one), under the progress of a line on stderr: it takes a minute or two.
+fn prepare_apt_local(
+    engine: &Engine,
+    workloads: &[Workload],
+    scratch: &std::path::Path,
+) -> Result<Prepared> {
+    let packages = workloads.first().map(Workload::package_paths).unwrap_or_default();
+    unpack::stderr!("unpack-bench: preparing the apt-local chroot (untimed)");
+    Prepared::make(engine, &packages, &scratch.join("apt-local"))
 }
 
 impl Config {

@@ -22,6 +22,7 @@
 //! there only a subdirectory of its own.
 
 pub mod apt_local;
+pub mod apt_scenario;
 pub mod busy;
 pub mod cache;
 pub mod chart;

@@ -2,7 +2,8 @@
 //! `matrix.json`), plus the chart ([`super::chart`]).
 //!
 //! Why three text forms: the markdown is for the release notes, one table per workload,
-//! filesystem and scenario with the durability tax (ratio to `none`) in every cell; the CSV has
+//! filesystem and scenario with the durability tax (ratio to `none`; to the `dpkg` peer, apt
+//! with today's dpkg, in the apt-local scenario) in every cell; the CSV has
 //! one line per run for spreadsheets; the JSON has the same runs nested under their rows, with
 //! the environment. A failed cell is printed as failed, never as a time, and the markdown never
 //! shows a ratio against a `none` that failed.
@@ -12,7 +13,7 @@ use super::chart;
 use super::counts::{Counts, Source};
 use super::matrix::{Cell, Matrix, RowResult};
 use super::nfs;
-use super::scenario::WriterSite;
+use super::scenario::{Scenario, WriterSite};
 use super::stats::{ratio, Spread};
 use super::{Error, Result};
 use std::fmt::Write as _;
@@ -58,9 +59,19 @@ fn tables(matrix: &Matrix) -> Vec<&[RowResult]> {
     matrix.rows.chunk_by(|a, b| same(a, b)).collect()
 }
 
-/// The `none` cell of a row, when it has a clean time.
+/// The cell the row's ratios are to, when it has a clean time: `none`, or in the apt-local
+/// scenario the `dpkg` peer (what an apt run costs today).
 fn baseline(row: &RowResult) -> Option<&Cell> {
-    row.cells.iter().find(|c| c.tool == "none" && c.is_clean())
+    let name = baseline_name(row);
+    row.cells.iter().find(|c| c.tool == name && c.is_clean())
+}
+
+fn baseline_name(row: &RowResult) -> &'static str {
+    if row.row.scenario == Scenario::AptLocal {
+        "dpkg"
+    } else {
+        "none"
+    }
 }
 
 /// The markdown report.
@@ -131,6 +142,12 @@ fn table_section(matrix: &Matrix, rows: &[RowResult]) -> String {
     if rows.iter().any(|r| r.cells.iter().any(|c| c.writer_mib_s.is_some())) {
         md += &writer_table(rows, &head);
     }
+    if rows.iter().any(|r| r.cells.iter().any(|c| c.unpack_share.is_some())) {
+        let _ = writeln!(md, "\nWhere apt's time went: the share of the time until apt exited in its dpkg's unpack calls / in its configure calls, and the peak RSS of the run's processes, medians:\n\n{head}");
+        for row in rows {
+            md += &table_line(row, |c| c.exit, apt_shares);
+        }
+    }
     if rows.iter().any(|r| r.cells.iter().any(|c| c.counts.is_some())) {
         md += &counts_tables(rows, &head);
     }
@@ -163,8 +180,12 @@ fn table_section(matrix: &Matrix, rows: &[RowResult]) -> String {
 fn time_tables(rows: &[RowResult], head: &str) -> String {
     let mut md = String::new();
     let ratios = rows.iter().any(|r| baseline(r).is_some());
-    let mut base_note =
-        if ratios { " (in brackets: ratio to `none` of the same row)" } else { "" }.to_string();
+    let ratio_note = if ratios {
+        format!(" (in brackets: ratio to `{}` of the same row)", baseline_name(&rows[0]))
+    } else {
+        String::new()
+    };
+    let mut base_note = ratio_note.clone();
     if rows.iter().any(|r| r.cells.iter().any(|c| c.device_flushes.is_some())) {
         base_note += "; `fl`: device cache flushes per run (median)";
     }
@@ -188,7 +209,7 @@ fn time_tables(rows: &[RowResult], head: &str) -> String {
             md,
             "\nUntil the system was configured and stable (until stable as above, then `chroot ROOT dpkg --configure -a` \
              and a syncfs), median seconds, min–max{}:\n\n{head}",
-            if ratios { " (in brackets: ratio to `none` of the same row)" } else { "" }
+            ratio_note
         );
         for row in rows {
             let base = baseline(row).and_then(|b| b.configured);
@@ -216,6 +237,13 @@ fn time_tables(rows: &[RowResult], head: &str) -> String {
         );
     }
     md
+}
+
+/// A cell's apt figures: `65% / 22% · 18 MiB`.
+fn apt_shares(cell: &Cell) -> String {
+    let percent = |x: Option<f64>| x.map_or("–".to_string(), |x| format!("{:.0}%", x * 100.0));
+    let rss = cell.peak_rss_bytes.map_or("–".to_string(), |b| format!("{} MiB", b >> 20));
+    format!("{} / {} · {rss}", percent(cell.unpack_share), percent(cell.configure_share))
 }
 
 /// The busy scenarios' writer's throughput beside each tool's runs: what the unpack cost the
@@ -573,6 +601,9 @@ pub const CSV_COLUMNS: &[&str] = &[
     "writer_mib_s",
     "writer_device_flushes",
     "writer_device_bytes",
+    "apt_dpkg_calls",
+    "apt_unpack_s",
+    "apt_configure_s",
     "error",
     "kernel",
     "cpus",
@@ -595,6 +626,7 @@ pub fn csv(matrix: &Matrix) -> String {
                 let opt = |v: Option<String>| v.unwrap_or_default();
                 let e = run.engine.as_ref();
                 let w = run.writer;
+                let a = run.apt;
                 let fields = [
                     row.workload.clone(),
                     row.row.filesystem.clone(),
@@ -622,7 +654,10 @@ pub fn csv(matrix: &Matrix) -> String {
                     opt(e.map(|e| e.syscalls.syncfs_early.to_string())),
                     opt(e.map(|e| e.syscalls.sync_file_range.to_string())),
                     opt(e.map(|e| e.syscalls.rename.to_string())),
-                    opt(e.map(|e| e.peak_rss_bytes.to_string())),
+                    opt(e
+                        .map(|e| e.peak_rss_bytes)
+                        .or(a.map(|a| a.peak_rss_bytes))
+                        .map(|b| b.to_string())),
                     opt(run.device.map(|d| d.flushes.to_string())),
                     opt(run.device.map(|d| d.bytes.to_string())),
                     opt(run.device_at_exit.map(|d| d.flushes.to_string())),
@@ -633,6 +668,9 @@ pub fn csv(matrix: &Matrix) -> String {
                     opt(w.map(|w| format!("{:.1}", w.mib_s))),
                     opt(w.and_then(|w| w.device).map(|d| d.flushes.to_string())),
                     opt(w.and_then(|w| w.device).map(|d| d.bytes.to_string())),
+                    opt(a.map(|a| a.dpkg_calls.to_string())),
+                    opt(a.map(|a| format!("{:.6}", a.unpack_s))),
+                    opt(a.map(|a| format!("{:.6}", a.configure_s))),
                     opt(run.error.clone()),
                     env.kernel.clone(),
                     env.cpus.to_string(),

@@ -4,6 +4,9 @@
 //! - `dpkg`: `dpkg --unpack` with `--refuse-unsafe-io`, i.e. today's dpkg as shipped (its
 //!   sync_file_range + fsync dance), whatever `/etc/dpkg/dpkg.cfg.d` says;
 //! - `dpkg-unsafe`: the same with `--force-unsafe-io` (what Docker images configure);
+//! - `eatmydata`: `dpkg` (`--refuse-unsafe-io`) under eatmydata, whose preloaded library makes
+//!   every fsync, fdatasync, sync and sync_file_range a no-op (container builds, CI, image
+//!   builders); in the apt-local scenario, apt under eatmydata inside the chroot;
 //! - `tar`: `dpkg-deb --fsys-tarfile | tar -x`, no flushing at all;
 //! - `tar-sync`: `tar`, then `sync`: the crude way to make it durable;
 //! - `decompress`: `dpkg-deb --fsys-tarfile PKG > /dev/null`, which writes nothing into the
@@ -33,6 +36,7 @@ pub const ADMIN_DIR: &str = "var/lib/dpkg";
 pub enum Peer {
     Dpkg,
     DpkgUnsafe,
+    Eatmydata,
     Tar,
     TarSync,
     Decompress,
@@ -40,14 +44,15 @@ pub enum Peer {
 
 impl Peer {
     /// Every peer, in the order the table shows them.
-    pub const ALL: [Peer; 5] =
-        [Peer::Dpkg, Peer::DpkgUnsafe, Peer::Tar, Peer::TarSync, Peer::Decompress];
+    pub const ALL: [Peer; 6] =
+        [Peer::Dpkg, Peer::DpkgUnsafe, Peer::Eatmydata, Peer::Tar, Peer::TarSync, Peer::Decompress];
 
     /// The name users type.
     pub fn name(self) -> &'static str {
         match self {
             Peer::Dpkg => "dpkg",
             Peer::DpkgUnsafe => "dpkg-unsafe",
+            Peer::Eatmydata => "eatmydata",
             Peer::Tar => "tar",
             Peer::TarSync => "tar-sync",
             Peer::Decompress => "decompress",
@@ -58,6 +63,7 @@ impl Peer {
     fn tools(self) -> &'static [(&'static str, &'static str)] {
         match self {
             Peer::Dpkg | Peer::DpkgUnsafe => &[("dpkg", "dpkg")],
+            Peer::Eatmydata => &[("eatmydata", "eatmydata"), ("dpkg", "dpkg")],
             Peer::Tar => &[("dpkg-deb", "dpkg"), ("tar", "tar")],
             Peer::TarSync => &[("dpkg-deb", "dpkg"), ("tar", "tar"), ("sync", "coreutils")],
             Peer::Decompress => &[("dpkg-deb", "dpkg")],
@@ -79,17 +85,17 @@ impl Peer {
 
     /// Makes `root` ready for this peer (untimed): dpkg's admin directory.
     pub fn prepare_root(self, root: &Path) -> io::Result<()> {
-        if matches!(self, Peer::Dpkg | Peer::DpkgUnsafe) {
+        if matches!(self, Peer::Dpkg | Peer::DpkgUnsafe | Peer::Eatmydata) {
             make_admin_dir(root)?;
         }
         Ok(())
     }
 
-    /// dpkg's I/O mode option for this peer: safe for `dpkg`, unsafe for `dpkg-unsafe`, none for
-    /// the peers that are not dpkg.
+    /// dpkg's I/O mode option for this peer: safe for `dpkg` and `eatmydata` (whose flushes
+    /// eatmydata takes away), unsafe for `dpkg-unsafe`, none for the peers that are not dpkg.
     pub fn io_mode(self) -> &'static [&'static str] {
         match self {
-            Peer::Dpkg => &["--refuse-unsafe-io"],
+            Peer::Dpkg | Peer::Eatmydata => &["--refuse-unsafe-io"],
             Peer::DpkgUnsafe => &["--force-unsafe-io"],
             Peer::Tar | Peer::TarSync | Peer::Decompress => &[],
         }
@@ -104,11 +110,17 @@ impl Peer {
         root: &Path,
     ) -> io::Result<Output> {
         match self {
-            Peer::Dpkg | Peer::DpkgUnsafe => {
+            Peer::Dpkg | Peer::DpkgUnsafe | Peer::Eatmydata => {
                 let mut root_arg = std::ffi::OsString::from("--root=");
                 root_arg.push(root);
-                launch("dpkg".as_ref())
-                    .arg(root_arg)
+                let mut cmd = if self == Peer::Eatmydata {
+                    let mut cmd = launch("eatmydata".as_ref());
+                    cmd.arg("dpkg");
+                    cmd
+                } else {
+                    launch("dpkg".as_ref())
+                };
+                cmd.arg(root_arg)
                     .args(["--force-not-root", "--force-depends", "--no-triggers"])
                     .args(self.io_mode())
                     .arg("--unpack")

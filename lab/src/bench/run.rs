@@ -8,6 +8,7 @@
 //! only problems that would corrupt every following run (a filesystem that does not come down,
 //! a cache that cannot be dropped) stop the matrix. It never measures anything but the child.
 
+use super::apt_scenario::{self, AptFigures, Prepared};
 use super::busy::{Writer, WriterUsage};
 use super::counts::Launcher;
 use super::device::{Device, DeviceFs, DeviceUsage};
@@ -50,6 +51,8 @@ pub struct Context<'a> {
     /// Starts the tool's programs under a counter, for the counting runs of `--counts`
     /// ([`super::counts`]); `None` for timed runs, whose programs start as they are.
     pub launcher: Option<&'a Launcher>,
+    /// The apt-local scenario's chroot, prepared once per bench run when it is benched.
+    pub apt_local: Option<&'a Prepared>,
 }
 
 impl<'a> Context<'a> {
@@ -62,6 +65,7 @@ impl<'a> Context<'a> {
             writer_device: self.writer_device,
             nfs_server: self.nfs_server,
             launcher: Some(launcher),
+            apt_local: self.apt_local,
         }
     }
 
@@ -102,6 +106,9 @@ pub struct RunRecord {
     /// NFS rows: the client's RPCs per operation until the data was stable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rpcs: Option<RpcCounts>,
+    /// The apt-local scenario: apt's dpkg calls, their time by kind, the peak RSS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub apt: Option<AptFigures>,
     /// Why the run failed.
     pub error: Option<String>,
 }
@@ -279,6 +286,11 @@ fn prepare(
         return minbase::prepare(tool, workload, root)
             .map_err(|e| format!("preparing the minbase root for {}: {e}", tool.name()));
     }
+    if row.scenario == Scenario::AptLocal {
+        let prepared = ctx.apt_local.ok_or("the apt-local chroot was not prepared")?;
+        prepared.copy_to(root).map_err(|e| format!("{}: {e}", root.display()))?;
+        return Ok(Vec::new());
+    }
     Ok(workload.package_paths())
 }
 
@@ -317,8 +329,12 @@ fn measure(
     let rpcs_before = place.nfs.map(NfsMount::rpc_counts);
 
     let start = Instant::now();
+    let rss = ctx.scratch.join("apt-local.rss");
     let output = match tool {
         _ if is_minbase => minbase::run(ctx.engine, &|p| ctx.command(p), tool, &packages, &root),
+        _ if row.scenario == Scenario::AptLocal => {
+            apt_scenario::run(&|p| ctx.command(p), tool, &root, &rss)
+        }
         Tool::Strategy(strategy) => ctx
             .engine
             .unpack_command(&|p| ctx.command(p), strategy, &packages, &root)
@@ -367,6 +383,8 @@ fn measure(
         Some(format!("counting the NFS client's RPCs: {e}"))
     } else if let Some(Err(e)) = configured {
         Some(e)
+    } else if row.scenario == Scenario::AptLocal {
+        apt_figures(ctx, tool, &root, &rss, &mut record).err()
     } else if let Tool::Strategy(_) = tool {
         match engine::Report::parse(&output.stdout) {
             Ok(report) => {
@@ -380,6 +398,26 @@ fn measure(
     };
     record.ok = record.error.is_none();
     Ok(record)
+}
+
+/// The apt-local scenario's figures of a run that succeeded, into `record`: its dpkg calls
+/// from the timer's log in `root`, its peak RSS from `rss`; then (untimed, after the data was
+/// stable) the strategy of the front end's calls held to `tool`'s, and its tree and database
+/// to the reference's.
+fn apt_figures(
+    ctx: &Context,
+    tool: &Tool,
+    root: &Path,
+    rss: &Path,
+    record: &mut RunRecord,
+) -> std::result::Result<(), String> {
+    let log = root.join(apt_scenario::CALL_LOG.trim_start_matches('/'));
+    record.apt = Some(AptFigures::read(&log, rss)?);
+    let dpkg_log = root.join(apt_scenario::DPKG_LOG.trim_start_matches('/'));
+    let text =
+        std::fs::read_to_string(&dpkg_log).map_err(|e| format!("{}: {e}", dpkg_log.display()))?;
+    apt_scenario::check_strategy(tool, &text)?;
+    ctx.apt_local.ok_or("the apt-local chroot was not prepared")?.check(root)
 }
 
 /// The minbase scenario's second step, timed: `chroot ROOT dpkg --configure -a`, which must exit

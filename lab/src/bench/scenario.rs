@@ -5,7 +5,9 @@
 //! background writer ([`super::busy`]) dirties data on the same filesystem (`busy`) or on
 //! another one (`busy-elsewhere`); or, for `minbase`, an empty root for our engine and
 //! debootstrap's first stage for dpkg, before a whole base system is installed
-//! ([`super::minbase`]). One scenario is `unpack-crashtest`'s alone: `bootstrap`, a base system
+//! ([`super::minbase`]); or, for `apt-local`, a copy of a chroot prepared once per bench run
+//! (a minbase with eatmydata and the apt-local set at version 1, version 2 in apt's lists),
+//! where apt upgrades the set ([`super::apt_scenario`]). One scenario is `unpack-crashtest`'s alone: `bootstrap`, a base system
 //! into an empty root by `unpack --bootstrap`, whose two stages it cuts the power in.
 //!
 //! Why upgrade matters: replacing files is where atomicity costs most (the old content must
@@ -39,6 +41,10 @@ pub enum Scenario {
     /// --bootstrap` against dpkg after a first stage, then `dpkg --configure -a`
     /// ([`super::minbase`]).
     Minbase,
+    /// `apt-get upgrade` of the lab's apt-local set from version 1 to version 2 in a copy of
+    /// a prepared minbase chroot, apt driving each peer's dpkg ([`super::apt_scenario`]).
+    #[serde(rename = "apt-local")]
+    AptLocal,
     /// `unpack --bootstrap --no-scripts` of an Essential copy of the package and a second
     /// package of the crash test's own into an empty root (`crate::crash::bootstrap`): the crash
     /// test's alone, which checks both stages after every power cut.
@@ -47,13 +53,14 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order the tables show them.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Install,
         Scenario::Upgrade,
         Scenario::UpgradeDb,
         Scenario::Busy,
         Scenario::BusyElsewhere,
         Scenario::Minbase,
+        Scenario::AptLocal,
         Scenario::Bootstrap,
     ];
 
@@ -66,14 +73,21 @@ impl Scenario {
             Scenario::Busy => "busy",
             Scenario::BusyElsewhere => "busy-elsewhere",
             Scenario::Minbase => "minbase",
+            Scenario::AptLocal => "apt-local",
             Scenario::Bootstrap => "bootstrap",
         }
     }
 
-    /// True for the scenarios only `unpack-bench` runs: the busy ones (a writer beside the run)
-    /// and minbase (a whole system); `unpack-crashtest` refuses them.
+    /// True for the scenarios only `unpack-bench` runs: the busy ones (a writer beside the run),
+    /// minbase (a whole system) and apt-local (whole apt runs); `unpack-crashtest` refuses them.
     pub fn is_bench_only(self) -> bool {
-        self.writer().is_some() || self == Scenario::Minbase
+        self.writer().is_some() || self.installs_a_system()
+    }
+
+    /// True for the scenarios whose workload is a minbase directory (`fixtures/fetch-minbase.sh`)
+    /// and whose runs happen in a whole system: minbase and apt-local.
+    pub fn installs_a_system(self) -> bool {
+        matches!(self, Scenario::Minbase | Scenario::AptLocal)
     }
 
     /// True for the scenarios only `unpack-crashtest` runs: bootstrap, whose point is what a
@@ -91,19 +105,23 @@ impl Scenario {
             | Scenario::Upgrade
             | Scenario::UpgradeDb
             | Scenario::Minbase
+            | Scenario::AptLocal
             | Scenario::Bootstrap => None,
         }
     }
 
     /// Brings `root` (an empty directory) to this scenario's starting state; `old` are the
     /// rewritten packages of [`make_old_version`]. The caller syncs afterwards. (The minbase
-    /// root depends on the tool: [`super::minbase::prepare`].) The crash test's scenarios are
+    /// root depends on the tool: [`super::minbase::prepare`]; the apt-local root is the prepared
+    /// chroot's copy: [`super::apt_scenario::Prepared::copy_to`].) The crash test's scenarios are
     /// refused: [`refuse_crash_only`] keeps them from getting here.
     pub fn prepare(self, engine: &Engine, old: &[PathBuf], root: &Path) -> Result<()> {
         match self {
-            Scenario::Install | Scenario::Busy | Scenario::BusyElsewhere | Scenario::Minbase => {
-                Ok(())
-            }
+            Scenario::Install
+            | Scenario::Busy
+            | Scenario::BusyElsewhere
+            | Scenario::Minbase
+            | Scenario::AptLocal => Ok(()),
             Scenario::Upgrade => engine.install_unsafely(old, root),
             Scenario::UpgradeDb => {
                 super::peers::install_configured(old, root).map_err(Error::io(root))

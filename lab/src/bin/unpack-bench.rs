@@ -43,6 +43,17 @@ How the numbers are made (fairness rules):
     `chroot ROOT dpkg --force-depends --unpack` of them all; our engine gets the empty root and
     `unpack --bootstrap`, both stages timed. A third time adds a timed
     `chroot ROOT dpkg --configure -a` (which must exit 0) and a syncfs to the time until stable.
+  - The apt-local scenario prepares one chroot per bench run, untimed: the minbase of a
+    fixtures/fetch-minbase.sh directory bootstrapped and configured, eatmydata installed (from
+    the host's `apt-get download eatmydata libeatmydata1`: network), unpack-dpkg copied in, the
+    lab's 24 apt-local packages installed at version 1 by apt and the real dpkg, version 2 in
+    apt's lists. Each run copies it onto its fresh filesystem and times `apt-get upgrade -y`
+    alone: dpkg with DPkg::Options::=--refuse-unsafe-io, dpkg-unsafe with --force-unsafe-io,
+    eatmydata as `eatmydata apt-get` (and --refuse-unsafe-io), each strategy as unpack-dpkg
+    (UNPACK_DPKG_STRATEGY, which no force-unsafe-io overrides). apt's dpkg is a timer script
+    whose log gives the share of the time in unpack and in configure calls; GNU time the peak
+    RSS. A run whose tree or database ends other than a reference upgraded by the dpkg peer
+    (logs, apt's caches and the engine's state left out) fails. Ratios are to the dpkg peer.
   - With --counts, the counting runs (strace; valgrind or perf) come after a row's timed runs,
     each on a fresh filesystem, and are never timed.";
 
@@ -53,7 +64,7 @@ How the numbers are made (fairness rules):
 struct Args {
     /// Packages to unpack, all together in each run; or one directory made by
     /// fixtures/fetch-minbase.sh, which stands for its packages (and is what --scenario minbase
-    /// needs).
+    /// and --scenario apt-local need).
     #[arg(required_unless_present = "synthetic")]
     packages: Vec<PathBuf>,
 
@@ -83,8 +94,9 @@ struct Args {
     #[arg(short = 's', long, value_name = "LIST")]
     strategies: Option<String>,
 
-    /// Peers: dpkg, dpkg-unsafe, tar, tar-sync, decompress (comma-separated; '' for none);
-    /// default: those installed.
+    /// Peers: dpkg, dpkg-unsafe, eatmydata (dpkg under eatmydata), tar, tar-sync, decompress
+    /// (comma-separated; '' for none); default: those installed (apt-local: dpkg, dpkg-unsafe,
+    /// eatmydata, which run in its chroot).
     #[arg(long, value_name = "LIST")]
     peers: Option<String>,
 
@@ -97,7 +109,9 @@ struct Args {
     /// (install while a background writer dirties 64 MiB/s on the same filesystem),
     /// busy-elsewhere (the writer on a filesystem of its own), minbase (a base system into an
     /// empty root: unpack --bootstrap against dpkg after a first stage, then dpkg --configure -a;
-    /// peers dpkg and dpkg-unsafe only).
+    /// peers dpkg and dpkg-unsafe only), apt-local (`apt-get upgrade` of 24 packages in a copy
+    /// of a prepared minbase chroot, apt driving each peer's dpkg or unpack-dpkg with each
+    /// strategy; peers dpkg, dpkg-unsafe and eatmydata; needs GNU time and the network once).
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "install")]
     scenario: Vec<Scenario>,
 

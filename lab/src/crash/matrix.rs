@@ -240,7 +240,9 @@ impl Prepared {
                 deeper: Some(b),
                 ..plain(None)
             }),
-            Scenario::Busy | Scenario::BusyElsewhere | Scenario::Minbase => None,
+            Scenario::Busy | Scenario::BusyElsewhere | Scenario::Minbase | Scenario::AptLocal => {
+                None
+            }
         }
     }
 }
