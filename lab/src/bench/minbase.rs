@@ -190,7 +190,7 @@ pub fn configure(root: &Path) -> io::Result<Output> {
 }
 
 /// An installer's environment and no standard input.
-fn installer_env(cmd: &mut Command) -> &mut Command {
+pub(crate) fn installer_env(cmd: &mut Command) -> &mut Command {
     cmd.env_clear()
         .env("PATH", PATH)
         .env("LC_ALL", "C")

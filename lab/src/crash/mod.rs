@@ -22,6 +22,7 @@
 //! right, never build a state on an image that was mounted since mkfs, and never leave a
 //! mount, loop device or FUSE mount behind.
 
+pub mod apt;
 pub mod bootstrap;
 pub mod check;
 pub mod database;
