@@ -538,6 +538,64 @@ mod tests {
         f
     }
 
+    fn file(bytes: &[u8]) -> Content {
+        let (len, hash) = crate::crash::expect::content_hash(&mut &bytes[..]).unwrap();
+        Content::File { len, hash }
+    }
+
+    /// One package whose conffile changes and whose `data-0` goes, over a root written here.
+    fn conffile_package() -> Db {
+        let tree = |conf: &[u8], data: bool| {
+            let mut paths = vec![("etc", Content::Dir), ("etc/al.conf", file(conf))];
+            if data {
+                paths.push(("usr/data-0", file(b"zero")));
+            }
+            Tree(paths.into_iter().map(|(p, c)| (PathBuf::from(p), c)).collect())
+        };
+        let conffiles: BTreeSet<PathBuf> = [PathBuf::from("etc/al.conf")].into();
+        let version =
+            |v: &str, tree| Version { version: v.into(), tree, conffiles: conffiles.clone() };
+        Db {
+            package: "al-01".into(),
+            old: version("1.0", tree(b"old", true)),
+            new: version("2.0", tree(b"new", false)),
+        }
+    }
+
+    /// The paths the check finds off `place` in a root holding `files`.
+    fn off(place: Place, files: &[(&str, &[u8])]) -> Vec<PathBuf> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("etc")).unwrap();
+        std::fs::create_dir_all(dir.path().join("usr")).unwrap();
+        for (path, bytes) in files {
+            std::fs::write(dir.path().join(path), bytes).unwrap();
+        }
+        let apt = Apt::new(dir.path().to_path_buf(), vec![conffile_package()]);
+        let root = open_root(dir.path()).unwrap();
+        let db = &apt.packages[0];
+        apt.files(&root, 0, db, place, 1, Kind::DbTree).into_iter().map(|v| v.path).collect()
+    }
+
+    #[test]
+    fn each_place_has_its_files_and_a_pending_conffile_may_be_either_side_of_its_move() {
+        let old: &[(&str, &[u8])] = &[("etc/al.conf", b"old"), ("usr/data-0", b"zero")];
+        assert!(off(Place::Old, old).is_empty());
+        assert_eq!(off(Place::New, old), [PathBuf::from("etc/al.conf"), "usr/data-0".into()]);
+        let pending: &[(&str, &[u8])] =
+            &[("etc/al.conf", b"old"), ("etc/al.conf.dpkg-new", b"new")];
+        assert!(off(Place::NewPending, pending).is_empty());
+        let moved: &[(&str, &[u8])] = &[("etc/al.conf", b"new")];
+        assert!(off(Place::NewPending, moved).is_empty());
+        assert!(off(Place::New, moved).is_empty());
+        assert_eq!(
+            off(Place::New, pending),
+            [PathBuf::from("etc/al.conf"), "etc/al.conf.dpkg-new".into()],
+            "configured means moved"
+        );
+        let torn: &[(&str, &[u8])] = &[("etc/al.conf", b""), ("etc/al.conf.dpkg-new", b"new")];
+        assert_eq!(off(Place::NewPending, torn), [PathBuf::from("etc/al.conf")]);
+    }
+
     #[test]
     fn the_status_places_each_package_where_an_upgrade_passes_or_nowhere() {
         let db = db();
