@@ -876,6 +876,11 @@ fn an_apt_upgrade_through_unpack_dpkg_leaves_every_package_old_or_new_and_the_dp
         let count = |name: &str| apt[name].as_u64().unwrap_or_else(|| panic!("{name}: {apt}"));
         assert_eq!(count("states_repaired") + count("states_repair_failed"), states, "{apt}");
         assert!(count("states_needing_reinstall") <= states, "{apt}");
+        assert!(count("packages_needing_reinstall") >= count("states_needing_reinstall"), "{apt}");
+        let mixed = count("packages_needing_reinstall_mixed");
+        assert!(mixed <= count("packages_needing_reinstall"), "{apt}");
+        // The engine's transaction leaves a package it records for a reinstall at one version.
+        assert!(strategy == "dpkg" || mixed == 0, "{apt}");
         assert!(count("states_apt_fix") <= count("states_repaired"), "{apt}");
         assert!(count("states_with_violations_after_recovery") <= states, "{apt}");
         let listed: u64 = apt["packages_by_status"]

@@ -18,7 +18,8 @@
 //! - a package whose status has `reinstreq` or `half-installed` is one whose maintainer
 //!   scripts had started (dpkg records that before the preinst): dpkg itself says its files
 //!   are unknown and it needs reinstalling, so it is counted as "needs reinstall", its files
-//!   not judged, and never a violation by itself;
+//!   not judged, and never a violation by itself (how many of them had files at neither
+//!   version is counted apart: what `half-installed` hid);
 //! - in a state a crash after apt's exit can leave, every package is version 2 configured
 //!   (`not-durable` otherwise).
 //!
@@ -179,6 +180,7 @@ impl Apt {
                     }
                 }
                 found.extend(self.trees(root, &places, id, Kind::DbTree));
+                repair.reinstall_mixed = self.mixed(root, &places);
                 found
             }
             Err(v) => v,
@@ -218,6 +220,22 @@ impl Apt {
         } else {
             Err(found)
         }
+    }
+
+    /// How many of the packages needing a reinstall have files at neither version (neither
+    /// version 1's nor version 2's as unpacked): what dpkg's `half-installed` can hide. Not a
+    /// violation (dpkg says their files are unknown), but what a power cut left.
+    fn mixed(&self, root: &Path, places: &[(Place, String)]) -> usize {
+        let Ok(dir) = open_root(root) else { return 0 };
+        let reinstall = self.packages.iter().zip(places).enumerate();
+        reinstall
+            .filter(|(_, (_, (place, _)))| *place == Place::Reinstall)
+            .filter(|(i, (db, _))| {
+                [Place::Old, Place::NewPending]
+                    .iter()
+                    .all(|&side| !self.files(&dir, *i, db, side, 0, Kind::DbTree).is_empty())
+            })
+            .count()
     }
 
     /// Each placed package's files and info files are its place's; `kind` names what breaks it.

@@ -171,8 +171,10 @@ pub struct Checked {
 pub struct Repair {
     /// Each package as dpkg's status had it after recovery: `VERSION WANT FLAG STATE CONFIG`.
     pub states: Vec<String>,
-    /// Packages whose status said `reinstreq` or `half-installed`.
+    /// Packages whose status said `reinstreq` or `half-installed`, and how many of them had
+    /// files at neither version.
     pub needs_reinstall: usize,
+    pub reinstall_mixed: usize,
     /// `apt-get -f install` ran after `dpkg --configure -a`.
     pub apt_fix: bool,
     /// The repair failed (a `repair-failed` violation).

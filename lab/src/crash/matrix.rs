@@ -120,6 +120,9 @@ pub struct AptStates {
     /// and such packages summed over the states.
     pub states_needing_reinstall: usize,
     pub packages_needing_reinstall: usize,
+    /// Of those packages, the ones whose files were at neither version (neither 1's nor 2's
+    /// as unpacked): what `half-installed` hid. Not a violation: dpkg says so.
+    pub packages_needing_reinstall_mixed: usize,
     /// States the repair (`dpkg --configure -a`, then `apt-get -f install` if needed) left
     /// whole, the ones of them that needed `apt-get -f install`, and the ones it failed on.
     pub states_repaired: usize,
@@ -442,6 +445,7 @@ impl AptStates {
         let Some(repair) = &outcome.repair else { return };
         self.states_needing_reinstall += usize::from(repair.needs_reinstall > 0);
         self.packages_needing_reinstall += repair.needs_reinstall;
+        self.packages_needing_reinstall_mixed += repair.reinstall_mixed;
         self.states_repaired += usize::from(!repair.failed);
         self.states_apt_fix += usize::from(repair.apt_fix);
         self.states_repair_failed += usize::from(repair.failed);

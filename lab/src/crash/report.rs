@@ -78,7 +78,8 @@ pub fn markdown(m: &Matrix) -> String {
                 let _ = writeln!(
                     out,
                     "States with a violation after `unpack --recover` alone, states with a package dpkg marks for \
-                     reinstalling (reinstreq, half-installed; not a violation), states the repair left whole (of \
+                     reinstalling (reinstreq, half-installed; not a violation; those packages, and how many of them had files at \
+                     neither version), states the repair left whole (of \
                      them, the ones `apt-get -f install` was needed on) and states it failed on:\n"
                 );
                 table(&mut out, &rows, &strategies, &cells, apt_text);
@@ -205,9 +206,11 @@ fn apt_text(c: &CellResult) -> String {
         return cell_text(c);
     };
     format!(
-        "violations {}, reinstall {}, repaired {} (apt -f {}), repair-failed {}",
+        "violations {}, reinstall {} ({} packages, {} of them mixed), repaired {} (apt -f {}), repair-failed {}",
         a.states_with_violations_after_recovery,
         a.states_needing_reinstall,
+        a.packages_needing_reinstall,
+        a.packages_needing_reinstall_mixed,
         a.states_repaired,
         a.states_apt_fix,
         a.states_repair_failed
