@@ -62,9 +62,11 @@ impl Drop for LoopDevice {
         // `losetup -d` succeeding is not enough: while any other process has the device open
         // (blkid, a btrfs device scan, another test's probe), the kernel only marks it to detach
         // on the last close (autoclear) and returns at once. Dropped must mean detached, so wait
-        // until the device lets go of its backing file.
+        // until the device lets go of its backing file. Patiently: on 2 busy cores, with other
+        // tests' loop devices being probed, letting go took more than 5 s now and then (the
+        // apt crash scenario's recording with dpkg, whose disk took 2,000 flushes).
         let attached = || backing_file(&self.path).as_ref() == Some(&self.backing);
-        for _ in 0..50 {
+        for _ in 0..300 {
             if !attached() {
                 return; // detached (and maybe reused by someone else)
             }

@@ -7,8 +7,10 @@
 //! debootstrap's first stage for dpkg, before a whole base system is installed
 //! ([`super::minbase`]); or, for `apt-local`, a copy of a chroot prepared once per bench run
 //! (a minbase with eatmydata and the apt-local set at version 1, version 2 in apt's lists),
-//! where apt upgrades the set ([`super::apt_scenario`]). One scenario is `unpack-crashtest`'s alone: `bootstrap`, a base system
-//! into an empty root by `unpack --bootstrap`, whose two stages it cuts the power in.
+//! where apt upgrades the set ([`super::apt_scenario`]). Two scenarios are
+//! `unpack-crashtest`'s alone: `bootstrap`, a base system into an empty root by `unpack
+//! --bootstrap`, whose two stages it cuts the power in; and `apt`, the `apt-local` upgrade by
+//! `apt-get upgrade` in a minbase ([`super::apt_local`]).
 //!
 //! Why upgrade matters: replacing files is where atomicity costs most (the old content must
 //! survive until the new one is durable), and filesystems treat a rename over an existing file
@@ -49,11 +51,14 @@ pub enum Scenario {
     /// package of the crash test's own into an empty root (`crate::crash::bootstrap`): the crash
     /// test's alone, which checks both stages after every power cut.
     Bootstrap,
+    /// `apt-get upgrade` of the `apt-local` set from version 1 to 2 in a bootstrapped minbase,
+    /// through `unpack-dpkg` or the real dpkg (`crate::crash::apt`): the crash test's alone.
+    Apt,
 }
 
 impl Scenario {
     /// Every scenario, in the order the tables show them.
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Install,
         Scenario::Upgrade,
         Scenario::UpgradeDb,
@@ -62,6 +67,7 @@ impl Scenario {
         Scenario::Minbase,
         Scenario::AptLocal,
         Scenario::Bootstrap,
+        Scenario::Apt,
     ];
 
     /// The name users type.
@@ -75,6 +81,7 @@ impl Scenario {
             Scenario::Minbase => "minbase",
             Scenario::AptLocal => "apt-local",
             Scenario::Bootstrap => "bootstrap",
+            Scenario::Apt => "apt",
         }
     }
 
@@ -91,9 +98,10 @@ impl Scenario {
     }
 
     /// True for the scenarios only `unpack-crashtest` runs: bootstrap, whose point is what a
-    /// power cut between and inside the two stages leaves; `unpack-bench` refuses them.
+    /// power cut between and inside the two stages leaves, and apt, what one inside an apt run
+    /// leaves; `unpack-bench` refuses them.
     pub fn is_crash_only(self) -> bool {
-        self == Scenario::Bootstrap
+        matches!(self, Scenario::Bootstrap | Scenario::Apt)
     }
 
     /// Where the background writer writes during the run, if the scenario has one.
@@ -106,7 +114,8 @@ impl Scenario {
             | Scenario::UpgradeDb
             | Scenario::Minbase
             | Scenario::AptLocal
-            | Scenario::Bootstrap => None,
+            | Scenario::Bootstrap
+            | Scenario::Apt => None,
         }
     }
 
@@ -126,7 +135,7 @@ impl Scenario {
             Scenario::UpgradeDb => {
                 super::peers::install_configured(old, root).map_err(Error::io(root))
             }
-            Scenario::Bootstrap => refuse_crash_only(&[self]),
+            Scenario::Bootstrap | Scenario::Apt => refuse_crash_only(&[self]),
         }
     }
 }

@@ -30,7 +30,21 @@ fsck'ed. Invariants, per path of the package:
      layout, first stage, second stage: mixed otherwise), the status listing no package or
      both as unpacked with their info files (half-registered), and where it lists none,
      `unpack --bootstrap` again finishing the system (redo-failed);
+     for apt, after recovery, per package: dpkg's status (dpkg-query in the chroot) at a
+     place an upgrade passes through, version 1 or 2, configured or unpacked, the files and
+     info files that place's (half-registered, db-tree); a package dpkg marks reinstreq or
+     half-installed counted as needing a reinstall, not as a violation; after apt's exit
+     every package version 2 configured (not-durable); then `dpkg --configure -a` and, if
+     dpkg or apt still see something to do, `apt-get -f install`, after which `dpkg --audit`
+     says nothing, `apt-get check` passes and every package is configured with its files
+     (repair-failed);
   5. the state mounts and fsck is clean (reported apart: it points at the filesystem).
+The apt scenario (--scenario apt --minbase DIR, no PACKAGE): a minbase bootstrapped from DIR
+(fixtures/fetch-minbase.sh DIR), the lab's apt-local set (24 packages with scripts,
+conffiles, Pre-Depends, a file trigger) installed at version 1 from a file: repository in the
+root, apt pointed at version 2; the recorded call is `apt-get upgrade` through unpack-dpkg
+with each strategy, or with `-s dpkg`, apt with the real dpkg --refuse-unsafe-io. Each state
+runs dpkg and apt in the chroot: seconds per state.
 Needs root (loop devices, FUSE, mounts).";
 
 /// The data-safety matrix: strategies x filesystems x mount options x scenario -> crash states
@@ -38,11 +52,11 @@ Needs root (loop devices, FUSE, mounts).";
 #[derive(Parser, Debug)]
 #[command(name = "unpack-crashtest", version, after_help = AFTER_HELP)]
 struct Args {
-    /// The package to unpack.
-    #[arg(required_unless_present = "replay")]
+    /// The package to unpack (none for --scenario apt alone).
     package: Option<PathBuf>,
 
-    /// Strategies to test (comma-separated) [default: all six].
+    /// Strategies to test (comma-separated) [default: all six]; with --scenario apt alone
+    /// also `dpkg`: apt with the real dpkg in its safe mode.
     #[arg(short = 's', long, value_name = "LIST", value_delimiter = ',')]
     strategies: Vec<String>,
 
@@ -60,9 +74,14 @@ struct Args {
     /// upgrade-db (the same with a conffile and a dropped file, in a root with dpkg's database
     /// where dpkg installed and configured the older version), bootstrap (unpack --bootstrap
     /// --no-scripts of an Essential copy of the package and a package of the tool's own into an
-    /// empty root).
+    /// empty root), apt (apt-get upgrade of the lab's apt-local set in a minbase, through
+    /// unpack-dpkg or, with -s dpkg, the real dpkg; needs --minbase).
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "install,upgrade")]
     scenario: Vec<Scenario>,
+
+    /// A minbase directory made by fixtures/fetch-minbase.sh DIR (--scenario apt).
+    #[arg(long, value_name = "DIR")]
+    minbase: Option<PathBuf>,
 
     /// Crash states checked per cell, at most.
     #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
@@ -134,7 +153,6 @@ fn run(args: Args) -> anyhow::Result<u8> {
         )
         .into());
     }
-    let package = args.package.context("a PACKAGE is needed")?;
     // Ctrl-C and SIGTERM stop the matrix with everything taken down (exit 128 + signal).
     unpack::interrupt::install();
     let unpack = unpack_lab::bench::engine::Engine::find()?.path().to_path_buf();
@@ -145,7 +163,8 @@ fn run(args: Args) -> anyhow::Result<u8> {
     };
     let seed = args.seed.unwrap_or_else(random_seed);
     let config = crash::matrix::Config {
-        package,
+        package: args.package,
+        minbase: args.minbase,
         unpack,
         strategies,
         filesystems: args.filesystems,

@@ -122,7 +122,7 @@ impl Bootstrap {
             Err(why) => {
                 return Checked {
                     violations: vec![database::unreadable_root(id, why)],
-                    redone: false,
+                    ..Checked::default()
                 }
             }
         };
@@ -132,7 +132,7 @@ impl Bootstrap {
         if redone {
             violations.extend(self.redo(root, expected, id));
         }
-        Checked { violations, redone }
+        Checked { violations, redone, repair: None }
     }
 
     /// Invariant (b): what the database registers agrees with stage `side`.
@@ -259,6 +259,7 @@ impl Deeper for Bootstrap {
         expected: &Expected<'_>,
         side: Option<usize>,
         id: usize,
+        _: bool,
     ) -> Checked {
         side.map_or_else(Checked::default, |side| self.check_at(root, expected, side, id))
     }

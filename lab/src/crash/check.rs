@@ -22,6 +22,11 @@
 //!    registers both packages or none, consistently with the tree, and where it registers none,
 //!    `unpack --bootstrap` again finishes the system (`half-registered`, `redo-failed`: see
 //!    [`super::bootstrap`]);
+//! 6. for the `apt` scenario, whose call is a whole apt run, invariant 3 is per package rather
+//!    than over the root: each package where its status says, files and database agreeing, a
+//!    package whose scripts had started counted as needing a reinstall; then the
+//!    administrator's repair (`dpkg --configure -a`, `apt-get -f install`) leaves a system
+//!    `dpkg --audit` and apt find whole (`repair-failed`: see [`super::apt`]);
 //!
 //! and, apart from them, because it points at the filesystem rather than at the unpacker: the
 //! state mounts, and fsck (`e2fsck -fn`, `xfs_repair -n`, `btrfs check --readonly`) finds
@@ -57,11 +62,12 @@ pub enum Kind {
     DbTree,
     DbAudit,
     RedoFailed,
+    RepairFailed,
 }
 
 impl Kind {
     /// Every kind, in the order the reports list them.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::ZeroLength,
         Kind::Torn,
         Kind::LostOld,
@@ -73,6 +79,7 @@ impl Kind {
         Kind::DbTree,
         Kind::DbAudit,
         Kind::RedoFailed,
+        Kind::RepairFailed,
     ];
 
     /// The name the reports use.
@@ -89,6 +96,7 @@ impl Kind {
             Kind::DbTree => "db-tree",
             Kind::DbAudit => "db-audit",
             Kind::RedoFailed => "redo-failed",
+            Kind::RepairFailed => "repair-failed",
         }
     }
 }
@@ -128,14 +136,22 @@ pub trait Deeper: std::fmt::Debug {
         &[]
     }
 
+    /// False when the call under test is many transactions whose packages each take their own
+    /// side (an apt run): invariant 3 over the whole root is then the scenario's, per package.
+    fn whole_root(&self) -> bool {
+        true
+    }
+
     /// The checks on `root` after recovery, which invariant 3 found nearest to side `side` of
-    /// `Expected::sides` (`None`: recovery failed).
+    /// `Expected::sides` (`None`: recovery failed); `after_returned`: a crash after the call's
+    /// exit can leave the state.
     fn check(
         &self,
         root: &Path,
         expected: &Expected<'_>,
         side: Option<usize>,
         id: usize,
+        after_returned: bool,
     ) -> Checked;
 }
 
@@ -146,6 +162,23 @@ pub struct Checked {
     /// The scenario's call was run again on the root (the bootstrap, where recovery left a
     /// root that lists no package).
     pub redone: bool,
+    /// The packages and the repair of a scenario of many packages (apt).
+    pub repair: Option<Repair>,
+}
+
+/// What the packages of an apt run were after recovery, and what repairing them took.
+#[derive(Debug, Default, Clone)]
+pub struct Repair {
+    /// Each package as dpkg's status had it after recovery: `VERSION WANT FLAG STATE CONFIG`.
+    pub states: Vec<String>,
+    /// Packages whose status said `reinstreq` or `half-installed`, and how many of them had
+    /// files at neither version.
+    pub needs_reinstall: usize,
+    pub reinstall_mixed: usize,
+    /// `apt-get -f install` ran after `dpkg --configure -a`.
+    pub apt_fix: bool,
+    /// The repair failed (a `repair-failed` violation).
+    pub failed: bool,
 }
 
 /// One path of a survey: what the old version, the trees between (the bootstrap's stages) and
@@ -209,6 +242,7 @@ pub struct Outcome {
     /// `unpack --recover` ran (the state mounted).
     pub recovered: bool,
     pub stage: Stage,
+    pub repair: Option<Repair>,
 }
 
 /// What the checks after recovery found.
@@ -216,6 +250,7 @@ pub struct Outcome {
 pub struct Recovered {
     pub violations: Vec<Violation>,
     pub stage: Stage,
+    pub repair: Option<Repair>,
 }
 
 /// The bootstrap scenario: where recovery left the root, and whether the bootstrap ran again.
@@ -261,9 +296,10 @@ pub fn check_state(
                     journal: root.join(STATE_DIR).join(JOURNAL).exists(),
                     intent: root.join(STATE_DIR).join(INTENT).exists(),
                 };
-                let after = after_recovery(&root, expected, id);
+                let after = after_recovery(&root, expected, id, after_returned);
                 outcome.violations.extend(after.violations);
                 outcome.stage = after.stage;
+                outcome.repair = after.repair;
                 outcome.recovered = true;
                 let at = mounted.path().to_path_buf();
                 if let Err(e) = mounted.unmount() {
@@ -338,23 +374,31 @@ fn invariants(survey: &[Row], id: usize, after_returned: bool) -> Vec<Violation>
 }
 
 /// The checks of a root after a crash: runs `unpack --recover` on it, then invariant 3 and,
-/// for the scenarios with dpkg's database, 4 and the bootstrap's.
-pub fn after_recovery(root: &Path, expected: &Expected<'_>, id: usize) -> Recovered {
+/// for the scenarios with dpkg's database, 4, the bootstrap's and apt's (`after_returned`: a
+/// crash after the call's exit can leave the state).
+pub fn after_recovery(
+    root: &Path,
+    expected: &Expected<'_>,
+    id: usize,
+    after_returned: bool,
+) -> Recovered {
     let (mut violations, side) = recover(root, expected, id);
     let staged = expected.deeper.is_some_and(|d| !d.between().is_empty());
     let mut stage = Stage { side: side.filter(|_| staged), redone: false };
+    let mut repair = None;
     if let Some(deeper) = expected.deeper {
-        let checked = deeper.check(root, expected, side, id);
+        let checked = deeper.check(root, expected, side, id, after_returned);
         violations.extend(checked.violations);
         stage.redone = checked.redone;
+        repair = checked.repair;
     }
-    Recovered { violations, stage }
+    Recovered { violations, stage, repair }
 }
 
 /// Invariant 3: runs `unpack --recover` on `root`, then the root must be entirely at one side
 /// (old or new; for the bootstrap, or a stage between). Paths whose sides are all the same take
 /// no side. Returns the violations and the side the root is nearest to (none when recovery
-/// failed).
+/// failed; 0 when the scenario's packages take their sides each, [`Deeper::whole_root`]).
 fn recover(root: &Path, expected: &Expected<'_>, id: usize) -> (Vec<Violation>, Option<usize>) {
     let ran = Command::new(expected.unpack)
         .args(["-s", expected.strategy, "--recover"])
@@ -387,6 +431,9 @@ fn recover(root: &Path, expected: &Expected<'_>, id: usize) -> (Vec<Violation>, 
             return (vec![failed], None);
         }
     };
+    if expected.deeper.is_some_and(|d| !d.whole_root()) {
+        return (Vec::new(), Some(0));
+    }
     let survey = survey(root, expected);
     let (side, off) = one_side(&survey);
     let found = off

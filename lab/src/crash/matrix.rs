@@ -6,7 +6,7 @@
 use super::check::{Deeper, Expected, FsFailure, Kind, Violation};
 use super::expect::{Content, Tree};
 use super::states::{State, StateInfo, Timeline};
-use super::{bootstrap, check, database, image, older, record};
+use super::{apt, bootstrap, check, database, image, older, record};
 use super::{check_interrupt, new_workdir, CrashError};
 pub use crate::bench::scenario::Scenario;
 use serde::Serialize;
@@ -28,7 +28,11 @@ pub fn default_option_sets(fstype: &str) -> Vec<String> {
 /// One run of the matrix.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub package: PathBuf,
+    /// The package under test; none for a run of the `apt` scenario alone, whose packages are
+    /// the lab's.
+    pub package: Option<PathBuf>,
+    /// A minbase directory (`fixtures/fetch-minbase.sh DIR`), for the `apt` scenario.
+    pub minbase: Option<PathBuf>,
     /// The `unpack` binary under test.
     pub unpack: PathBuf,
     pub strategies: Vec<String>,
@@ -86,6 +90,9 @@ pub struct CellResult {
     /// bootstrap ran again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<BootstrapStates>,
+    /// The apt scenario: the packages' states after recovery and the repairs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub apt: Option<AptStates>,
     pub violations: Vec<Violation>,
     /// Mount and fsck failures: the filesystem's, reported apart.
     pub fs_failures: Vec<FsFailure>,
@@ -104,10 +111,33 @@ pub struct BootstrapStates {
     pub states_redone: usize,
 }
 
+/// The states of an apt cell by what recovery left of the packages and what repairing took.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AptStates {
+    /// States with a violation after `unpack --recover` alone (`repair-failed` left out).
+    pub states_with_violations_after_recovery: usize,
+    /// States with a package whose status said `reinstreq` or `half-installed` after recovery,
+    /// and such packages summed over the states.
+    pub states_needing_reinstall: usize,
+    pub packages_needing_reinstall: usize,
+    /// Of those packages, the ones whose files were at neither version (neither 1's nor 2's
+    /// as unpacked): what `half-installed` hid. Not a violation: dpkg says so.
+    pub packages_needing_reinstall_mixed: usize,
+    /// States the repair (`dpkg --configure -a`, then `apt-get -f install` if needed) left
+    /// whole, the ones of them that needed `apt-get -f install`, and the ones it failed on.
+    pub states_repaired: usize,
+    pub states_apt_fix: usize,
+    pub states_repair_failed: usize,
+    /// Packages summed over the states by what dpkg's status said of them after recovery
+    /// (`VERSION WANT FLAG STATE`).
+    pub packages_by_status: BTreeMap<String, usize>,
+}
+
 /// The whole matrix.
 #[derive(Debug, Clone, Serialize)]
 pub struct Matrix {
-    pub package: PathBuf,
+    /// None for a run of the `apt` scenario alone.
+    pub package: Option<PathBuf>,
     pub seed: u64,
     pub states_per_cell: usize,
     /// False when a disk server ran without `PR_SET_IO_FLUSHER` (see `VDisk::is_io_flusher`).
@@ -132,13 +162,15 @@ impl Matrix {
 /// What the scenarios of a run need, made once before the first cell: the package's tree, the
 /// older version, the upgrade-db pair, the bootstrap's packages, each when a scenario asks.
 struct Prepared {
-    package: PathBuf,
+    package: Option<PathBuf>,
     new: Tree,
     empty: Tree,
     older: Option<(PathBuf, Tree)>,
     /// The pair, the older and newer package, and the pair's old and new trees.
     db: Option<(database::Db, PathBuf, PathBuf, Tree, Tree)>,
     bootstrap: Option<bootstrap::Bootstrap>,
+    /// The apt scenario's prepared root and packages, and the bytes of the root.
+    apt: Option<(apt::Apt, u64)>,
 }
 
 /// One scenario's part in a cell: the call under test, what the root holds before it, the old
@@ -152,22 +184,43 @@ struct Cast<'p> {
     /// The database the root keeps (`upgrade-db`, `bootstrap`).
     database: bool,
     deeper: Option<&'p dyn Deeper>,
+    apt: Option<&'p apt::Apt>,
 }
 
 impl Prepared {
     fn new(config: &Config, work: &Path) -> Result<Prepared, CrashError> {
-        let new = Tree::of_deb(&config.package)?;
         let asks = |scenario| config.scenarios.contains(&scenario);
+        let apt = match (asks(Scenario::Apt), &config.minbase) {
+            (true, Some(minbase)) => {
+                let apt = apt::Apt::prepare(minbase, &config.unpack, work)?;
+                let bytes = apt.bytes()?;
+                Some((apt, bytes))
+            }
+            _ => None,
+        };
+        let Some(package) = &config.package else {
+            let empty = Tree::default();
+            return Ok(Prepared {
+                package: None,
+                new: empty.clone(),
+                empty,
+                older: None,
+                db: None,
+                bootstrap: None,
+                apt,
+            });
+        };
+        let new = Tree::of_deb(package)?;
         let older = if asks(Scenario::Upgrade) {
             let deb = work.join("older.deb");
-            older::write(&config.package, &deb)?;
+            older::write(package, &deb)?;
             let tree = Tree::of_deb(&deb)?;
             Some((deb, tree))
         } else {
             None
         };
         let db = if asks(Scenario::UpgradeDb) {
-            let (older, newer) = database::write_pair(&config.package, work)?;
+            let (older, newer) = database::write_pair(package, work)?;
             let db = database::Db::of_debs(&older, &newer)?;
             let (old, new) = (db.old_tree(), db.new_tree());
             Some((db, older, newer, old, new))
@@ -175,17 +228,18 @@ impl Prepared {
             None
         };
         let bootstrap = if asks(Scenario::Bootstrap) {
-            Some(bootstrap::Bootstrap::write(&config.package, &work.join("bootstrap"))?)
+            Some(bootstrap::Bootstrap::write(package, &work.join("bootstrap"))?)
         } else {
             None
         };
         Ok(Prepared {
-            package: config.package.clone(),
+            package: Some(package.clone()),
             new,
             empty: Tree::default(),
             older,
             db,
             bootstrap,
+            apt,
         })
     }
 
@@ -197,22 +251,24 @@ impl Prepared {
             .chain(self.older.iter().map(|(_, t)| t))
             .chain(db)
             .chain(self.bootstrap.as_ref().map(|b| b.last()));
-        trees
+        let files: u64 = trees
             .flat_map(|t| t.0.values())
             .map(|c| if let Content::File { len, .. } = c { *len } else { 0 })
-            .sum()
+            .sum();
+        files + self.apt.as_ref().map_or(0, |(_, bytes)| *bytes)
     }
 
     /// The package alone, over nothing or over `older` (the older version and its tree).
     fn plain<'p>(&'p self, older: Option<&'p (PathBuf, Tree)>) -> Cast<'p> {
         Cast {
-            packages: vec![self.package.clone()],
+            packages: self.package.iter().cloned().collect(),
             flags: &[],
             older: older.map(|(deb, _)| deb.as_path()),
             old: older.map_or(&self.empty, |(_, tree)| tree),
             new: &self.new,
             database: false,
             deeper: None,
+            apt: None,
         }
     }
 
@@ -238,6 +294,14 @@ impl Prepared {
                 old: b.first(),
                 new: b.last(),
                 deeper: Some(b),
+                ..plain(None)
+            }),
+            Scenario::Apt => self.apt.as_ref().map(|(apt, _)| Cast {
+                packages: Vec::new(),
+                old: &self.empty,
+                new: &self.empty,
+                deeper: Some(apt),
+                apt: Some(apt),
                 ..plain(None)
             }),
             Scenario::Busy | Scenario::BusyElsewhere | Scenario::Minbase | Scenario::AptLocal => {
@@ -289,6 +353,7 @@ pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matr
                         older: cast.older,
                         database: cast.database,
                         unpack: &config.unpack,
+                        apt: cast.apt,
                         settle,
                         disk_bytes,
                         dir: &dir,
@@ -299,7 +364,11 @@ pub fn run(config: &Config, on_cell: &mut dyn FnMut(&CellResult)) -> Result<Matr
                         root: Path::new(record::ROOT_DIR),
                         fstype: fs,
                         unpack: &config.unpack,
-                        strategy,
+                        strategy: if strategy == apt::DPKG {
+                            apt::RECOVER_STRATEGY
+                        } else {
+                            strategy
+                        },
                         deeper: cast.deeper,
                     };
                     let ran = run_cell(config, index, &setup, &expected, &mut cell);
@@ -352,6 +421,7 @@ impl CellResult {
             states_with_journal: 0,
             states_with_intent: 0,
             bootstrap: (scenario == Scenario::Bootstrap).then(BootstrapStates::default),
+            apt: (scenario == Scenario::Apt).then(AptStates::default),
             violations: Vec::new(),
             fs_failures: Vec::new(),
             states_detail: Vec::new(),
@@ -366,6 +436,25 @@ impl BootstrapStates {
             *self.states_by_stage.entry(stage).or_default() += 1;
         }
         self.states_redone += usize::from(outcome.stage.redone);
+    }
+}
+
+impl AptStates {
+    /// Counts one checked state.
+    fn count(&mut self, outcome: &check::Outcome) {
+        let after_recovery = outcome.violations.iter().any(|v| v.kind != Kind::RepairFailed);
+        self.states_with_violations_after_recovery += usize::from(after_recovery);
+        let Some(repair) = &outcome.repair else { return };
+        self.states_needing_reinstall += usize::from(repair.needs_reinstall > 0);
+        self.packages_needing_reinstall += repair.needs_reinstall;
+        self.packages_needing_reinstall_mixed += repair.reinstall_mixed;
+        self.states_repaired += usize::from(!repair.failed);
+        self.states_apt_fix += usize::from(repair.apt_fix);
+        self.states_repair_failed += usize::from(repair.failed);
+        for said in &repair.states {
+            let status: Vec<&str> = said.split_whitespace().take(4).collect();
+            *self.packages_by_status.entry(status.join(" ")).or_default() += 1;
+        }
     }
 }
 
@@ -445,6 +534,9 @@ fn run_cell(
             if let Some(counts) = cell.bootstrap.as_mut() {
                 counts.count(&outcome);
             }
+            if let Some(counts) = cell.apt.as_mut() {
+                counts.count(&outcome);
+            }
             for v in &outcome.violations {
                 *cell.kinds.entry(v.kind).or_default() += 1;
             }
@@ -474,8 +566,19 @@ fn validate(config: &Config) -> Result<(), CrashError> {
         }
         require_mkfs(fs)?;
     }
-    for s in &config.strategies {
+    let apt_alone = config.scenarios.iter().all(|&s| s == Scenario::Apt);
+    for s in config.strategies.iter().filter(|s| !(apt_alone && *s == apt::DPKG)) {
         unpack::durability::by_name(s, 1).map_err(|e| CrashError::Usage(e.to_string()))?;
+    }
+    if config.package.is_none() && !apt_alone {
+        return Err(CrashError::Usage(
+            "a PACKAGE is needed (only --scenario apt has its own)".into(),
+        ));
+    }
+    if config.minbase.is_none() && config.scenarios.contains(&Scenario::Apt) {
+        return Err(CrashError::Usage(
+            "--scenario apt needs --minbase DIR (made by fixtures/fetch-minbase.sh DIR)".into(),
+        ));
     }
     if let Some(s) = config.scenarios.iter().find(|s| s.is_bench_only()) {
         let ours: Vec<&str> =

@@ -18,10 +18,13 @@
 //! from [`older`]; for `upgrade-db`, from the package pair and what dpkg makes of it
 //! ([`database`], which also checks the database); for `bootstrap`, from the call's two
 //! packages and the trees its three transactions leave ([`bootstrap`], which also checks the
-//! database and runs the bootstrap again). This module must never trust a tree the unpacker wrote to say what is
+//! database and runs the bootstrap again); for `apt`, from the apt-local packages at both
+//! versions, per package, where dpkg's status places each ([`apt`], which also repairs the
+//! root as an administrator would and checks the result). This module must never trust a tree the unpacker wrote to say what is
 //! right, never build a state on an image that was mounted since mkfs, and never leave a
 //! mount, loop device or FUSE mount behind.
 
+pub mod apt;
 pub mod bootstrap;
 pub mod check;
 pub mod database;

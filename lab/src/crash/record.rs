@@ -3,8 +3,10 @@
 //!
 //! The run, in order: mkfs and mount on the disk; a `root` directory; for an upgrade, the older
 //! version installed with `unpack -s none` (for `upgrade-db`, installed and configured by the
-//! real dpkg in a new admin directory, which puts the engine in its database mode); syncfs; mark `start`; the real `unpack` binary with
-//! the strategy under test; mark `returned`; the settle time, while the filesystem runs on by
+//! real dpkg in a new admin directory, which puts the engine in its database mode; for `apt`,
+//! the prepared root copied in); syncfs; mark `start`; the real `unpack` binary with
+//! the strategy under test (for `apt`, `apt-get upgrade`: [`super::apt::Apt::upgrade`]); mark
+//! `returned`; the settle time, while the filesystem runs on by
 //! itself (periodic journal commits, writeback); mark `settled`; unmount; stop the disk. The
 //! log is everything [`super::states`] needs.
 //!
@@ -47,6 +49,8 @@ pub struct Setup<'a> {
     pub database: bool,
     /// The `unpack` binary.
     pub unpack: &'a Path,
+    /// The apt scenario's prepared root: copied in, then `apt-get upgrade` is the call.
+    pub apt: Option<&'a super::apt::Apt>,
     pub settle: Duration,
     pub disk_bytes: u64,
     /// A new directory for the disk, the mount point and the log.
@@ -94,9 +98,15 @@ fn run_on(disk: &VDisk, setup: &Setup<'_>) -> Result<(), CrashError> {
         Some(older) => unpack(setup.unpack, "none", &[], &[older], &root)?,
         None => {}
     }
+    if let Some(apt) = setup.apt {
+        apt.copy_into(&root)?;
+    }
     syncfs(&root)?;
     disk.mark(super::states::MARK_START)?;
-    unpack(setup.unpack, setup.strategy, setup.flags, setup.packages, &root)?;
+    match setup.apt {
+        Some(_) => super::apt::Apt::upgrade(&root, setup.strategy)?,
+        None => unpack(setup.unpack, setup.strategy, setup.flags, setup.packages, &root)?,
+    }
     disk.mark(super::states::MARK_RETURNED)?;
     settle(setup.settle)?;
     disk.mark(super::states::MARK_SETTLED)?;

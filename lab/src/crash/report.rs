@@ -24,7 +24,9 @@ pub const VIOLATIONS: &str = "violations.txt";
 /// The markdown report.
 pub fn markdown(m: &Matrix) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "# Crash states of {}\n", m.package.display());
+    let subject =
+        m.package.as_ref().map_or("the apt-local upgrade".into(), |p| p.display().to_string());
+    let _ = writeln!(out, "# Crash states of {subject}\n");
     let _ = writeln!(
         out,
         "Each cell: states with a violation / crash states checked (at most {} per cell, seed {}), and for \
@@ -33,7 +35,8 @@ pub fn markdown(m: &Matrix) -> String {
          entirely old or entirely new after `unpack --recover`), half-registered, db-tree, db-audit (4, with \
          dpkg's database: the database and the tree agree on one version after recovery), redo-failed (the \
          bootstrap: where its second stage is absent after recovery, `unpack --bootstrap` again finishes the \
-         system).\n",
+         system), repair-failed (apt: after `dpkg --configure -a` and `apt-get -f install`, the system is not \
+         whole).\n",
         m.states_per_cell, m.seed
     );
     let mut filesystems: Vec<&str> = Vec::new();
@@ -70,6 +73,16 @@ pub fn markdown(m: &Matrix) -> String {
                      earlier stage), and on how many the bootstrap ran again:\n"
                 );
                 table(&mut out, &rows, &strategies, &cells, stages_text);
+            }
+            if scenario == Scenario::Apt {
+                let _ = writeln!(
+                    out,
+                    "States with a violation after `unpack --recover` alone, states with a package dpkg marks for \
+                     reinstalling (reinstreq, half-installed; not a violation; those packages, and how many of them had files at \
+                     neither version), states the repair left whole (of \
+                     them, the ones `apt-get -f install` was needed on) and states it failed on:\n"
+                );
+                table(&mut out, &rows, &strategies, &cells, apt_text);
             }
         }
     }
@@ -185,6 +198,23 @@ fn stages_text(c: &CellResult) -> String {
         .map(|s| counts.states_by_stage.get(s).copied().unwrap_or(0).to_string())
         .collect();
     format!("{} (redone {})", stages.join(" / "), counts.states_redone)
+}
+
+/// `violations V, reinstall R, repaired P (apt -f A), repair-failed F`: an apt cell's counts.
+fn apt_text(c: &CellResult) -> String {
+    let Some(a) = c.apt.as_ref().filter(|_| c.error.is_none()) else {
+        return cell_text(c);
+    };
+    format!(
+        "violations {}, reinstall {} ({} packages, {} of them mixed), repaired {} (apt -f {}), repair-failed {}",
+        a.states_with_violations_after_recovery,
+        a.states_needing_reinstall,
+        a.packages_needing_reinstall,
+        a.packages_needing_reinstall_mixed,
+        a.states_repaired,
+        a.states_apt_fix,
+        a.states_repair_failed
+    )
 }
 
 fn push_unique<'a>(list: &mut Vec<&'a str>, item: &'a str) {
@@ -323,7 +353,7 @@ mod tests {
             1 << 29,
         );
         let m = Matrix {
-            package: "p.deb".into(),
+            package: Some("p.deb".into()),
             seed: 1,
             states_per_cell: 1,
             io_flusher: true,
