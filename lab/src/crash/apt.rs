@@ -100,7 +100,7 @@ impl Apt {
             what: "creating",
             source,
         })?;
-        super::record::unpack(unpack, "none", &["--bootstrap"], &set.packages, &root)?;
+        super::unpack(unpack, "none", &["--bootstrap"], &set.packages, &root)?;
         run_ok(&mut in_root(&root, &["dpkg", "--configure", "-a"]), &root)?;
         let inside = root.join(FRONT_END.trim_start_matches('/'));
         copy(&front_end, &inside)?;

@@ -220,7 +220,7 @@ impl Bootstrap {
     /// whole system, its tree and its database.
     fn redo(&self, root: &Path, expected: &Expected<'_>, id: usize) -> Vec<Violation> {
         let redone =
-            super::record::unpack(expected.unpack, expected.strategy, &FLAGS, &self.packages, root);
+            super::unpack(expected.unpack, expected.strategy, &FLAGS, &self.packages, root);
         if let Err(e) = redone {
             let ok = Content::Other("unpack --bootstrap exits 0".into());
             return vec![violation(

@@ -41,7 +41,8 @@ use crate::vdisk::log::LogError;
 use crate::vdisk::VdiskError;
 use crate::workdir::Workdir;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// What can go wrong in the crash test. Every variant but `Usage` names the path it is about.
 #[derive(Debug, thiserror::Error)]
@@ -99,5 +100,44 @@ pub(crate) fn new_workdir() -> Result<Workdir, CrashError> {
         path: temp,
         what: "creating the work directory",
         source,
+    })
+}
+
+/// `unpack -q -s STRATEGY FLAGS... PACKAGE... ROOT`, which must exit 0: the engine under test
+/// ([`record`]), or what prepares a cell ([`apt`], [`bootstrap`]).
+pub(crate) fn unpack(
+    bin: &Path,
+    strategy: &str,
+    flags: &[&str],
+    packages: &[impl AsRef<Path>],
+    root: &Path,
+) -> Result<(), CrashError> {
+    let packages: Vec<&Path> = packages.iter().map(AsRef::as_ref).collect();
+    let out = Command::new(bin)
+        .args(["-q", "-s", strategy])
+        .args(flags)
+        .args(&packages)
+        .arg(root)
+        .output()
+        .map_err(|e| CrashError::Tool {
+            path: bin.to_path_buf(),
+            reason: format!("cannot run it: {e}"),
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let args: Vec<String> = flags
+        .iter()
+        .map(|f| f.to_string())
+        .chain(packages.iter().map(|p| p.display().to_string()))
+        .collect();
+    Err(CrashError::Tool {
+        path: bin.to_path_buf(),
+        reason: format!(
+            "-s {strategy} {} exited {}: {}",
+            args.join(" "),
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
     })
 }

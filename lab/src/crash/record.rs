@@ -19,7 +19,6 @@
 use super::CrashError;
 use crate::vdisk::{Profile, VDisk};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// The device: emulated (so it can log) and as fast as the host, since only order matters here.
@@ -95,7 +94,7 @@ fn run_on(disk: &VDisk, setup: &Setup<'_>) -> Result<(), CrashError> {
     })?;
     match setup.older {
         Some(older) if setup.database => install_with_dpkg(older, &root)?,
-        Some(older) => unpack(setup.unpack, "none", &[], &[older], &root)?,
+        Some(older) => super::unpack(setup.unpack, "none", &[], &[older], &root)?,
         None => {}
     }
     if let Some(apt) = setup.apt {
@@ -105,7 +104,7 @@ fn run_on(disk: &VDisk, setup: &Setup<'_>) -> Result<(), CrashError> {
     disk.mark(super::states::MARK_START)?;
     match setup.apt {
         Some(_) => super::apt::Apt::upgrade(&root, setup.strategy)?,
-        None => unpack(setup.unpack, setup.strategy, setup.flags, setup.packages, &root)?,
+        None => super::unpack(setup.unpack, setup.strategy, setup.flags, setup.packages, &root)?,
     }
     disk.mark(super::states::MARK_RETURNED)?;
     settle(setup.settle)?;
@@ -126,44 +125,6 @@ fn settle(time: Duration) -> Result<(), CrashError> {
         }
         std::thread::sleep(left.min(Duration::from_millis(100)));
     }
-}
-
-/// `unpack -q -s STRATEGY FLAGS... PACKAGE... ROOT`, which must exit 0.
-pub(super) fn unpack(
-    bin: &Path,
-    strategy: &str,
-    flags: &[&str],
-    packages: &[impl AsRef<Path>],
-    root: &Path,
-) -> Result<(), CrashError> {
-    let packages: Vec<&Path> = packages.iter().map(AsRef::as_ref).collect();
-    let out = Command::new(bin)
-        .args(["-q", "-s", strategy])
-        .args(flags)
-        .args(&packages)
-        .arg(root)
-        .output()
-        .map_err(|e| CrashError::Tool {
-            path: bin.to_path_buf(),
-            reason: format!("cannot run it: {e}"),
-        })?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let args: Vec<String> = flags
-        .iter()
-        .map(|f| f.to_string())
-        .chain(packages.iter().map(|p| p.display().to_string()))
-        .collect();
-    Err(CrashError::Tool {
-        path: bin.to_path_buf(),
-        reason: format!(
-            "-s {strategy} {} exited {}: {}",
-            args.join(" "),
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ),
-    })
 }
 
 /// Makes dpkg's admin directory in `root` and installs `package` there as dpkg does:
