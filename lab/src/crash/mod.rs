@@ -26,6 +26,7 @@
 
 pub mod apt;
 pub mod bootstrap;
+pub mod chart;
 pub mod check;
 pub mod database;
 pub mod expect;

@@ -1,7 +1,8 @@
 //! The crash matrix as people and programs read it: `crash.md` (one table per filesystem and
 //! scenario, rows = mount option sets, columns = strategies), `crash.csv` (one row per cell),
 //! `crash.json` (everything, every violation with its state, path, expected and found content)
-//! and `violations.txt` (one line per violation).
+//! and `violations.txt` (one line per violation); with apt cells, their chart `crash-apt.svg`
+//! ([`super::chart`]).
 //!
 //! A cell reads `V / S (kind N, ...)`: V states with at least one violation out of S states
 //! checked, and for each kind seen the number of states that show it. Mount and fsck failures
@@ -291,7 +292,7 @@ pub fn violation_lines(m: &Matrix) -> String {
     out
 }
 
-/// Writes the four files into `dir` (created if needed).
+/// Writes the four files, and the apt cells' chart, into `dir` (created if needed).
 pub fn write_all(m: &Matrix, dir: &Path) -> Result<(), CrashError> {
     let io = |path: PathBuf| move |source| CrashError::Io { path, what: "writing", source };
     std::fs::create_dir_all(dir).map_err(io(dir.to_path_buf()))?;
@@ -304,7 +305,7 @@ pub fn write_all(m: &Matrix, dir: &Path) -> Result<(), CrashError> {
     ] {
         std::fs::write(dir.join(name), text).map_err(io(dir.join(name)))?;
     }
-    Ok(())
+    super::chart::write_apt_svg(m, &dir.join(super::chart::APT_SVG))
 }
 
 /// What `--replay` needs from an earlier run's `crash.json`.
