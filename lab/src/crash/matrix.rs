@@ -240,9 +240,12 @@ impl Prepared {
                 deeper: Some(b),
                 ..plain(None)
             }),
-            Scenario::Busy | Scenario::BusyElsewhere | Scenario::Minbase | Scenario::AptLocal => {
-                None
-            }
+            Scenario::Busy
+            | Scenario::BusyElsewhere
+            | Scenario::Minbase
+            | Scenario::AptLocal
+            | Scenario::AptInstall
+            | Scenario::DistUpgrade => None,
         }
     }
 }
