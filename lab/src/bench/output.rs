@@ -112,7 +112,12 @@ fn environment_lines(matrix: &Matrix) -> String {
             .iter()
             .map(|p| format!("{} {} ({}), {} bytes", p.name, p.version, p.architecture, p.bytes))
             .collect();
-        let _ = writeln!(md, "- workload {}: {}", w.label, list.join("; "));
+        // The real apt workloads have no packages of their own: apt chooses them.
+        match list.is_empty() {
+            true => writeln!(md, "- workload {}", w.label),
+            false => writeln!(md, "- workload {}: {}", w.label, list.join("; ")),
+        }
+        .ok();
     }
     md
 }
