@@ -1,15 +1,28 @@
-//! The apt-local scenario (`--scenario apt-local`, issue 28): a whole apt run timed, apt driving
-//! each peer's dpkg, so that the bench answers "what does safety cost under apt" and not only
-//! "what does one unpack cost".
+//! The apt scenarios (issue 28): a whole apt run timed, apt driving each peer's dpkg, so that
+//! the bench answers "what does safety cost under apt" and not only "what does one unpack cost".
+//! One module for the three workloads ([`AptWorkload`]): they differ in how their chroot is
+//! prepared, how it is entered and what apt is asked to do, and in nothing they measure.
 //!
-//! The chroot is prepared once per bench run, untimed ([`Prepared::make`]): the minbase of a
-//! `fixtures/fetch-minbase.sh` directory bootstrapped by `unpack --bootstrap` and configured,
-//! eatmydata installed from the host's `apt-get download eatmydata libeatmydata1`, the front end
-//! `unpack-dpkg` (the one beside the engine) in `/usr/local/bin`, the lab's apt-local set
-//! ([`super::apt_local`]) installed at version 1 by apt with the real dpkg, and version 2's
-//! repository in apt's lists. Every run starts from a copy of it on its fresh filesystem, and
-//! the timed part is `apt-get upgrade -y` alone: 24 packages upgraded with their scripts,
-//! conffiles, Pre-Depends and a file trigger. apt runs as each peer makes it run:
+//! `apt-local`: the chroot is prepared once per bench run, untimed ([`Prepared::make`]): the
+//! minbase of a `fixtures/fetch-minbase.sh` directory bootstrapped by `unpack --bootstrap` and
+//! configured, eatmydata installed from the host's `apt-get download eatmydata libeatmydata1`,
+//! the lab's apt-local set ([`super::apt_local`]) installed at version 1 by apt with the real
+//! dpkg, and version 2's repository in apt's lists; the timed part is `apt-get upgrade -y`
+//! alone: 24 packages upgraded with their scripts, conffiles, Pre-Depends and a file trigger,
+//! entered by a plain `chroot` (the set's scripts need no /proc).
+//!
+//! `apt-install` and `dist-upgrade`: the chroot is a tarball of `fixtures/make-apt-chroot.sh`
+//! extracted once per bench run ([`Prepared::from_tarball`]; `bookworm.tar`, a minbase with
+//! eatmydata, and `bookworm-devel.tar`, the same after the install), every archive already in
+//! apt's cache. The timed part is `apt-get install -y python3 perl vim git build-essential`, or
+//! `apt-get dist-upgrade -y` with the sources switched to trixie in the preparation, entered
+//! as `fixtures/apt-workload.sh` enters it: `in_root --offline` of `fixtures/apt-chroot-lib.sh`
+//! (compiled in and written to the bench's directory), namespaces that mount /proc, /sys, /dev
+//! and a /run tmpfs for the run alone and take every mount and leftover process down with
+//! them, and no network, so a run that would download fails instead.
+//!
+//! In every workload the front end `unpack-dpkg` (the one beside the engine) is copied to
+//! `/usr/local/bin`, and apt runs as each peer makes it run:
 //! - `dpkg`: apt with `-o DPkg::Options::=--refuse-unsafe-io`, the real dpkg as shipped, whatever
 //!   a `dpkg.cfg.d` says;
 //! - `dpkg-unsafe`: with `--force-unsafe-io` instead;
@@ -24,16 +37,20 @@
 //! call. Its cost (two `date` processes a call) is the same for every peer. The peak RSS is
 //! the largest of the run's processes, as GNU time reads it from wait4.
 //!
-//! After each run its root is compared with a reference made in the preparation (the `dpkg`
-//! peer's upgrade of another copy) by [`crate::compare`], leaving out what two runs differ in
-//! anyway ([`IGNORE`]): a run whose tree or database differs is a failed run, never a time.
-//! This module never runs apt or dpkg outside a chroot and never touches the host's database.
+//! After each run its root is compared with a reference made in the preparation (the same apt
+//! run in another copy, by the `dpkg` peer for apt-local and by the `eatmydata` peer for the
+//! real workloads: the same dpkg without its flushes, the same tree in a fraction of the time)
+//! by [`crate::compare`], leaving out what two runs differ in anyway ([`IGNORE`]): a run whose
+//! tree or database differs is a failed run, never a time. This module never runs apt or dpkg
+//! outside a chroot, never touches the host's database, never lets a run reach the network
+//! (the real workloads), and never mounts anything outside a namespace that dies with the run.
 
 use super::apt_local;
 use super::engine::Engine;
 use super::minbase::installer_env;
 use super::peers::Peer;
 use super::plan::Tool;
+use super::scenario::Scenario;
 use super::{command, Error, Result};
 use crate::compare::{self, ignore::Ignore};
 use serde::Serialize;
@@ -82,6 +99,76 @@ pub const IGNORE: &str = "var/lib/unpack\n";
 /// that are a dpkg apt can drive.
 pub fn runs(tool: &Tool) -> bool {
     matches!(tool, Tool::Strategy(_) | Tool::Peer(Peer::Dpkg | Peer::DpkgUnsafe | Peer::Eatmydata))
+}
+
+/// Which apt run a scenario times, and from what chroot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AptWorkload {
+    /// `apt-get upgrade` of the lab's apt-local set, in a minbase prepared here.
+    Local,
+    /// `apt-get install` of the install set of `fixtures/apt-chroot-lib.sh`, from
+    /// `bookworm.tar`.
+    Install,
+    /// `apt-get dist-upgrade` to trixie, from `bookworm-devel.tar`.
+    DistUpgrade,
+}
+
+impl AptWorkload {
+    /// The workload of `scenario`, if it is an apt scenario.
+    pub fn of(scenario: Scenario) -> Option<AptWorkload> {
+        match scenario {
+            Scenario::AptLocal => Some(AptWorkload::Local),
+            Scenario::AptInstall => Some(AptWorkload::Install),
+            Scenario::DistUpgrade => Some(AptWorkload::DistUpgrade),
+            _ => None,
+        }
+    }
+
+    /// The tarball of `fixtures/make-apt-chroot.sh` the workload starts from, if it is a real
+    /// one.
+    pub fn tarball(self) -> Option<&'static str> {
+        match self {
+            AptWorkload::Local => None,
+            AptWorkload::Install => Some("bookworm.tar"),
+            AptWorkload::DistUpgrade => Some("bookworm-devel.tar"),
+        }
+    }
+
+    /// apt-get's words after its options: what the run asks apt to do.
+    fn apt_args(self) -> Vec<String> {
+        let words: Vec<&str> = match self {
+            AptWorkload::Local => vec!["upgrade", "-y"],
+            AptWorkload::DistUpgrade => vec!["dist-upgrade", "-y"],
+            AptWorkload::Install => {
+                let mut words = vec!["install", "-y"];
+                words.extend(lib_value("INSTALL_SET").split_whitespace());
+                words
+            }
+        };
+        words.into_iter().map(str::to_string).collect()
+    }
+
+    /// The peer whose run in the preparation is the reference.
+    fn reference_peer(self) -> Peer {
+        match self {
+            AptWorkload::Local => Peer::Dpkg,
+            AptWorkload::Install | AptWorkload::DistUpgrade => Peer::Eatmydata,
+        }
+    }
+}
+
+/// `fixtures/apt-chroot-lib.sh`, which enters the real workloads' chroots as
+/// `fixtures/apt-workload.sh` does, extracts their tarballs and switches their sources.
+const CHROOT_LIB: &str = include_str!("../../../fixtures/apt-chroot-lib.sh");
+
+/// The value of the library's `NAME="VALUE"` line (its install set), so that the bench and
+/// `fixtures/apt-workload.sh` install one set; empty if there is none (a test holds it).
+fn lib_value(name: &str) -> &'static str {
+    let prefix = format!("{name}=\"");
+    CHROOT_LIB
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str())?.strip_suffix('"'))
+        .unwrap_or_default()
 }
 
 /// What one apt run's dpkg calls and processes took, read after it.
@@ -159,13 +246,18 @@ fn parse_calls(text: &str) -> std::result::Result<AptFigures, String> {
 
 /// The chroot every run copies, and what its result is held to.
 pub struct Prepared {
+    workload: AptWorkload,
     chroot: PathBuf,
     reference: PathBuf,
     ignore: Ignore,
+    /// [`CHROOT_LIB`], written in the bench's directory: how the real workloads are entered.
+    lib: PathBuf,
+    /// What a run of a real workload needs on its filesystem ([`Prepared::space_needed`]).
+    space: Option<u64>,
 }
 
 impl Prepared {
-    /// Prepares the chroot in `dir` (a directory of the bench's own) from the minbase
+    /// Prepares the apt-local chroot in `dir` (a directory of the bench's own) from the minbase
     /// `packages`, and the reference from a copy of it. Needs the network for eatmydata.
     pub fn make(engine: &Engine, packages: &[PathBuf], dir: &Path) -> Result<Prepared> {
         let repositories = dir.join("repositories");
@@ -190,22 +282,78 @@ impl Prepared {
         apt(&chroot, &install.iter().map(String::as_str).collect::<Vec<_>>())?;
         apt_local::use_version(&chroot, &repositories, 2)?;
         apt(&chroot, &["update"])?;
+        Prepared::with_reference(AptWorkload::Local, chroot, write_lib(dir)?, dir)
+    }
+
+    /// Prepares the chroot of a real `workload` in `dir` from its tarball in `chroots` (a
+    /// directory of `fixtures/make-apt-chroot.sh`), and the reference from a copy of it.
+    /// Offline: the tarball has every archive.
+    pub fn from_tarball(
+        engine: &Engine,
+        workload: AptWorkload,
+        chroots: &Path,
+        dir: &Path,
+    ) -> Result<Prepared> {
+        let tarball = chroots.join(workload.tarball().unwrap_or_default());
+        check_tarball(workload, chroots)?;
+        fs::create_dir_all(dir).map_err(Error::io(dir))?;
+        let lib = write_lib(dir)?;
+        let chroot = dir.join("chroot");
+        let mut extract = lib_command(&lib, "extract \"$1\" \"$2\"", [&tarball, &chroot]);
+        command::output(&mut extract, &chroot)?;
+        install_front_end(engine, &chroot)?;
+        if workload == AptWorkload::DistUpgrade {
+            let sources = "write_sources \"$1\" \"$TRIXIE_SUITES\" \"$TRIXIE_SECURITY\"";
+            command::output(&mut lib_command(&lib, sources, [&chroot]), &chroot)?;
+        }
+        Prepared::with_reference(workload, chroot, lib, dir)
+    }
+
+    /// The prepared `chroot` of `workload` (`lib` is [`CHROOT_LIB`] written) and its reference,
+    /// made in `dir` by the workload's reference peer in a copy.
+    fn with_reference(
+        workload: AptWorkload,
+        chroot: PathBuf,
+        lib: PathBuf,
+        dir: &Path,
+    ) -> Result<Prepared> {
         let reference = dir.join("reference");
         fs::create_dir(&reference).map_err(Error::io(&reference))?;
-        let prepared = Prepared { chroot, reference, ignore: ignore()? };
+        let mut prepared =
+            Prepared { workload, chroot, reference, ignore: ignore()?, lib, space: None };
         prepared.copy_to(&prepared.reference).map_err(Error::io(&prepared.reference))?;
         let rss = dir.join("reference.rss");
-        let out = command(&launch, &Tool::Peer(Peer::Dpkg), &prepared.reference, &rss)
-            .and_then(|mut c| c.output())
+        let peer = Tool::Peer(workload.reference_peer());
+        let launch = |p: &OsStr| Command::new(p);
+        let out = prepared
+            .run(&launch, &peer, &prepared.reference, &rss)
             .map_err(Error::io(&prepared.reference))?;
         if !out.status.success() {
             return Err(Error::Command {
                 path: prepared.reference.clone(),
-                command: "the reference upgrade (apt-get upgrade, the dpkg peer)".to_string(),
+                command: format!("the reference apt run (the {} peer)", peer.name()),
                 message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
             });
         }
+        if workload.tarball().is_some() {
+            let du = Command::new("du").args(["-sxb", "--"]).arg(&prepared.reference).output();
+            let text = du.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+            let bytes = text.ok().and_then(|t| t.split_whitespace().next()?.parse::<u64>().ok());
+            prepared.space = bytes.map(|b| b.saturating_mul(2));
+        }
         Ok(prepared)
+    }
+
+    /// A generous estimate of the space a run of a real workload needs on its filesystem: twice
+    /// its reference's tree (the chroot after the run, apt's cache of archives in it); `None`
+    /// for apt-local, whose minbase workload has its own estimate.
+    pub fn space_needed(&self) -> Option<u64> {
+        self.space
+    }
+
+    /// The workload this chroot is for.
+    pub fn workload(&self) -> AptWorkload {
+        self.workload
     }
 
     /// Copies the prepared chroot into the empty directory `root` (`cp -a`: owners, modes,
@@ -235,7 +383,8 @@ impl Prepared {
         }
         let first: Vec<String> = found.differences.iter().take(3).map(|d| d.line()).collect();
         Err(format!(
-            "the tree or database differs from the reference (the dpkg peer's upgrade) in {} ways: {}",
+            "the tree or database differs from the reference (the {} peer's run) in {} ways: {}",
+            self.workload.reference_peer().name(),
             found.differences.len(),
             first.join("; ")
         ))
@@ -298,56 +447,107 @@ fn install_front_end(engine: &Engine, root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The measured command of `tool` in the prepared copy `root`: GNU time (its `%M` into `rss`)
-/// over `chroot ROOT [eatmydata] apt-get upgrade -y` with the timer as apt's dpkg and the tool's
-/// dpkg, I/O mode and strategy; the first program started by `launch`.
-pub fn command(
-    launch: &dyn Fn(&OsStr) -> Command,
-    tool: &Tool,
-    root: &Path,
-    rss: &Path,
-) -> io::Result<Command> {
-    let (dpkg, io_mode, under): (&str, &str, &[&str]) = match tool {
-        Tool::Strategy(_) => (FRONT_END, "--refuse-unsafe-io", &[]),
-        Tool::Peer(Peer::Eatmydata) => (REAL_DPKG, "--refuse-unsafe-io", &["eatmydata"]),
-        Tool::Peer(peer @ (Peer::Dpkg | Peer::DpkgUnsafe)) => {
-            (REAL_DPKG, peer.io_mode().first().copied().unwrap_or_default(), &[])
+impl Prepared {
+    /// The measured command of `tool` in the prepared copy `root`: GNU time (its `%M` into
+    /// `rss`) over the workload's apt run entered as the workload is (`chroot ROOT`, or
+    /// `in_root --offline ROOT` of `fixtures/apt-chroot-lib.sh`), `[eatmydata] apt-get` with
+    /// the timer as apt's dpkg and the tool's dpkg, I/O mode and strategy; the first program
+    /// started by `launch`.
+    pub fn command(
+        &self,
+        launch: &dyn Fn(&OsStr) -> Command,
+        tool: &Tool,
+        root: &Path,
+        rss: &Path,
+    ) -> io::Result<Command> {
+        let (dpkg, io_mode, under): (&str, &str, &[&str]) = match tool {
+            Tool::Strategy(_) => (FRONT_END, "--refuse-unsafe-io", &[]),
+            Tool::Peer(Peer::Eatmydata) => (REAL_DPKG, "--refuse-unsafe-io", &["eatmydata"]),
+            Tool::Peer(peer @ (Peer::Dpkg | Peer::DpkgUnsafe)) => {
+                (REAL_DPKG, peer.io_mode().first().copied().unwrap_or_default(), &[])
+            }
+            Tool::Peer(peer) => {
+                return Err(io::Error::other(format!("the {} peer does not run apt", peer.name())))
+            }
+        };
+        let option = format!("DPkg::Options::={io_mode}");
+        let mut args = vec!["-o".to_string(), option];
+        args.extend(self.workload.apt_args());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let words = apt_local::apt_get_words(Some(TIMER), &args);
+        let mut env = vec![("UNPACK_BENCH_DPKG", dpkg)];
+        if let Tool::Strategy(strategy) = tool {
+            env.push(("UNPACK_DPKG_STRATEGY", strategy));
         }
-        Tool::Peer(peer) => {
-            return Err(io::Error::other(format!("the {} peer does not run apt", peer.name())))
+        let mut cmd = launch("time".as_ref());
+        cmd.args(["-f", "%M", "-o"]).arg(rss);
+        if self.workload.tarball().is_none() {
+            cmd.arg("chroot").arg(root).args(under).args(words);
+            installer_env(&mut cmd).envs(env);
+            return Ok(cmd);
+        }
+        // in_root gives the command a clean environment but for its `--env=` words.
+        cmd.args(["bash", "-c", "source \"$0\" && in_root --offline \"$@\""]).arg(&self.lib);
+        cmd.arg(root).args(under).args(words);
+        cmd.args(env.iter().map(|(name, value)| format!("--env={name}={value}")));
+        cmd.stdin(Stdio::null());
+        Ok(cmd)
+    }
+
+    /// Runs [`Prepared::command`] and waits for it.
+    pub fn run(
+        &self,
+        launch: &dyn Fn(&OsStr) -> Command,
+        tool: &Tool,
+        root: &Path,
+        rss: &Path,
+    ) -> io::Result<Output> {
+        self.command(launch, tool, root, rss)?.output()
+    }
+}
+
+/// Writes [`CHROOT_LIB`] into `dir`; its path.
+fn write_lib(dir: &Path) -> Result<PathBuf> {
+    let lib = dir.join("apt-chroot-lib.sh");
+    fs::write(&lib, CHROOT_LIB).map_err(Error::io(&lib))?;
+    Ok(lib)
+}
+
+/// `bash -c 'source LIB && SCRIPT' LIB ARGS...`: a function of the chroot library.
+fn lib_command<const N: usize>(lib: &Path, script: &str, args: [&Path; N]) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &format!("set -euo pipefail; source \"$0\" && {script}")]).arg(lib).args(args);
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// That `chroots` holds the tarball of the real `workload`, or an error naming it and the
+/// command that makes it.
+pub fn check_tarball(workload: AptWorkload, chroots: &Path) -> Result<()> {
+    let Some(name) = workload.tarball() else { return Ok(()) };
+    let tarball = chroots.join(name);
+    if tarball.is_file() {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "{}: no such tarball; `sudo fixtures/make-apt-chroot.sh {}` makes it (about 0.8 GB of downloads, once)",
+        tarball.display(),
+        chroots.display()
+    )))
+}
+
+/// What preparing and running `workload` needs on the host besides the minbase's own: GNU
+/// time, chroot and cp; apt-get (to download eatmydata) and dpkg-dev (the repositories' index)
+/// for apt-local; bash, tar and unshare for the real workloads.
+pub fn require(workload: AptWorkload) -> Result<()> {
+    let common = [("time", "time"), ("chroot", "coreutils"), ("cp", "coreutils")];
+    let own: &[(&str, &str)] = match workload {
+        AptWorkload::Local => &[("apt-get", "apt"), ("dpkg-scanpackages", "dpkg-dev")],
+        AptWorkload::Install | AptWorkload::DistUpgrade => {
+            &[("bash", "bash"), ("tar", "tar"), ("unshare", "util-linux")]
         }
     };
-    let option = format!("DPkg::Options::={io_mode}");
-    let words = apt_local::apt_get_words(Some(TIMER), &["-o", &option, "upgrade", "-y"]);
-    let mut cmd = launch("time".as_ref());
-    cmd.args(["-f", "%M", "-o"]).arg(rss).arg("chroot").arg(root).args(under).args(words);
-    installer_env(&mut cmd).env("UNPACK_BENCH_DPKG", dpkg);
-    if let Tool::Strategy(strategy) = tool {
-        cmd.env("UNPACK_DPKG_STRATEGY", strategy);
-    }
-    Ok(cmd)
-}
-
-/// Runs [`command()`] and waits for it.
-pub fn run(
-    launch: &dyn Fn(&OsStr) -> Command,
-    tool: &Tool,
-    root: &Path,
-    rss: &Path,
-) -> io::Result<Output> {
-    command(launch, tool, root, rss)?.output()
-}
-
-/// What [`Prepared::make`] needs on the host besides the minbase's own: GNU time, chroot, cp,
-/// apt-get (to download eatmydata) and dpkg-dev (the repositories' index).
-pub fn require() -> Result<()> {
-    for (tool, package) in [
-        ("time", "time"),
-        ("chroot", "coreutils"),
-        ("cp", "coreutils"),
-        ("apt-get", "apt"),
-        ("dpkg-scanpackages", "dpkg-dev"),
-    ] {
+    for (tool, package) in common.iter().chain(own) {
         command::require(tool, package)?;
     }
     Ok(())
@@ -356,6 +556,58 @@ pub fn require() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn prepared(workload: AptWorkload, chroot: PathBuf, reference: PathBuf) -> Prepared {
+        let (ignore, lib) = (ignore().unwrap(), PathBuf::from("/lib.sh"));
+        Prepared { workload, chroot, reference, ignore, lib, space: None }
+    }
+
+    /// The real workloads enter their chroot through the fixtures' library, offline, with
+    /// their environment as `--env=` words, and ask apt for their own run.
+    #[test]
+    fn the_real_workloads_run_offline_through_the_chroot_library_with_their_own_apt_words() {
+        let launch = |p: &OsStr| Command::new(p);
+        let (root, rss) = (Path::new("/r"), Path::new("/rss"));
+        let install = prepared(AptWorkload::Install, "/c".into(), "/ref".into());
+        let ours = format!(
+            "{:?}",
+            install.command(&launch, &Tool::Strategy("fsync".into()), root, rss).unwrap()
+        );
+        for word in [
+            "in_root --offline",
+            "\"/lib.sh\" \"/r\" \"apt-get\"",
+            "\"install\" \"-y\" \"python3\" \"perl\" \"vim\" \"git\" \"build-essential\"",
+            "\"--env=UNPACK_DPKG_STRATEGY=fsync\"",
+            "--env=UNPACK_BENCH_DPKG=/usr/local/bin/unpack-dpkg",
+        ] {
+            assert!(ours.contains(word), "{word} not in {ours}");
+        }
+        let upgrade = prepared(AptWorkload::DistUpgrade, "/c".into(), "/ref".into());
+        let eat = format!(
+            "{:?}",
+            upgrade.command(&launch, &Tool::Peer(Peer::Eatmydata), root, rss).unwrap()
+        );
+        assert!(
+            eat.contains("\"/r\" \"eatmydata\" \"apt-get\"")
+                && eat.contains("\"dist-upgrade\" \"-y\""),
+            "{eat}"
+        );
+        assert_eq!(AptWorkload::of(Scenario::DistUpgrade), Some(AptWorkload::DistUpgrade));
+        assert_eq!(AptWorkload::of(Scenario::Minbase), None);
+    }
+
+    #[test]
+    fn a_missing_tarball_is_refused_naming_it_and_the_command_that_makes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = check_tarball(AptWorkload::DistUpgrade, dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("bookworm-devel.tar") && err.contains("fixtures/make-apt-chroot.sh"),
+            "{err}"
+        );
+        check_tarball(AptWorkload::Local, dir.path()).unwrap();
+        fs::write(dir.path().join("bookworm.tar"), "").unwrap();
+        check_tarball(AptWorkload::Install, dir.path()).unwrap();
+    }
 
     #[test]
     fn calls_are_summed_by_kind() {
@@ -394,7 +646,9 @@ mod tests {
     fn every_peer_apt_can_drive_gets_an_explicit_io_mode_and_the_others_are_refused() {
         let launch = |p: &OsStr| Command::new(p);
         let (root, rss) = (Path::new("/r"), Path::new("/rss"));
-        let line = |tool: Tool| format!("{:?}", command(&launch, &tool, root, rss).unwrap());
+        let prepared = prepared(AptWorkload::Local, PathBuf::from("/c"), PathBuf::from("/ref"));
+        let command = |tool: &Tool| prepared.command(&launch, tool, root, rss);
+        let line = |tool: Tool| format!("{:?}", command(&tool).unwrap());
         let safe = line(Tool::Peer(Peer::Dpkg));
         assert!(
             safe.contains("DPkg::Options::=--refuse-unsafe-io") && safe.contains(TIMER),
@@ -408,7 +662,7 @@ mod tests {
             ours.contains("UNPACK_DPKG_STRATEGY=\"fsync\"") && ours.contains(FRONT_END),
             "{ours}"
         );
-        assert!(command(&launch, &Tool::Peer(Peer::Tar), root, rss).is_err());
+        assert!(command(&Tool::Peer(Peer::Tar)).is_err());
         assert!(runs(&Tool::Peer(Peer::Eatmydata)) && !runs(&Tool::Peer(Peer::TarSync)));
     }
 
@@ -429,7 +683,7 @@ mod tests {
                 fs::write(&at, text).unwrap();
             }
         }
-        let prepared = Prepared { chroot: reference.clone(), reference, ignore: ignore().unwrap() };
+        let prepared = prepared(AptWorkload::Local, reference.clone(), reference);
         prepared.check(&root).unwrap();
         fs::write(root.join("usr/share/al-00/data-1"), "1.0\n").unwrap();
         let err = prepared.check(&root).unwrap_err();

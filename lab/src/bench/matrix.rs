@@ -8,7 +8,7 @@
 //! once the last run's filesystem is down. This module
 //! never measures anything itself ([`super::run`] does) and never formats output.
 
-use super::apt_scenario::{self, Prepared};
+use super::apt_scenario::{self, AptWorkload, Prepared};
 use super::cache::Cache;
 use super::counts::{Count, Counts, Launcher, Source};
 use super::device::Device;
@@ -258,11 +258,12 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
     if let Some(scenario) = config.scenarios.iter().find(|s| s.installs_a_system()) {
         check_minbase(&config, *scenario)?;
     }
-    if config.counts && config.scenarios.contains(&Scenario::AptLocal) {
-        return Err(Error::Usage(
-            "--counts: not with --scenario apt-local (its counts would be per entry of the minbase, which apt does not unpack)"
-                .to_string(),
-        ));
+    check_apt_chroots(&config)?;
+    if let Some(scenario) = config.scenarios.iter().find(|s| config.counts && s.runs_apt()) {
+        return Err(Error::Usage(format!(
+            "--counts: not with --scenario {} (its counts would be per entry of the workload, which apt does not unpack)",
+            scenario.name()
+        )));
     }
     let engine = Engine::find()?;
     let tools = choose_tools(&config)?;
@@ -280,10 +281,7 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
     let temp = std::env::temp_dir();
     let workdir = Workdir::new(&temp, "unpack-bench").map_err(Error::io(&temp))?;
     let workloads = prepare_workloads(&config, workdir.path())?;
-    let apt_local = match config.scenarios.contains(&Scenario::AptLocal) {
-        true => Some(prepare_apt_local(&engine, &workloads, workdir.path())?),
-        false => None,
-    };
+    let apt = prepare_apt(&config, &engine, &workloads, workdir.path())?;
     let rows = Plan::rows_for(workloads.len(), &filesystems, &config.scenarios, &config.caches);
     let plan = Plan { workloads, rows, tools, runs: config.runs, counts };
 
@@ -310,7 +308,7 @@ pub fn run_matrix(config: Config) -> Result<Matrix> {
         writer_device: config.device.as_ref(),
         nfs_server: server.as_ref(),
         launcher: None,
-        apt_local: apt_local.as_ref(),
+        apt: &apt,
     };
     let rows = run_plan(&ctx, &plan)?;
     Ok(Matrix {
@@ -345,8 +343,8 @@ fn choose_tools(config: &Config) -> Result<Vec<Tool>> {
         })?;
         tools.push(Tool::Strategy(info.name.to_string()));
     }
-    // apt-local's peers run in its chroot, which has their programs: the host needs none.
-    let in_chroot = config.scenarios.iter().all(|s| *s == Scenario::AptLocal);
+    // The apt scenarios' peers run in their chroot, which has their programs: the host needs none.
+    let in_chroot = config.scenarios.iter().all(|s| s.runs_apt());
     let peers = match &config.peers {
         Some(peers) => {
             for peer in peers.iter().filter(|_| !in_chroot) {
@@ -358,13 +356,12 @@ fn choose_tools(config: &Config) -> Result<Vec<Tool>> {
         None => Peer::ALL.into_iter().filter(|p| p.is_installed()).collect(),
     };
     let mut peers: Vec<Tool> = peers.into_iter().map(Tool::Peer).collect();
-    let limits: [(Scenario, ToolFilter, &str); 2] = [
+    let apt_why = "is not a dpkg apt can drive (dpkg, dpkg-unsafe and eatmydata are)";
+    let limits: [(Scenario, ToolFilter, &str); 4] = [
         (Scenario::Minbase, minbase::runs, "does not install a system (dpkg and dpkg-unsafe do)"),
-        (
-            Scenario::AptLocal,
-            apt_scenario::runs,
-            "is not a dpkg apt can drive (dpkg, dpkg-unsafe and eatmydata are)",
-        ),
+        (Scenario::AptLocal, apt_scenario::runs, apt_why),
+        (Scenario::AptInstall, apt_scenario::runs, apt_why),
+        (Scenario::DistUpgrade, apt_scenario::runs, apt_why),
     ];
     for (scenario, runs, why) in limits {
         if !config.scenarios.contains(&scenario) {
@@ -403,21 +400,78 @@ fn check_minbase(config: &Config, scenario: Scenario) -> Result<()> {
         )));
     }
     if config.scenarios.contains(&Scenario::AptLocal) {
-        apt_scenario::require()?;
+        apt_scenario::require(AptWorkload::Local)?;
     }
     command::require("chroot", "coreutils").map(drop)
 }
 
-/// The apt-local scenario's chroot, from the minbase workload (the first: [`check_minbase`]
-/// made it the only one), under the progress of a line on stderr: it takes a minute or two.
-fn prepare_apt_local(
+/// The real apt workloads benched (apt-install, dist-upgrade).
+fn real_apt_workloads(config: &Config) -> Vec<AptWorkload> {
+    let workloads = config.scenarios.iter().filter_map(|s| AptWorkload::of(*s));
+    workloads.filter(|w| w.tarball().is_some()).collect()
+}
+
+/// What the real apt scenarios need, known before any run: one PACKAGE argument, the directory
+/// of `fixtures/make-apt-chroot.sh` with their tarballs, no other scenario (whose workload that
+/// directory is not), no synthetic package, and their tools.
+fn check_apt_chroots(config: &Config) -> Result<()> {
+    let real = real_apt_workloads(config);
+    if real.is_empty() {
+        return Ok(());
+    }
+    let names = "--scenario apt-install and dist-upgrade";
+    if let Some(other) =
+        config.scenarios.iter().find(|s| !s.runs_apt() || *s == &Scenario::AptLocal)
+    {
+        return Err(Error::Usage(format!(
+            "{names} take the tarballs' directory as their DIR: bench them apart from {}",
+            other.name()
+        )));
+    }
+    let [chroots] = config.packages.as_slice() else {
+        return Err(Error::Usage(format!(
+            "{names} need one PACKAGE argument: the directory of fixtures/make-apt-chroot.sh's tarballs"
+        )));
+    };
+    if !config.synthetic.is_empty() {
+        return Err(Error::Usage(format!("{names} run apt, not a --synthetic package")));
+    }
+    for workload in real {
+        apt_scenario::check_tarball(workload, chroots)?;
+        apt_scenario::require(workload)?;
+    }
+    Ok(())
+}
+
+/// The apt scenarios' chroots, one per apt scenario benched: apt-local's from the minbase
+/// workload (the first: [`check_minbase`] made it the only one), the real workloads' from
+/// their tarballs in the PACKAGE directory ([`check_apt_chroots`]), each under the progress of
+/// a line on stderr: they take minutes.
+fn prepare_apt(
+    config: &Config,
     engine: &Engine,
     workloads: &[Workload],
     scratch: &std::path::Path,
-) -> Result<Prepared> {
-    let packages = workloads.first().map(Workload::package_paths).unwrap_or_default();
-    unpack::stderr!("unpack-bench: preparing the apt-local chroot (untimed)");
-    Prepared::make(engine, &packages, &scratch.join("apt-local"))
+) -> Result<Vec<Prepared>> {
+    let mut prepared = Vec::new();
+    for scenario in config.scenarios.iter().filter(|s| s.runs_apt()) {
+        let Some(workload) = AptWorkload::of(*scenario) else { continue };
+        let name = scenario.name();
+        unpack::stderr!(
+            "unpack-bench: preparing the {name} chroot and its reference run (untimed)"
+        );
+        let dir = scratch.join(name);
+        prepared.push(match config.packages.first() {
+            Some(chroots) if workload.tarball().is_some() => {
+                Prepared::from_tarball(engine, workload, chroots, &dir)?
+            }
+            _ => {
+                let packages = workloads.first().map(Workload::package_paths).unwrap_or_default();
+                Prepared::make(engine, &packages, &dir)?
+            }
+        });
+    }
+    Ok(prepared)
 }
 
 impl Config {
@@ -504,7 +558,17 @@ fn choose_filesystems(config: &Config) -> Result<Vec<FsRows>> {
 /// with their rewritten old versions when the upgrade scenario is benched.
 fn prepare_workloads(config: &Config, scratch: &std::path::Path) -> Result<Vec<Workload>> {
     let mut workloads = Vec::new();
-    if !config.packages.is_empty() {
+    if let (false, Some(chroots)) = (real_apt_workloads(config).is_empty(), config.packages.first())
+    {
+        // The real apt workloads' runs unpack what apt chooses from the chroot's archives.
+        workloads.push(Workload {
+            label: format!("{} (fixtures/make-apt-chroot.sh)", chroots.display()),
+            synthetic_files: None,
+            packages: Vec::new(),
+            old_packages: Vec::new(),
+            first_stage: Vec::new(),
+        });
+    } else if !config.packages.is_empty() {
         let (paths, first_stage, dir) = match config.packages.as_slice() {
             [dir] if dir.is_dir() => {
                 let set = minbase::read_set(dir)?;

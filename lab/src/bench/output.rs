@@ -13,7 +13,7 @@ use super::chart;
 use super::counts::{Counts, Source};
 use super::matrix::{Cell, Matrix, RowResult};
 use super::nfs;
-use super::scenario::{Scenario, WriterSite};
+use super::scenario::WriterSite;
 use super::stats::{ratio, Spread};
 use super::{Error, Result};
 use std::fmt::Write as _;
@@ -59,15 +59,15 @@ fn tables(matrix: &Matrix) -> Vec<&[RowResult]> {
     matrix.rows.chunk_by(|a, b| same(a, b)).collect()
 }
 
-/// The cell the row's ratios are to, when it has a clean time: `none`, or in the apt-local
-/// scenario the `dpkg` peer (what an apt run costs today).
+/// The cell the row's ratios are to, when it has a clean time: `none`, or in the apt
+/// scenarios the `dpkg` peer (what an apt run costs today).
 fn baseline(row: &RowResult) -> Option<&Cell> {
     let name = baseline_name(row);
     row.cells.iter().find(|c| c.tool == name && c.is_clean())
 }
 
 fn baseline_name(row: &RowResult) -> &'static str {
-    if row.row.scenario == Scenario::AptLocal {
+    if row.row.scenario.runs_apt() {
         "dpkg"
     } else {
         "none"
@@ -112,7 +112,12 @@ fn environment_lines(matrix: &Matrix) -> String {
             .iter()
             .map(|p| format!("{} {} ({}), {} bytes", p.name, p.version, p.architecture, p.bytes))
             .collect();
-        let _ = writeln!(md, "- workload {}: {}", w.label, list.join("; "));
+        // The real apt workloads have no packages of their own: apt chooses them.
+        match list.is_empty() {
+            true => writeln!(md, "- workload {}", w.label),
+            false => writeln!(md, "- workload {}: {}", w.label, list.join("; ")),
+        }
+        .ok();
     }
     md
 }

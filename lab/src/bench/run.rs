@@ -8,7 +8,7 @@
 //! only problems that would corrupt every following run (a filesystem that does not come down,
 //! a cache that cannot be dropped) stop the matrix. It never measures anything but the child.
 
-use super::apt_scenario::{self, AptFigures, Prepared};
+use super::apt_scenario::{self, AptFigures, AptWorkload, Prepared};
 use super::busy::{Writer, WriterUsage};
 use super::counts::Launcher;
 use super::device::{Device, DeviceFs, DeviceUsage};
@@ -51,8 +51,8 @@ pub struct Context<'a> {
     /// Starts the tool's programs under a counter, for the counting runs of `--counts`
     /// ([`super::counts`]); `None` for timed runs, whose programs start as they are.
     pub launcher: Option<&'a Launcher>,
-    /// The apt-local scenario's chroot, prepared once per bench run when it is benched.
-    pub apt_local: Option<&'a Prepared>,
+    /// The apt scenarios' chroots, one per apt scenario benched, prepared once per bench run.
+    pub apt: &'a [Prepared],
 }
 
 impl<'a> Context<'a> {
@@ -65,8 +65,17 @@ impl<'a> Context<'a> {
             writer_device: self.writer_device,
             nfs_server: self.nfs_server,
             launcher: Some(launcher),
-            apt_local: self.apt_local,
+            apt: self.apt,
         }
+    }
+
+    /// The prepared chroot of the apt scenario `scenario`, or why there is none.
+    fn prepared(&self, scenario: Scenario) -> std::result::Result<&'a Prepared, String> {
+        let workload = AptWorkload::of(scenario);
+        self.apt
+            .iter()
+            .find(|p| Some(p.workload()) == workload)
+            .ok_or_else(|| format!("the {} chroot was not prepared", scenario.name()))
     }
 
     /// A command for `program`, under the counter when there is one.
@@ -169,8 +178,9 @@ fn run_on_site(
             } else {
                 0
             };
-            let size = workload
-                .space_needed()
+            let apt_space = ctx.prepared(row.scenario).ok().and_then(Prepared::space_needed);
+            let size = apt_space
+                .unwrap_or_else(|| workload.space_needed())
                 .saturating_add(same)
                 .saturating_add(FS_SLACK_BYTES)
                 .max(MIN_FS_BYTES);
@@ -286,8 +296,8 @@ fn prepare(
         return minbase::prepare(tool, workload, root)
             .map_err(|e| format!("preparing the minbase root for {}: {e}", tool.name()));
     }
-    if row.scenario == Scenario::AptLocal {
-        let prepared = ctx.apt_local.ok_or("the apt-local chroot was not prepared")?;
+    if row.scenario.runs_apt() {
+        let prepared = ctx.prepared(row.scenario)?;
         prepared.copy_to(root).map_err(|e| format!("{}: {e}", root.display()))?;
         return Ok(Vec::new());
     }
@@ -329,12 +339,13 @@ fn measure(
     let rpcs_before = place.nfs.map(NfsMount::rpc_counts);
 
     let start = Instant::now();
-    let rss = ctx.scratch.join("apt-local.rss");
+    let rss = ctx.scratch.join("apt.rss");
     let output = match tool {
         _ if is_minbase => minbase::run(ctx.engine, &|p| ctx.command(p), tool, &packages, &root),
-        _ if row.scenario == Scenario::AptLocal => {
-            apt_scenario::run(&|p| ctx.command(p), tool, &root, &rss)
-        }
+        _ if row.scenario.runs_apt() => match ctx.prepared(row.scenario) {
+            Ok(prepared) => prepared.run(&|p| ctx.command(p), tool, &root, &rss),
+            Err(why) => Err(std::io::Error::other(why)),
+        },
         Tool::Strategy(strategy) => ctx
             .engine
             .unpack_command(&|p| ctx.command(p), strategy, &packages, &root)
@@ -383,8 +394,8 @@ fn measure(
         Some(format!("counting the NFS client's RPCs: {e}"))
     } else if let Some(Err(e)) = configured {
         Some(e)
-    } else if row.scenario == Scenario::AptLocal {
-        apt_figures(ctx, tool, &root, &rss, &mut record).err()
+    } else if row.scenario.runs_apt() {
+        apt_figures(ctx, row.scenario, tool, &root, &rss, &mut record).err()
     } else if let Tool::Strategy(_) = tool {
         match engine::Report::parse(&output.stdout) {
             Ok(report) => {
@@ -400,12 +411,13 @@ fn measure(
     Ok(record)
 }
 
-/// The apt-local scenario's figures of a run that succeeded, into `record`: its dpkg calls
+/// An apt scenario's figures of a run that succeeded, into `record`: its dpkg calls
 /// from the timer's log in `root`, its peak RSS from `rss`; then (untimed, after the data was
 /// stable) the strategy of the front end's calls held to `tool`'s, and its tree and database
 /// to the reference's.
 fn apt_figures(
     ctx: &Context,
+    scenario: Scenario,
     tool: &Tool,
     root: &Path,
     rss: &Path,
@@ -417,7 +429,7 @@ fn apt_figures(
     let text =
         std::fs::read_to_string(&dpkg_log).map_err(|e| format!("{}: {e}", dpkg_log.display()))?;
     apt_scenario::check_strategy(tool, &text)?;
-    ctx.apt_local.ok_or("the apt-local chroot was not prepared")?.check(root)
+    ctx.prepared(scenario)?.check(root)
 }
 
 /// The minbase scenario's second step, timed: `chroot ROOT dpkg --configure -a`, which must exit

@@ -7,10 +7,12 @@
 //! debootstrap's first stage for dpkg, before a whole base system is installed
 //! ([`super::minbase`]); or, for `apt-local`, a copy of a chroot prepared once per bench run
 //! (a minbase with eatmydata and the apt-local set at version 1, version 2 in apt's lists),
-//! where apt upgrades the set ([`super::apt_scenario`]). Two scenarios are
-//! `unpack-crashtest`'s alone: `bootstrap`, a base system into an empty root by `unpack
-//! --bootstrap`, whose two stages it cuts the power in; and `apt`, the `apt-local` upgrade by
-//! `apt-get upgrade` in a minbase ([`super::apt_local`]).
+//! where apt upgrades the set ([`super::apt_scenario`]); or, for `apt-install` and
+//! `dist-upgrade`, a copy of a real Debian chroot of `fixtures/make-apt-chroot.sh`'s tarballs,
+//! where apt installs a development set or upgrades the system to the next release, offline
+//! (the same module). Two scenarios are `unpack-crashtest`'s alone: `bootstrap`, a base system
+//! into an empty root by `unpack --bootstrap`, whose two stages it cuts the power in; and `apt`,
+//! the `apt-local` upgrade by `apt-get upgrade` in a minbase ([`super::apt_local`]).
 //!
 //! Why upgrade matters: replacing files is where atomicity costs most (the old content must
 //! survive until the new one is durable), and filesystems treat a rename over an existing file
@@ -47,6 +49,14 @@ pub enum Scenario {
     /// a prepared minbase chroot, apt driving each peer's dpkg ([`super::apt_scenario`]).
     #[serde(rename = "apt-local")]
     AptLocal,
+    /// `apt-get install python3 perl vim git build-essential` in a copy of
+    /// `fixtures/make-apt-chroot.sh`'s `bookworm.tar`, offline ([`super::apt_scenario`]).
+    #[serde(rename = "apt-install")]
+    AptInstall,
+    /// `apt-get dist-upgrade` to trixie in a copy of `fixtures/make-apt-chroot.sh`'s
+    /// `bookworm-devel.tar`, offline ([`super::apt_scenario`]).
+    #[serde(rename = "dist-upgrade")]
+    DistUpgrade,
     /// `unpack --bootstrap --no-scripts` of an Essential copy of the package and a second
     /// package of the crash test's own into an empty root (`crate::crash::bootstrap`): the crash
     /// test's alone, which checks both stages after every power cut.
@@ -58,7 +68,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order the tables show them.
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 11] = [
         Scenario::Install,
         Scenario::Upgrade,
         Scenario::UpgradeDb,
@@ -66,6 +76,8 @@ impl Scenario {
         Scenario::BusyElsewhere,
         Scenario::Minbase,
         Scenario::AptLocal,
+        Scenario::AptInstall,
+        Scenario::DistUpgrade,
         Scenario::Bootstrap,
         Scenario::Apt,
     ];
@@ -80,15 +92,24 @@ impl Scenario {
             Scenario::BusyElsewhere => "busy-elsewhere",
             Scenario::Minbase => "minbase",
             Scenario::AptLocal => "apt-local",
+            Scenario::AptInstall => "apt-install",
+            Scenario::DistUpgrade => "dist-upgrade",
             Scenario::Bootstrap => "bootstrap",
             Scenario::Apt => "apt",
         }
     }
 
     /// True for the scenarios only `unpack-bench` runs: the busy ones (a writer beside the run),
-    /// minbase (a whole system) and apt-local (whole apt runs); `unpack-crashtest` refuses them.
+    /// minbase (a whole system) and the apt scenarios (whole apt runs); `unpack-crashtest`
+    /// refuses them.
     pub fn is_bench_only(self) -> bool {
-        self.writer().is_some() || self.installs_a_system()
+        self.writer().is_some() || self.installs_a_system() || self.runs_apt()
+    }
+
+    /// True for the scenarios that time a whole apt run in a prepared chroot: apt-local,
+    /// apt-install and dist-upgrade ([`super::apt_scenario`]).
+    pub fn runs_apt(self) -> bool {
+        matches!(self, Scenario::AptLocal | Scenario::AptInstall | Scenario::DistUpgrade)
     }
 
     /// True for the scenarios whose workload is a minbase directory (`fixtures/fetch-minbase.sh`)
@@ -114,6 +135,8 @@ impl Scenario {
             | Scenario::UpgradeDb
             | Scenario::Minbase
             | Scenario::AptLocal
+            | Scenario::AptInstall
+            | Scenario::DistUpgrade
             | Scenario::Bootstrap
             | Scenario::Apt => None,
         }
@@ -121,7 +144,7 @@ impl Scenario {
 
     /// Brings `root` (an empty directory) to this scenario's starting state; `old` are the
     /// rewritten packages of [`make_old_version`]. The caller syncs afterwards. (The minbase
-    /// root depends on the tool: [`super::minbase::prepare`]; the apt-local root is the prepared
+    /// root depends on the tool: [`super::minbase::prepare`]; an apt scenario's root is the prepared
     /// chroot's copy: [`super::apt_scenario::Prepared::copy_to`].) The crash test's scenarios are
     /// refused: [`refuse_crash_only`] keeps them from getting here.
     pub fn prepare(self, engine: &Engine, old: &[PathBuf], root: &Path) -> Result<()> {
@@ -130,7 +153,9 @@ impl Scenario {
             | Scenario::Busy
             | Scenario::BusyElsewhere
             | Scenario::Minbase
-            | Scenario::AptLocal => Ok(()),
+            | Scenario::AptLocal
+            | Scenario::AptInstall
+            | Scenario::DistUpgrade => Ok(()),
             Scenario::Upgrade => engine.install_unsafely(old, root),
             Scenario::UpgradeDb => {
                 super::peers::install_configured(old, root).map_err(Error::io(root))

@@ -54,6 +54,15 @@ How the numbers are made (fairness rules):
     whose log gives the share of the time in unpack and in configure calls; GNU time the peak
     RSS. A run whose tree or database ends other than a reference upgraded by the dpkg peer
     (logs, apt's caches and the engine's state left out) fails. Ratios are to the dpkg peer.
+  - apt-install and dist-upgrade are the same measure on real Debian workloads: PACKAGE is the
+    directory of fixtures/make-apt-chroot.sh (bookworm.tar, bookworm-devel.tar; made once, with
+    the network). The chroot is the tarball extracted once per bench run, untimed, unpack-dpkg
+    and the timer copied in (dist-upgrade: apt's sources switched to trixie); each run copies
+    it and times `apt-get install -y python3 perl vim git build-essential` or `apt-get
+    dist-upgrade -y`, offline, entered as fixtures/apt-workload.sh enters it (its library's
+    in_root: /proc, /sys, /dev, a /run tmpfs in namespaces that die with the run). The
+    reference is the eatmydata peer's run of another copy. One run takes minutes: bench them
+    alone, with few strategies and --runs.
   - With --counts, the counting runs (strace; valgrind or perf) come after a row's timed runs,
     each on a fresh filesystem, and are never timed.";
 
@@ -64,7 +73,8 @@ How the numbers are made (fairness rules):
 struct Args {
     /// Packages to unpack, all together in each run; or one directory made by
     /// fixtures/fetch-minbase.sh, which stands for its packages (and is what --scenario minbase
-    /// and --scenario apt-local need).
+    /// and --scenario apt-local need); for --scenario apt-install and dist-upgrade, the directory
+    /// of fixtures/make-apt-chroot.sh's tarballs.
     #[arg(required_unless_present = "synthetic")]
     packages: Vec<PathBuf>,
 
@@ -111,7 +121,10 @@ struct Args {
     /// empty root: unpack --bootstrap against dpkg after a first stage, then dpkg --configure -a;
     /// peers dpkg and dpkg-unsafe only), apt-local (`apt-get upgrade` of 24 packages in a copy
     /// of a prepared minbase chroot, apt driving each peer's dpkg or unpack-dpkg with each
-    /// strategy; peers dpkg, dpkg-unsafe and eatmydata; needs GNU time and the network once).
+    /// strategy; peers dpkg, dpkg-unsafe and eatmydata; needs GNU time and the network once),
+    /// apt-install (`apt-get install python3 perl vim git build-essential` in a copy of
+    /// bookworm.tar) and dist-upgrade (`apt-get dist-upgrade` to trixie in a copy of
+    /// bookworm-devel.tar), the same peers, offline, alone (PACKAGE is their tarballs' directory).
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "install")]
     scenario: Vec<Scenario>,
 

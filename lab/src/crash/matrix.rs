@@ -304,9 +304,12 @@ impl Prepared {
                 apt: Some(apt),
                 ..plain(None)
             }),
-            Scenario::Busy | Scenario::BusyElsewhere | Scenario::Minbase | Scenario::AptLocal => {
-                None
-            }
+            Scenario::Busy
+            | Scenario::BusyElsewhere
+            | Scenario::Minbase
+            | Scenario::AptLocal
+            | Scenario::AptInstall
+            | Scenario::DistUpgrade => None,
         }
     }
 }
