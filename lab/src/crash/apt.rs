@@ -72,7 +72,7 @@ enum Place {
     /// Version 1, its files as configured (installed, or unpacked / half-configured around
     /// the old prerm).
     Old,
-    /// Version 2 configured.
+    /// Version 2 configured (or half-configured again while its triggers run).
     New,
     /// Version 2 unpacked or half-configured: conffiles pending or moved, one by one.
     NewPending,
@@ -387,6 +387,11 @@ fn place(db: &Db, fields: &[String]) -> Option<Place> {
         Some(Place::Old)
     } else if *version == db.new.version && configured {
         Some(Place::New)
+    } else if *version == db.new.version && state == "half-configured" && *config == *version {
+        // Configured already, its `postinst triggered` running: dpkg's trigger processing
+        // marks the package half-configured meanwhile (src/main/trigproc.c); its files and
+        // conffiles are version 2's, and `dpkg --configure -a` runs the triggers again.
+        Some(Place::New)
     } else if *version == db.new.version && between && *config == db.old.version {
         Some(Place::NewPending)
     } else {
@@ -625,6 +630,11 @@ mod tests {
         assert_eq!(at("2.0 install ok triggers-awaited 2.0"), Some(Place::New));
         assert_eq!(at("2.0 install ok unpacked 1.0"), Some(Place::NewPending));
         assert_eq!(at("2.0 install ok half-configured 1.0"), Some(Place::NewPending));
+        assert_eq!(
+            at("2.0 install ok half-configured 2.0"),
+            Some(Place::New),
+            "in trigger processing"
+        );
         assert_eq!(at("1.0 install reinstreq half-installed 1.0"), Some(Place::Reinstall));
         assert_eq!(at("2.0 install ok half-installed 1.0"), Some(Place::Reinstall));
         assert_eq!(at("2.0 install ok unpacked"), None, "unpacked over nothing");
