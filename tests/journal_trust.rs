@@ -492,3 +492,36 @@ fn the_journal_s_removal_is_made_durable_before_exit() {
         );
     }
 }
+
+/// The rename flag that clears the name first (a directory over a symlink that leads nowhere,
+/// a file over an empty directory) is read back from the journal like everything else: a
+/// planted journal that sets it can remove a symlink or an empty directory of the root, never
+/// follow the symlink, and never empty a directory that holds something.
+#[test]
+fn a_planted_clear_the_name_flag_removes_at_most_a_symlink_or_an_empty_directory() {
+    let fs = scratch("ext4", "defaults");
+    let (root, host) = trapped(&fs, "clears");
+    // `etc/out` leads to the host's directory; `etc/full` holds a file; each has a temporary
+    // file beside it that a journal may rename over it.
+    symlink(&host, root.join("etc/out")).unwrap();
+    std::fs::create_dir(root.join("etc/full")).unwrap();
+    std::fs::write(root.join("etc/full/kept"), b"kept").unwrap();
+    for temp in ["etc/out.unpack-new", "etc/full.unpack-new"] {
+        std::fs::write(root.join(temp), b"new").unwrap();
+    }
+    let records = [
+        "P evil%201.0".to_string(),
+        "R etc out.unpack-new out 1".to_string(),
+        "R etc full.unpack-new full 1".to_string(),
+    ];
+    plant(&root, &journal(MAGIC, &records));
+    let before = snapshot(&host);
+    let r = recover(&root);
+    assert_same_tree(&snapshot(&host), &before, "the host behind the symlink");
+    assert_eq!(std::fs::read(root.join("etc/full/kept")).unwrap(), b"kept", "{}", r.stderr);
+    // The symlink itself was the journal's to replace: the file took its place.
+    assert_eq!(std::fs::read(root.join("etc/out")).unwrap(), b"new", "{}{}", r.stdout, r.stderr);
+    assert!(std::fs::symlink_metadata(root.join("etc/out")).unwrap().is_file());
+    assert_eq!(r.code, 4, "a directory that holds something is not the journal's to clear");
+    assert!(r.stderr.contains("etc/full"), "the refusal names the path: {}", r.stderr);
+}
