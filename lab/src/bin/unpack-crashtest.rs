@@ -32,7 +32,9 @@ fsck'ed. Invariants, per path of the package:
      `unpack --bootstrap` again finishing the system (redo-failed);
      for apt, after recovery, per package: dpkg's status (dpkg-query in the chroot) at a
      place an upgrade passes through, version 1 or 2, configured or unpacked, the files and
-     info files that place's (half-registered, db-tree); a package dpkg marks reinstreq or
+     info files that place's (half-registered, db-tree; a conffile dpkg --configure recorded
+     as installed whose rename from NAME.dpkg-new was lost: conffile-lost, configure being
+     the real dpkg's in every cell); a package dpkg marks reinstreq or
      half-installed counted as needing a reinstall, not as a violation; after apt's exit
      every package version 2 configured (not-durable); then `dpkg --configure -a` and, if
      dpkg or apt still see something to do, `apt-get -f install`, after which `dpkg --audit`

@@ -293,6 +293,11 @@ impl Apt {
                     && is_pending_name(db, path)
                     && at == unpacked.get(path));
             if !fine {
+                let kind = if kind == Kind::DbTree && self.conffile_lost(dir, db, place, path) {
+                    Kind::ConffileLost
+                } else {
+                    kind
+                };
                 found.push(super::check::violation(
                     id,
                     path,
@@ -305,6 +310,24 @@ impl Apt {
             }
         }
         found
+    }
+
+    /// Whether `path` (a conffile of version 2, or its `NAME.dpkg-new`) of a package dpkg
+    /// records as configured at version 2 is as it was before configure renamed it: the old
+    /// content at `NAME`, the new at `NAME.dpkg-new`. The unpack left it right and dpkg's
+    /// configure recorded the conffile as installed, but its rename did not reach the disk
+    /// (src/main/configure.c renames without syncing the directory; only the status is
+    /// flushed, and on btrfs an fsync flushes that file alone).
+    fn conffile_lost(&self, dir: &OwnedFd, db: &Db, place: Place, path: &Path) -> bool {
+        let conffile = if is_pending_name(db, path) {
+            db.new.conffiles.iter().find(|c| dpkg_new(c) == path)
+        } else {
+            db.new.conffiles.iter().find(|c| c.as_path() == path)
+        };
+        let Some(conffile) = conffile else { return false };
+        place == Place::New
+            && probe(dir, conffile) == db.old.tree.get(conffile)
+            && probe(dir, &dpkg_new(conffile)) == db.new.tree.get(conffile)
     }
 
     /// The administrator's repair and the checks after it: `repair-failed` violations, and
@@ -587,6 +610,11 @@ mod tests {
 
     /// The paths the check finds off `place` in a root holding `files`.
     fn off(place: Place, files: &[(&str, &[u8])]) -> Vec<PathBuf> {
+        off_as(place, files).into_iter().map(|(path, _)| path).collect()
+    }
+
+    /// The same, each path with the kind of its violation.
+    fn off_as(place: Place, files: &[(&str, &[u8])]) -> Vec<(PathBuf, Kind)> {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("etc")).unwrap();
         std::fs::create_dir_all(dir.path().join("usr")).unwrap();
@@ -596,7 +624,24 @@ mod tests {
         let apt = Apt::new(dir.path().to_path_buf(), vec![conffile_package()]);
         let root = open_root(dir.path()).unwrap();
         let db = &apt.packages[0];
-        apt.files(&root, 0, db, place, 1, Kind::DbTree).into_iter().map(|v| v.path).collect()
+        let found = apt.files(&root, 0, db, place, 1, Kind::DbTree).into_iter();
+        found.map(|v| (v.path, v.kind)).collect()
+    }
+
+    #[test]
+    fn a_configured_package_whose_conffile_is_still_pending_lost_configure_s_rename() {
+        let pending: &[(&str, &[u8])] =
+            &[("etc/al.conf", b"old"), ("etc/al.conf.dpkg-new", b"new")];
+        let lost = [
+            (PathBuf::from("etc/al.conf"), Kind::ConffileLost),
+            ("etc/al.conf.dpkg-new".into(), Kind::ConffileLost),
+        ];
+        assert_eq!(off_as(Place::New, pending), lost);
+        // Anything else wrong with it is the tree's, as before.
+        let torn: &[(&str, &[u8])] = &[("etc/al.conf", b"ol"), ("etc/al.conf.dpkg-new", b"new")];
+        assert!(off_as(Place::New, torn).iter().all(|(_, kind)| *kind == Kind::DbTree));
+        let gone: &[(&str, &[u8])] = &[("etc/al.conf", b"old")];
+        assert_eq!(off_as(Place::New, gone), [(PathBuf::from("etc/al.conf"), Kind::DbTree)]);
     }
 
     #[test]

@@ -26,7 +26,9 @@
 //!    than over the root: each package where its status says, files and database agreeing, a
 //!    package whose scripts had started counted as needing a reinstall; then the
 //!    administrator's repair (`dpkg --configure -a`, `apt-get -f install`) leaves a system
-//!    `dpkg --audit` and apt find whole (`repair-failed`: see [`super::apt`]);
+//!    `dpkg --audit` and apt find whole (`repair-failed`: see [`super::apt`]); a conffile that
+//!    `dpkg --configure` recorded as installed while its rename from `NAME.dpkg-new` was lost
+//!    is told apart (`conffile-lost`): configure is the real dpkg's in every cell;
 //!
 //! and, apart from them, because it points at the filesystem rather than at the unpacker: the
 //! state mounts, and fsck (`e2fsck -fn`, `xfs_repair -n`, `btrfs check --readonly`) finds
@@ -60,6 +62,7 @@ pub enum Kind {
     RecoverFailed,
     HalfRegistered,
     DbTree,
+    ConffileLost,
     DbAudit,
     RedoFailed,
     RepairFailed,
@@ -67,7 +70,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order the reports list them.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::ZeroLength,
         Kind::Torn,
         Kind::LostOld,
@@ -77,6 +80,7 @@ impl Kind {
         Kind::RecoverFailed,
         Kind::HalfRegistered,
         Kind::DbTree,
+        Kind::ConffileLost,
         Kind::DbAudit,
         Kind::RedoFailed,
         Kind::RepairFailed,
@@ -94,6 +98,7 @@ impl Kind {
             Kind::RecoverFailed => "recover-failed",
             Kind::HalfRegistered => "half-registered",
             Kind::DbTree => "db-tree",
+            Kind::ConffileLost => "conffile-lost",
             Kind::DbAudit => "db-audit",
             Kind::RedoFailed => "redo-failed",
             Kind::RepairFailed => "repair-failed",
