@@ -1,5 +1,5 @@
-//! The background syncs of `syncfs` (src/early_writeback.rs) run through the write phase and end
-//! with it, whether the transaction commits or rolls back; no other strategy starts them. The
+//! The background syncs of `syncfs` (src/durability/early_writeback.rs) run from the first
+//! file's data to the end of the write phase, whether the transaction commits or rolls back; no other strategy starts them. The
 //! engine asks its stop callback between entries, which is where the test looks.
 
 mod common;
@@ -57,6 +57,19 @@ fn a_rolled_back_transaction_stops_its_syncer_too() {
         "the syncer outlived the rolled-back transaction"
     );
     assert!(snapshot(&root).is_empty(), "the root is as it was");
+}
+
+#[test]
+fn a_transaction_without_file_data_starts_no_syncer() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fs = scratch("ext4", "defaults");
+    // Directories and a device node: nothing for the kernel to write back but what the
+    // barrier's own syncfs writes.
+    let (result, during) = unpack_watching("syncfs", &["devices-only.deb"], &fs.subdir("nodes"));
+    let report = result.unwrap();
+    assert_eq!(during, 0, "a syncer ran without a file's data to write back");
+    assert_eq!(report.syscalls.syncfs_early, 0);
+    assert_eq!(report.syscalls.syncfs, 2, "the barrier's and the commit's syncfs");
 }
 
 #[test]

@@ -140,6 +140,9 @@ fn the_json_report_names_packages_phases_calls_and_the_mount_options() {
     }
     // Two packages, one transaction: one barrier and one final syncfs, not one per package.
     assert_eq!(j["syscalls"]["syncfs"], 2);
+    // The barrier's syncfs took the journal along: the fsyncs are the intent's, the journal's
+    // rename's and its removal's.
+    assert_eq!(j["syscalls"]["fsync"], 3);
     assert!(j["peak_rss_bytes"].as_u64().unwrap() > 0);
 
     let human = unpack([
@@ -185,15 +188,15 @@ fn each_strategy_makes_the_flush_calls_it_promises_and_no_others() {
         assert_eq!(n("rename"), tops + 1, "{strategy}: one rename per new tree and the journal's");
         assert_eq!(n("fdatasync"), 0, "{strategy}");
         // Durable strategies also flush their own bookkeeping: the intent file when the
-        // transaction starts, the journal and its directory before the first rename, and the
-        // directory again once the journal is removed (a power cut after exit 0 must not find
-        // it).
+        // transaction starts, the journal (but where the barrier synced its filesystem, which
+        // took it along) and its directory before the first rename, and the directory again
+        // once the journal is removed (a power cut after exit 0 must not find it).
         let journal = if *strategy == "none" { 0 } else { 4 };
         let (fsync, sync, syncfs, sfr) = match *strategy {
             "none" => (0, 0, 0, 0),
             "fsync" | "parallel" => (files + dirs_flushed + journal, 0, 0, 0),
-            "batch" => (journal, 2, 0, 0),
-            "syncfs" => (journal, 0, 2, 0),
+            "batch" => (journal - 1, 2, 0, 0),
+            "syncfs" => (journal - 1, 0, 2, 0),
             "writeback" => (files + dirs_flushed + journal, 0, 0, 2 * files),
             _ => unreachable!(),
         };
@@ -851,4 +854,45 @@ fn devices_without_root_exit_4_naming_the_entry() {
         assert_eq!(meta.mode() & 0o7777, archived & 0o777, "{name}");
         assert_eq!(meta.uid(), 65534, "{name} belongs to nobody");
     }
+}
+
+/// A root whose /usr is a filesystem of its own: a package entirely under /usr has the barrier
+/// sync only that one, so the journal, in the root's `var/lib/unpack`, gets an fsync of its
+/// own, and the package is still whole and durable.
+#[test]
+fn the_journal_gets_its_own_fsync_where_the_barrier_did_not_sync_its_filesystem() {
+    if !is_root() {
+        eprintln!("skipped: needs root for loop devices");
+        return;
+    }
+    let outer = scratch("ext4", "defaults");
+    let root = outer.subdir("root");
+    std::fs::create_dir(root.join("usr")).unwrap();
+    let usr_image = tempfile::Builder::new().prefix("unpack-test-usr").tempdir().unwrap();
+    let usr = unpack_lab::scratchfs::ScratchFs::create(
+        "ext4",
+        &usr_image.path().join("usr.img"),
+        64 << 20,
+        &root.join("usr"),
+        "defaults",
+    )
+    .unwrap();
+    let deb = fixture("many_1.0_all.deb");
+    let r = unpack(["--json", "-s", "syncfs", deb.to_str().unwrap(), root.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(
+        j["syscalls"]["syncfs"], 2,
+        "/usr's filesystem at the barrier and after the renames"
+    );
+    assert_eq!(j["syscalls"]["fsync"], 4, "the intent, the journal, its rename and its removal");
+    // /usr is the mount point the test made: its metadata is the root's, not the package's.
+    let expected =
+        dir_mtimes_aside(&reference_tree(&deb, &usr_image.path().join("reference")), |p| {
+            p == Path::new("usr")
+        });
+    let mut tree = dir_mtimes_aside(&snapshot(&root), |p| p == Path::new("usr"));
+    tree.retain(|p, _| !p.starts_with("usr/lost+found"));
+    assert_same_tree(&tree, &expected, "many_1.0 with /usr a filesystem of its own");
+    drop(usr);
 }

@@ -27,6 +27,10 @@ impl Strategy for Batch {
         INFO.name
     }
 
+    fn barrier_syncs_filesystems(&self) -> bool {
+        true
+    }
+
     fn barrier(&self, _files: &[TempFile], _root: &Directory, calls: &Syscalls) -> Result<()> {
         calls.sync();
         Ok(())

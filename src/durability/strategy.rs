@@ -41,6 +41,16 @@ pub trait Strategy: Send + Sync {
         Ok(())
     }
 
+    /// Whether [`barrier`](Strategy::barrier) makes durable everything written before it on
+    /// each filesystem that holds one of its `files` (the root's when there are none), as
+    /// syncfs(2) and sync(2) do. The engine writes its journal before the barrier, so such a
+    /// barrier flushes the journal too, where the state directory shares one of those
+    /// filesystems: one fsync less per transaction. A strategy that says so wrongly loses the
+    /// journal at a crash, so the default is no.
+    fn barrier_syncs_filesystems(&self) -> bool {
+        false
+    }
+
     /// Called once after every rename, with each directory that gained, lost or changed an
     /// entry (or its own metadata): making these durable makes the renames durable.
     fn after_commit(

@@ -40,6 +40,10 @@ impl Strategy for Syncfs {
         true
     }
 
+    fn barrier_syncs_filesystems(&self) -> bool {
+        true
+    }
+
     fn barrier(&self, files: &[TempFile], root: &Directory, calls: &Syscalls) -> Result<()> {
         syncfs_each(files.iter().map(|f| f.dir()), root, calls)
     }

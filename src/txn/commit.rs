@@ -50,11 +50,13 @@ pub fn commit(tx: &mut Transaction<'_>, packages: &[String]) -> Result<CommitTim
     if let Some(early) = tx.early.take() {
         tx.calls.add_syncfs_early(early.stop());
     }
+    // Before the barrier, which flushes it too where it syncs the state directory's filesystem.
+    let journal = write_journal(tx, packages)?;
     tx.strategy.barrier(&tx.renames, &root_dir, tx.calls)?;
     times.barrier_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    write_journal(tx, packages)?;
+    publish_journal(tx, journal)?;
     tx.committing = true;
     tx.enter(Phase::Renames);
     // Directories whose entries changed, by canonical path, to make durable at the end.
@@ -112,10 +114,10 @@ fn set_dir_meta(tx: &Transaction<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Writes `var/lib/unpack/txn`: through `txn.new`, flushed and renamed, and the rename
-/// flushed, for durable strategies, so that the journal is on disk before the first rename
-/// and only ever complete.
-fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
+/// Writes the journal as `var/lib/unpack/txn.new`, before the barrier; [`publish_journal`]
+/// renames it into place after it. Recovery reads only `txn`, so the journal is only ever
+/// complete, and once the strategy's barrier has made every file durable.
+fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<std::fs::File> {
     let state = &tx.state;
     let path = state.path().join(JOURNAL);
     // Through the state directory's checks, like every state file: nothing is truncated that
@@ -145,11 +147,19 @@ fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
         file.flush()
     })();
     written.map_err(|e| Error::root(&path, "writing the journal", e))?;
-    let file =
-        file.into_inner().map_err(|e| Error::root(&path, "writing the journal", e.into_error()))?;
+    file.into_inner().map_err(|e| Error::root(&path, "writing the journal", e.into_error()))
+}
+
+/// Renames the journal written by [`write_journal`] to `txn` after the barrier: for durable
+/// strategies its content flushed first (by the barrier where that synced the state
+/// directory's filesystem, else by an fsync here), and the rename flushed, so that the journal
+/// is on disk before the first rename.
+fn publish_journal(tx: &Transaction<'_>, journal: std::fs::File) -> Result<()> {
+    let state = &tx.state;
+    let path = state.path().join(JOURNAL);
     let durable = tx.strategy.is_durable();
-    if durable {
-        tx.calls.fsync(&file).map_err(|e| Error::root(&path, "fsync of the journal", e))?;
+    if durable && !barrier_flushed_state_dir(tx) {
+        tx.calls.fsync(&journal).map_err(|e| Error::root(&path, "fsync of the journal", e))?;
     }
     tx.calls
         .rename(state.fd(), JOURNAL_NEW.as_ref(), JOURNAL.as_ref())
@@ -158,6 +168,18 @@ fn write_journal(tx: &Transaction<'_>, packages: &[String]) -> Result<()> {
         state.fsync(tx.calls)?;
     }
     Ok(())
+}
+
+/// Whether the barrier synced the state directory's whole filesystem: the strategy syncs
+/// filesystems, and one of the transaction's files (or, with none, the root) is on it.
+fn barrier_flushed_state_dir(tx: &Transaction<'_>) -> bool {
+    let dev = tx.state.dev();
+    tx.strategy.barrier_syncs_filesystems()
+        && if tx.renames.is_empty() {
+            tx.root.dir().dev() == dev
+        } else {
+            tx.renames.iter().any(|r| r.dir.dev() == dev)
+        }
 }
 
 /// Removes the journal and the intent once the renames are durable: the transaction is over.

@@ -1,8 +1,9 @@
 //! The transaction journal: the renames still to do, on disk before the first of them.
 //!
 //! A crash in the rename phase would otherwise leave a package half old and half new. So once
-//! the barrier has made every temporary file durable, the commit writes `var/lib/unpack/txn`
-//! (through `txn.new`, fsync, rename and a directory fsync for the durable strategies), and
+//! the barrier has made every temporary file durable, the commit puts `var/lib/unpack/txn`
+//! in place (written as `txn.new` before the barrier; for the durable strategies flushed by
+//! the barrier or an fsync, renamed, and the rename flushed by a directory fsync), and
 //! removes it when the renames are durable. Recovery that finds it finishes the renames: the
 //! temporary files it names are already durable, so rolling forward is safe.
 //!

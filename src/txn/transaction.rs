@@ -117,8 +117,11 @@ pub struct Transaction<'a> {
     phase: Option<&'a PhaseFn>,
     /// The package being written, for messages about paths two packages share.
     pkg: usize,
-    /// Syncing in the background, for strategies that ask for it; stopped at the barrier.
+    /// Syncing in the background, for strategies that ask for it: started at the first file's
+    /// data, not before (a transaction that runs a preinst or writes only small files should
+    /// not pay a flush per tick for nothing of its own), stopped at the barrier.
     pub(super) early: Option<EarlyWriteback>,
+    early_started: bool,
     /// Database mode: dpkg's admin directory (canonical), where no package writes a file; only
     /// [`Transaction::add_generated`] does.
     admin: Option<PathBuf>,
@@ -157,13 +160,9 @@ impl<'a> Transaction<'a> {
             egid: rustix::process::getegid().as_raw(),
             umask: umask.bits(),
         };
-        let early = if strategy.writes_back_early() {
-            EarlyWriteback::start(root.dir().fd())
-        } else {
-            None
-        };
         Ok(Transaction {
-            early,
+            early: None,
+            early_started: false,
             root,
             strategy,
             calls,
@@ -738,6 +737,10 @@ impl<'a> Transaction<'a> {
         .map_err(|e| Error::root(display, "creating temporary file", e))?;
         // Recorded before the first byte so that any failure below removes it.
         self.temps.push((dir.clone(), temp.to_os_string()));
+        if !self.early_started && self.strategy.writes_back_early() {
+            self.early_started = true;
+            self.early = EarlyWriteback::start(self.root.dir().fd());
+        }
         let mut file = File::from(fd);
         let mut written = 0u64;
         loop {
