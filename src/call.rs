@@ -6,6 +6,7 @@
 //! reports. This module sequences; it must never write a name itself: every change to the root
 //! goes through a [`Transaction`] and its commit.
 
+use crate::dpkg::configure_guard::{self, Finished};
 use crate::dpkg::database::{Database, Locked};
 use crate::dpkg_log::InRoot;
 use crate::error::{Error, Result};
@@ -23,14 +24,41 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Finishes or rolls back a transaction that was interrupted in `root` (see [`Recovery`]), under
-/// the root's lock. [`unpack`] does the same before its own work.
-pub fn recover_root(root: &Path, options: &Options) -> Result<Recovery> {
+/// What [`recover_root`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    /// To the engine's interrupted transaction.
+    pub transaction: Recovery,
+    /// To the conffiles a configure of the real dpkg had moved into place when a crash came
+    /// (in database mode, run by `unpack-dpkg`: [`configure_guard`]).
+    pub conffiles: Finished,
+}
+
+impl Recovered {
+    /// One sentence for people.
+    pub fn describe(&self, root: &Path) -> String {
+        match self.conffiles.describe() {
+            Some(conffiles) => format!("{}; {conffiles}", self.transaction.describe(root)),
+            None => self.transaction.describe(root),
+        }
+    }
+}
+
+/// Finishes or rolls back a transaction that was interrupted in `root` (see [`Recovery`]), and
+/// in database mode redoes the conffile moves a configure of the real dpkg recorded and a crash
+/// lost ([`configure_guard::finish_lost`]), under the root's lock and dpkg's. [`unpack`] does
+/// the same before its own work.
+pub fn recover_root(root: &Path, options: &Options) -> Result<Recovered> {
     raise_fd_limit();
     let mut root_handle = Root::open(root)?;
     let _lock = root_handle.lock(options.wait)?;
-    let _dpkg = Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
-    recover(&mut root_handle, options.strategy.as_ref(), &Syscalls::default())
+    let dpkg = Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
+    let transaction = recover(&mut root_handle, options.strategy.as_ref(), &Syscalls::default())?;
+    let conffiles = match &dpkg {
+        Some(locked) => configure_guard::finish_lost(&mut root_handle, locked)?,
+        None => Finished::default(),
+    };
+    Ok(Recovered { transaction, conffiles })
 }
 
 /// Drops a transaction that a crash interrupted in `root` and whose renames recovery refuses to
@@ -127,11 +155,16 @@ impl<'o> Call<'o> {
         let mut root_handle = Root::open(root)?;
         let lock = root_handle.lock(options.wait)?;
         let dpkg = Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
-        let recovered =
-            match recover(&mut root_handle, options.strategy.as_ref(), &Syscalls::default())? {
-                Recovery::Clean => None,
-                r => Some(r.describe(root)),
-            };
+        let transaction =
+            recover(&mut root_handle, options.strategy.as_ref(), &Syscalls::default())?;
+        let conffiles = match &dpkg {
+            Some(locked) => configure_guard::finish_lost(&mut root_handle, locked)?,
+            None => Finished::default(),
+        };
+        let recovered = match (transaction, conffiles.describe()) {
+            (Recovery::Clean, None) => None,
+            (transaction, _) => Some(Recovered { transaction, conffiles }.describe(root)),
+        };
         let log = match (&dpkg, &options.log) {
             (Some(_), Some(rel)) => InRoot::find(&mut root_handle, rel),
             _ => None,

@@ -70,7 +70,8 @@ pub mod txn;
 mod txn;
 
 pub use bootstrap::stages::bootstrap;
-pub use call::{discard_root, recover_root, unpack, unpack_each};
+pub use call::{discard_root, recover_root, unpack, unpack_each, Recovered};
+pub use dpkg::configure_guard::Finished;
 pub use durability::Strategy;
 pub use error::{Error, Exit, Result};
 pub use fs::names::{INTENT, JOURNAL, STATE_DIR};

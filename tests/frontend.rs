@@ -532,3 +532,80 @@ fn strategy_the_log_names_and_why() {
     let chosen = call_with(program("unpack-dpkg"), root.path(), &args, &env);
     assert_eq!(line(&chosen), "unpack-dpkg strategy fsync (UNPACK_DPKG_STRATEGY)");
 }
+
+/// The configure guard (issue 28): a `--configure` through unpack-dpkg is the real dpkg's
+/// (tree, database, status-fd and log as dpkg's own), with a record, made before dpkg runs, of
+/// each conffile it may move, removed once they are synced. A power cut that kept dpkg's record
+/// of a new conffile and lost its rename (btrfs: configure.c renames without syncing the
+/// directory) is then finished from that record by `unpack --recover`, where dpkg's choice
+/// asked no one; a conffile the administrator had changed is left, and named.
+#[test]
+fn a_conffile_move_a_crash_lost_is_finished_from_the_guards_record() {
+    let debs = tempfile::tempdir().unwrap();
+    // The postinst, run by dpkg after it moved the conffiles, keeps what the guard recorded
+    // (busybox's builtins only: the chroot has nothing else).
+    let keep = "r=/var/lib/unpack/configure\nif [ -e $r ]; then\n  while IFS= read -r l; do printf '%s\\n' \"$l\"; done < $r > /var/lib/unpack/seen\nfi\n";
+    let v1 = Pkg::new("gc", "1.0", "all")
+        .conffile("/etc/gc/plain.conf", b"one\n")
+        .conffile("/etc/gc/edited.conf", b"one\n")
+        .build(debs.path());
+    let v2 = Pkg::new("gc", "2.0", "all")
+        .conffile("/etc/gc/plain.conf", b"two\n")
+        .conffile("/etc/gc/edited.conf", b"two\n")
+        .script("postinst", &format!("#!/bin/sh\n{keep}"))
+        .build(debs.path());
+    let pair = Pair::of(DbRoot::with_shell, |root| {
+        Via::Dpkg.install(root, &[&v1], &[]);
+        edit(root, "/etc/gc/edited.conf", b"mine\n");
+        dpkg_unpack(root, &[&v2]);
+    });
+    let args = ["--force-confold", "--configure", "gc"];
+    let theirs = call("dpkg", pair.theirs.path(), &args);
+    // This machine's dpkg.cfg.d may say unsafe-io, which turns the guard off with the engine's
+    // durability: a durable strategy is chosen.
+    let env = [("UNPACK_DPKG_STRATEGY", "syncfs")];
+    let ours = call_with(program("unpack-dpkg"), pair.ours.path(), &args, &env);
+    assert_eq!((ours.run.code, theirs.run.code), (0, 0), "{}", ours.run.stderr);
+    // dpkg's conffile-prompt line names the root.
+    let rooted = |said: &Said, root: &DbRoot| -> Vec<String> {
+        let r = root.path().to_str().unwrap();
+        said.status_fd.iter().map(|l| l.replace(r, "ROOT")).collect()
+    };
+    assert_eq!(rooted(&ours, &pair.ours), rooted(&theirs, &pair.theirs));
+    assert_eq!(ours.log, theirs.log);
+    let state = pair.ours.path().join("var/lib/unpack");
+    assert_same_db(
+        &DbSnapshot::take(pair.ours.path()),
+        &DbSnapshot::take(pair.theirs.path()),
+        "configure",
+    );
+    assert!(!state.join("configure").exists(), "the record outlived the configure");
+    let seen = std::fs::read_to_string(state.join("seen")).expect("no record while dpkg ran");
+    let (old, new) = (md5_hex(b"one\n"), md5_hex(b"two\n"));
+    assert!(seen.contains(&format!("gc all 2.0 {old} /etc/gc/plain.conf\n")), "{seen}");
+    assert!(seen.contains(&format!("gc all 2.0 {old} /etc/gc/edited.conf\n")), "{seen}");
+
+    // What the power cut leaves on btrfs: dpkg's status says the new conffiles are in place
+    // (the plain one installed, the edited one kept with the new as .dpkg-dist), the renames
+    // are lost, the record is there.
+    let root = pair.ours.path();
+    let etc = root.join("etc/gc");
+    std::fs::rename(etc.join("plain.conf"), etc.join("plain.conf.dpkg-new")).unwrap();
+    edit(root, "/etc/gc/plain.conf", b"one\n");
+    std::fs::rename(etc.join("edited.conf.dpkg-dist"), etc.join("edited.conf.dpkg-new")).unwrap();
+    std::fs::rename(state.join("seen"), state.join("configure")).unwrap();
+    let db = std::fs::read_to_string(root.join("var/lib/dpkg/status")).unwrap();
+    assert!(db.contains(&format!(" /etc/gc/plain.conf {new}")), "{db}");
+    let r = common::unpack(["--recover".as_ref(), root.as_os_str()]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("finished 1 conffile renames"), "{}", r.stdout);
+    assert!(r.stdout.contains("/etc/gc/edited.conf.dpkg-new: dpkg's choice"), "{}", r.stdout);
+    assert_eq!(std::fs::read(etc.join("plain.conf")).unwrap(), b"two\n");
+    assert!(!etc.join("plain.conf.dpkg-new").exists());
+    assert_eq!(std::fs::read(etc.join("edited.conf")).unwrap(), b"mine\n");
+    assert_eq!(std::fs::read(etc.join("edited.conf.dpkg-new")).unwrap(), b"two\n");
+    assert!(!state.join("configure").exists(), "the record outlived its recovery");
+    // Done once: a second recovery finds nothing.
+    let again = common::unpack(["--recover".as_ref(), root.as_os_str()]);
+    assert!(!again.stdout.contains("conffile"), "{}", again.stdout);
+}

@@ -238,10 +238,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         let [root] = cli.paths.as_slice() else {
             return Err(Error::Usage("--recover takes ROOT only".into()).into());
         };
-        let recovery =
-            if cli.discard { discard_root(root, &options)? } else { recover_root(root, &options)? };
+        let what = if cli.discard {
+            discard_root(root, &options)?.describe(root)
+        } else {
+            recover_root(root, &options)?.describe(root)
+        };
         if !cli.quiet {
-            print_or_warn(&format!("{}\n", escape(&recovery.describe(root))));
+            print_or_warn(&format!("{}\n", escape(&what)));
         }
         return Ok(());
     }

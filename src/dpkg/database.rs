@@ -129,6 +129,11 @@ impl Locked {
         Ok(Some(Locked { admin, locks }))
     }
 
+    /// The admin directory, found.
+    pub(super) fn admin(&self) -> &Admin {
+        &self.admin
+    }
+
     /// Reads the database. What an earlier call that was killed left of the new scripts'
     /// directory (`tmp.ci.unpack-new`, the engine's, under dpkg's lock) is removed first: no
     /// script of one call is ever run as another's.

@@ -11,13 +11,18 @@
 //! triggers the call activates, [`md5`] hashes
 //! the files of a package that ships no md5sums, [`scripts`] runs the unpack phase's
 //! maintainer scripts and [`updates`] records a package's state durably before they run.
+//! [`configure_guard`] is the one that serves the real dpkg's configure rather than the
+//! engine's unpack: it records the conffiles a configure may move, and finishes a move a crash
+//! lost.
 //!
-//! None of them writes a name in the root: every change, the database's included, goes through
-//! the transaction, so that after any crash and recovery the database and the tree agree. The
+//! None of the others writes a name in the root: every change, the database's included, goes
+//! through the transaction, so that after any crash and recovery the database and the tree
+//! agree (the guard writes its record, and redoes only a rename dpkg recorded as done). The
 //! real dpkg is the oracle for every behaviour here.
 
 pub(crate) mod admin;
 pub(crate) mod admission;
+pub mod configure_guard;
 pub(crate) mod conflictors;
 pub(crate) mod database;
 pub(crate) mod depcon;

@@ -371,19 +371,11 @@ impl Invocation {
         let value = || o.value.clone().ok_or(format!("--{} needs a value", o.name));
         let refuse =
             |why: &str| Err(format!("--{} is not supported by unpack-dpkg: {why}", o.name));
+        if apply_place(o, dirs, &mut self.force)? {
+            return Ok(());
+        }
         match o.name.as_str() {
             "unpack" | "install" => {}
-            "root" => {
-                dirs.instdir = trim_dir(&value()?);
-                dirs.admindir = Some(format!("{}/var/lib/dpkg", dirs.instdir));
-            }
-            "admindir" => dirs.admindir = Some(value()?),
-            "instdir" => {
-                if dirs.admindir.is_none() {
-                    dirs.admindir = Some(dirs.default_admindir());
-                }
-                dirs.instdir = trim_dir(&value()?);
-            }
             "log" => self.log = Some(PathBuf::from(value()?)),
             "status-fd" => self.status_fds.push(int(&value()?, "status-fd")? as i32),
             "abort-after" => self.abort_after = int(&value()?, "abort-after")?,
@@ -399,19 +391,6 @@ impl Invocation {
             "refuse-downgrade" => {
                 return refuse("the engine does not compare versions to refuse a downgrade")
             }
-            "force" => self.force.extend(force_list(&value()?)?),
-            "refuse" | "no-force" => {
-                for name in force_list(&value()?)? {
-                    self.force.remove(&name);
-                }
-            }
-            n if n.starts_with("force-") => self.force.extend(force_list(&n[6..])?),
-            n if n.starts_with("refuse-") || n.starts_with("no-force-") => {
-                let list = n.trim_start_matches("refuse-").trim_start_matches("no-force-");
-                for name in force_list(list)? {
-                    self.force.remove(&name);
-                }
-            }
             "pre-invoke" | "post-invoke" | "status-logger" | "ignore-depends" | "verify-format"
             | "pending" | "selected-only" | "skip-same-version" | "robot" | "command-fd" => {
                 return refuse("the engine does not implement it; run dpkg itself")
@@ -420,6 +399,88 @@ impl Invocation {
         }
         Ok(())
     }
+}
+
+/// Applies `o` if it says where the call works (`--root`, `--admindir`, `--instdir`, as
+/// lib/dpkg/options-dirs.c) or what it forces (the force family): true when it did.
+fn apply_place(o: &Opt, dirs: &mut Dirs<'_>, force: &mut BTreeSet<String>) -> Result<bool, String> {
+    let value = || o.value.clone().ok_or(format!("--{} needs a value", o.name));
+    match o.name.as_str() {
+        "root" => {
+            dirs.instdir = trim_dir(&value()?);
+            dirs.admindir = Some(format!("{}/var/lib/dpkg", dirs.instdir));
+        }
+        "admindir" => dirs.admindir = Some(value()?),
+        "instdir" => {
+            if dirs.admindir.is_none() {
+                dirs.admindir = Some(dirs.default_admindir());
+            }
+            dirs.instdir = trim_dir(&value()?);
+        }
+        "force" => force.extend(force_list(&value()?)?),
+        "refuse" | "no-force" => {
+            for name in force_list(&value()?)? {
+                force.remove(&name);
+            }
+        }
+        n if n.starts_with("force-") => force.extend(force_list(&n[6..])?),
+        n if n.starts_with("refuse-") || n.starts_with("no-force-") => {
+            let list = n.trim_start_matches("refuse-").trim_start_matches("no-force-");
+            for name in force_list(list)? {
+                force.remove(&name);
+            }
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// A `--configure` call of the real dpkg, which the front end runs under its configure guard
+/// ([`crate::dpkg::configure_guard`]): where it works and whether it forces unsafe I/O.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Configure {
+    /// dpkg's instdir: the root, `/` for none.
+    pub instdir: PathBuf,
+    pub admindir: PathBuf,
+    pub unsafe_io: bool,
+}
+
+/// The call `args` if it is dpkg's `--configure` (its only action, no `--no-act`), read with
+/// its configuration as [`Invocation::read`] reads an engine call's, but only for where it
+/// works and what it forces: the real dpkg gets the call unchanged and judges the rest. `None`
+/// for any other call, and for one the real dpkg will refuse (its message is the one to see).
+pub fn configure_call(args: &[String], sources: &Sources<'_>) -> Option<Configure> {
+    let (opts, _) = split(args).ok()?;
+    let mut configure = false;
+    for o in &opts {
+        match o.name.as_str() {
+            "configure" => configure = true,
+            "no-act" | "dry-run" | "simulate" | "force-help" | "help" | "version" => return None,
+            n if is_option(n) => {}
+            _ => return None,
+        }
+    }
+    if !configure {
+        return None;
+    }
+    let env = sources.env;
+    let mut force: BTreeSet<String> = match env("DPKG_FORCE") {
+        Some(list) => force_list(&list).ok()?.into_iter().collect(),
+        None => BTreeSet::new(),
+    };
+    let mut dirs =
+        Dirs { instdir: trim_dir(&env("DPKG_ROOT").unwrap_or_default()), admindir: None, env };
+    let config = config_files(sources).ok()?;
+    for o in config.iter().flat_map(|(_, opts)| opts.iter().map(|(_, o)| o)).chain(&opts) {
+        apply_place(o, &mut dirs, &mut force).ok()?;
+    }
+    let admindir = dirs.admindir.clone().unwrap_or_else(|| dirs.default_admindir());
+    let instdir = if dirs.instdir.is_empty() { "/".to_string() } else { dirs.instdir };
+    Some(Configure {
+        instdir: PathBuf::from(instdir),
+        admindir: PathBuf::from(admindir),
+        unsafe_io: force.contains("unsafe-io"),
+    })
 }
 
 /// A comma-separated force list, `all` expanded; an unknown name is an error.

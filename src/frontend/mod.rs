@@ -17,6 +17,7 @@ pub mod args;
 pub mod report;
 
 use crate::call::unpack_each;
+use crate::dpkg::configure_guard::Guard;
 use crate::durability;
 use crate::error::{escape, one_line};
 use crate::events::Event;
@@ -40,14 +41,17 @@ pub fn main() -> ExitCode {
         // Not UTF-8: not a call the engine takes (its archives' names are), so dpkg's.
         Err(_) => return exec_real_dpkg(),
     };
-    let Some(action) = args::engine_action(&args) else {
-        return exec_real_dpkg();
-    };
     let env = |name: &str| std::env::var(name).ok();
     let sources = Sources {
         config_dir: Path::new("/etc/dpkg"),
         home: std::env::var_os("HOME").map(PathBuf::from),
         env: &env,
+    };
+    let Some(action) = args::engine_action(&args) else {
+        return match args::configure_call(&args, &sources) {
+            Some(call) => ExitCode::from(configure(&call, &args)),
+            None => exec_real_dpkg(),
+        };
     };
     let code = match Invocation::read(&args, action, &sources) {
         Ok(inv) => run(&inv),
@@ -130,7 +134,10 @@ fn run(inv: &Invocation) -> u8 {
     }
     let mut code = 0;
     if inv.action == Action::Install && !unpacked.is_empty() && !aborted {
-        code = real_dpkg(inv, &reporter, "--configure", &unpacked);
+        let durable = options.strategy.is_durable();
+        code = guarded(&inv.instdir, &inv.admindir, durable, || {
+            real_dpkg(inv, &reporter, "--configure", &unpacked)
+        });
     }
     let pending = reporter.pending();
     if inv.action == Action::Unpack && !inv.no_triggers && !pending.is_empty() {
@@ -147,6 +154,47 @@ fn run(inv: &Invocation) -> u8 {
         code = code.max(1);
     }
     code
+}
+
+/// A `--configure` call: the real dpkg's, given `args` unchanged, under the configure guard
+/// when the strategy the front end would use is durable (`none`, or `--force-unsafe-io` without
+/// one chosen, promises nothing, so dpkg runs as it would alone).
+fn configure(call: &args::Configure, args: &[String]) -> u8 {
+    let chosen = std::env::var("UNPACK_DPKG_STRATEGY").ok();
+    let durable = args::strategy(chosen, Path::new(args::CONFIG), call.unsafe_io)
+        .and_then(|(name, _)| durability::by_name(&name, 1).map_err(|e| one_line(&e)))
+        .map_or(true, |s| s.is_durable());
+    guarded(&call.instdir, &call.admindir, durable, || {
+        let status = Command::new(REAL_DPKG).arg0("dpkg").args(args).status();
+        match status {
+            Ok(s) => s.code().map_or(2, |c| u8::try_from(c).unwrap_or(2)),
+            Err(e) => fatal(&format!("cannot run {REAL_DPKG}: {e}")),
+        }
+    })
+}
+
+/// `configure`, a run of the real dpkg that may configure packages, between the halves of the
+/// configure guard ([`crate::dpkg::configure_guard`]) when `durable`: a power cut during it cannot lose a
+/// conffile dpkg moved into place. Its exit code; 2 when the guard fails (before: dpkg is not
+/// run; after: its conffiles may not be on disk yet).
+fn guarded(instdir: &Path, admindir: &Path, durable: bool, configure: impl FnOnce() -> u8) -> u8 {
+    if !durable {
+        return configure();
+    }
+    let guard = match Guard::prepare(instdir, admindir) {
+        Ok((guard, finished)) => {
+            if let Some(what) = finished.describe() {
+                say(&format!("unpack-dpkg: recovered first: {}", escape(&what)));
+            }
+            guard
+        }
+        Err(e) => return fatal(&one_line(&e)),
+    };
+    let code = configure();
+    match guard.map(Guard::finish) {
+        Some(Err(e)) => fatal(&one_line(&e)),
+        _ => code,
+    }
 }
 
 /// The real dpkg's `action` of `packages`, with the call's options: the `--configure` of what

@@ -39,6 +39,10 @@ pub(crate) const JOURNAL_NEW: &str = "txn.new";
 /// The mark of a transaction in its write phase, in [`STATE_DIR`]: while it exists,
 /// [`recover_root`](crate::recover_root) has temporary files to remove.
 pub const INTENT: &str = "intent";
+/// The conffiles a configure of the real dpkg may move, recorded before it runs, in the state
+/// directory: while it exists, a crash may have lost one of those moves
+/// ([`configure_guard`](crate::dpkg::configure_guard)).
+pub const CONFIGURE_RECORD: &str = "configure";
 
 /// `NAME.unpack-new`. A name of up to 255 bytes is valid, but with the suffix it may not be:
 /// then the temporary name keeps the name's first bytes and adds a hash of the whole name,

@@ -30,7 +30,9 @@
 
 use crate::durability::Directory;
 use crate::error::{Error, Result};
-use crate::fs::names::{temp_name, INTENT, JOURNAL, JOURNAL_NEW, LOCK_FILE, LOCK_NEW, STATE_DIR};
+use crate::fs::names::{
+    temp_name, CONFIGURE_RECORD, INTENT, JOURNAL, JOURNAL_NEW, LOCK_FILE, LOCK_NEW, STATE_DIR,
+};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::collections::{HashMap, VecDeque};
@@ -595,7 +597,8 @@ fn real_dir(
 }
 
 /// The state files, each checked whenever the state directory is opened.
-const STATE_FILES: [&str; 5] = [LOCK_FILE, LOCK_NEW, INTENT, JOURNAL, JOURNAL_NEW];
+const STATE_FILES: [&str; 6] =
+    [LOCK_FILE, LOCK_NEW, INTENT, JOURNAL, JOURNAL_NEW, CONFIGURE_RECORD];
 
 /// Opens the state file `name` for reading; `None` if there is none. Checked as [`trusted`]
 /// says, before it is opened (opening a device can do something of its own, a FIFO can block)

@@ -163,7 +163,8 @@ pub fn parse_conffiles_field(value: &str) -> Result<Vec<Conffile>, String> {
     Ok(conffiles)
 }
 
-fn valid_hash(hash: &str) -> bool {
+/// A hash dpkg records for a conffile: an md5sum, or [`NEW_CONFFILE`].
+pub fn valid_hash(hash: &str) -> bool {
     hash == NEW_CONFFILE || is_md5(hash)
 }
 
