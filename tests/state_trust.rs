@@ -211,6 +211,10 @@ const TAMPERED: &[Tamper] = &[
     ("intent-fifo", "var/lib/unpack/intent", "is a FIFO", |root, _| {
         mkfifo(&root.join("var/lib/unpack/intent"))
     }),
+    // unpack-dpkg's configure guard's record.
+    ("configure-symlink", "var/lib/unpack/configure", "is a symbolic link", |root, outside| {
+        std::os::unix::fs::symlink(outside, root.join("var/lib/unpack/configure")).unwrap()
+    }),
     ("journal-other-owner", "var/lib/unpack/txn", OTHER_OWNER, |root, _| {
         let txn = root.join("var/lib/unpack/txn");
         std::fs::write(&txn, b"unpack-journal 1\n").unwrap();
