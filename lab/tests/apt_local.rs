@@ -128,6 +128,8 @@ fn workload(dpkg: Option<&str>) {
     // changed through the front end, and not with the real dpkg.
     let after = std::fs::metadata(&state).unwrap().modified().unwrap();
     assert_eq!(after != before, dpkg.is_some(), "the engine's state directory {}", state.display());
+    // The configure guard removed each record it wrote once dpkg's configure was synced.
+    assert!(!state.join("configure").exists(), "a configure guard's record outlived its call");
 
     // What the set is made to exercise, as the real dpkg leaves it: the file that moved is the
     // last package's; the upgrade dropped data-0 and added data-new; an unchanged conffile took
