@@ -548,10 +548,12 @@ fn a_conffile_move_a_crash_lost_is_finished_from_the_guards_record() {
     let v1 = Pkg::new("gc", "1.0", "all")
         .conffile("/etc/gc/plain.conf", b"one\n")
         .conffile("/etc/gc/edited.conf", b"one\n")
+        .conffile("/etc/gc/same.conf", b"same\n")
         .build(debs.path());
     let v2 = Pkg::new("gc", "2.0", "all")
         .conffile("/etc/gc/plain.conf", b"two\n")
         .conffile("/etc/gc/edited.conf", b"two\n")
+        .conffile("/etc/gc/same.conf", b"same\n")
         .script("postinst", &format!("#!/bin/sh\n{keep}"))
         .build(debs.path());
     let pair = Pair::of(DbRoot::with_shell, |root| {
@@ -586,22 +588,25 @@ fn a_conffile_move_a_crash_lost_is_finished_from_the_guards_record() {
     assert!(seen.contains(&format!("gc all 2.0 {old} /etc/gc/edited.conf\n")), "{seen}");
 
     // What the power cut leaves on btrfs: dpkg's status says the new conffiles are in place
-    // (the plain one installed, the edited one kept with the new as .dpkg-dist), the renames
-    // are lost, the record is there.
+    // (the plain one installed, the edited one kept with the new as .dpkg-dist, the unchanged
+    // one's .dpkg-new removed), the renames and the removal are lost, the record is there.
     let root = pair.ours.path();
     let etc = root.join("etc/gc");
     std::fs::rename(etc.join("plain.conf"), etc.join("plain.conf.dpkg-new")).unwrap();
     edit(root, "/etc/gc/plain.conf", b"one\n");
     std::fs::rename(etc.join("edited.conf.dpkg-dist"), etc.join("edited.conf.dpkg-new")).unwrap();
+    edit(root, "/etc/gc/same.conf.dpkg-new", b"same\n");
     std::fs::rename(state.join("seen"), state.join("configure")).unwrap();
     let db = std::fs::read_to_string(root.join("var/lib/dpkg/status")).unwrap();
     assert!(db.contains(&format!(" /etc/gc/plain.conf {new}")), "{db}");
     let r = common::unpack(["--recover".as_ref(), root.as_os_str()]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
-    assert!(r.stdout.contains("finished 1 conffile renames"), "{}", r.stdout);
+    assert!(r.stdout.contains("finished 2 conffile moves"), "{}", r.stdout);
     assert!(r.stdout.contains("/etc/gc/edited.conf.dpkg-new: dpkg's choice"), "{}", r.stdout);
     assert_eq!(std::fs::read(etc.join("plain.conf")).unwrap(), b"two\n");
     assert!(!etc.join("plain.conf.dpkg-new").exists());
+    assert_eq!(std::fs::read(etc.join("same.conf")).unwrap(), b"same\n");
+    assert!(!etc.join("same.conf.dpkg-new").exists());
     assert_eq!(std::fs::read(etc.join("edited.conf")).unwrap(), b"mine\n");
     assert_eq!(std::fs::read(etc.join("edited.conf.dpkg-new")).unwrap(), b"two\n");
     assert!(!state.join("configure").exists(), "the record outlived its recovery");

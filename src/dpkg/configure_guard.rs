@@ -22,16 +22,19 @@
 //! After a crash between the two, [`finish_lost`] (run by every engine call and
 //! `unpack --recover` before anything else, and by the next guard) redoes what dpkg had decided
 //! and recorded but the disk lost, and only that: a conffile whose `NAME.dpkg-new` is still
-//! there though the status already records its hash, the package still at the recorded
-//! version, and dpkg's own decision table (without asking anyone) saying "install the new
-//! one": the administrator had not changed `NAME` (its hash is still the recorded old one),
-//! or `NAME` did not exist for a conffile new to the package. Every other case (the
-//! administrator had changed it, so dpkg asked or followed `--force-conf*`) cannot be told
-//! from what is on disk and is left as it is, named.
+//! there though dpkg is done with it (its package, still at the recorded version, is past
+//! `unpacked`, or its status already records the new hash), with the choice dpkg's own
+//! decision table makes without asking anyone ([`choice`]): install the new one (the
+//! administrator had not changed `NAME`: its hash is still the recorded old one; or `NAME`
+//! missing for a conffile new to the package), or keep `NAME` and remove `NAME.dpkg-new` (the
+//! two are the same, or only the administrator changed it). A conffile both had changed (dpkg
+//! asked, or followed `--force-conf*`) cannot be told from what is on disk and is left as it
+//! is, named.
 //!
 //! The record is read back from disk, so it is attacker input: it is a state file (checked as
 //! the journal is), each line is validated, and it can only make recovery do what dpkg's own
-//! database says was done. This module never writes a name but the record and that rename.
+//! database says was done. This module never writes a name but the record, that rename and
+//! that removal.
 
 use super::database::Locked;
 use super::format::db_path;
@@ -188,16 +191,36 @@ fn hash_of(dir: &Directory, name: &OsStr) -> Result<Option<String>> {
     md5::of_reader(std::fs::File::from(fd)).map(Some).map_err(|e| Error::root(path(), "reading", e))
 }
 
-/// Whether dpkg's decision table (configure.c) installs the new conffile without asking
-/// anyone, given the hash the status recorded before the configure (`old`), the hash of what
-/// is at `NAME` (`current`, `None`: nothing) and of `NAME.dpkg-new` (`new`). The cases it
-/// covers: the administrator did not change `NAME` and the package did; `NAME` missing for a
-/// conffile new to the package; `NAME` already the new content.
-pub(crate) fn installs_new(old: &str, current: Option<&str>, new: &str) -> bool {
-    match current {
-        Some(current) if current == new => true,
-        None => old == NEW_CONFFILE,
-        Some(current) => old != NEW_CONFFILE && current == old && old != new,
+/// What dpkg's configure does with a conffile, by its decision table (configure.c
+/// `conffoptcells`), where it asks no one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Choice {
+    /// `NAME.dpkg-new` renamed over `NAME` (CFO_INSTALL, CFO_NEW_CONFF).
+    Install,
+    /// `NAME` kept, `NAME.dpkg-new` removed (CFO_KEEP, CFO_IDENTICAL).
+    Keep,
+    /// dpkg asks, or follows `--force-conf*`: not known from the disk.
+    Asked,
+}
+
+/// dpkg's choice for a conffile, given the hash the status recorded before the configure
+/// (`old`, or [`NEW_CONFFILE`]), the hash of what is at `NAME` (`current`, `None`: nothing)
+/// and of `NAME.dpkg-new` (`new`).
+pub(crate) fn choice(old: &str, current: Option<&str>, new: &str) -> Choice {
+    let Some(current) = current else {
+        // Missing: new to the package, installed; else the administrator deleted it.
+        return if old == NEW_CONFFILE { Choice::Install } else { Choice::Asked };
+    };
+    if current == new {
+        return Choice::Keep;
+    }
+    if old == NEW_CONFFILE {
+        return Choice::Asked;
+    }
+    match (current != old, old != new) {
+        (false, true) => Choice::Install,
+        (true, false) | (false, false) => Choice::Keep,
+        (true, true) => Choice::Asked,
     }
 }
 
@@ -220,7 +243,8 @@ fn read_record(state: &Directory) -> Result<Option<(Vec<Entry>, Option<String>)>
     }))
 }
 
-/// What [`finish_lost`] did: the conffiles it moved into place, and what it left and why.
+/// What [`finish_lost`] did: the conffiles whose move (or removal of `NAME.dpkg-new`) it
+/// redid, and what it left and why.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Finished {
     pub moved: Vec<PathBuf>,
@@ -234,7 +258,7 @@ impl Finished {
             return None;
         }
         let mut text = format!(
-            "finished {} conffile renames that dpkg's configure had recorded and a crash lost",
+            "finished {} conffile moves that dpkg's configure had recorded and a crash lost",
             self.moved.len()
         );
         for path in &self.moved {
@@ -282,20 +306,29 @@ fn finish_one(
     let Some((dir, name)) = locate(root, &entry.path) else { return Ok(None) };
     let left = |e: Error| format!("{}.dpkg-new: {e}", escape(&entry.path));
     let Some(new) = hash_of(&dir, &dpkg_new(&name)).map_err(left)? else { return Ok(None) };
-    let Some((_, now)) = recorded(packages, entry) else { return Ok(None) };
-    // dpkg records the new hash once it has moved the conffile (or kept the old one); until
-    // then the configure is still to come, and `dpkg --configure -a` does it.
-    if now != new || now == entry.old_hash {
+    let Some((package, now)) = recorded(packages, entry) else { return Ok(None) };
+    // dpkg records the new hash once it is done with the conffile, and moves the package past
+    // `unpacked` once it is done with them all; before that the configure is still to come
+    // (`dpkg --configure -a` does it). A conffile the package did not change keeps its hash.
+    let past_unpacked = !matches!(
+        package.status.state,
+        State::NotInstalled | State::ConfigFiles | State::HalfInstalled | State::Unpacked
+    );
+    if now != new || !(past_unpacked || now != entry.old_hash) {
         return Ok(None);
     }
     let current = hash_of(&dir, &name).map_err(left)?;
-    if !installs_new(&entry.old_hash, current.as_deref(), &new) {
-        return Err(format!(
-            "{}.dpkg-new: dpkg's choice for a conffile the administrator changed is not known",
-            escape(&entry.path)
-        ));
+    match choice(&entry.old_hash, current.as_deref(), &new) {
+        Choice::Install => move_into_place(&dir, &name).map_err(left)?,
+        Choice::Keep => rustix::fs::unlinkat(dir.fd(), dpkg_new(&name), AtFlags::empty())
+            .map_err(|e| left(Error::root(dir.path().join(dpkg_new(&name)), "removing", e)))?,
+        Choice::Asked => {
+            return Err(format!(
+                "{}.dpkg-new: dpkg's choice for a conffile the administrator changed is not known",
+                escape(&entry.path)
+            ))
+        }
     }
-    move_into_place(&dir, &name).map_err(left)?;
     dir.fsync(&Syscalls::default()).map_err(left)?;
     Ok(Some(entry.path.clone()))
 }
@@ -465,14 +498,19 @@ mod tests {
     fn only_dpkgs_choices_that_ask_no_one_are_redone() {
         let (old, new, edited) = ("a".repeat(32), "b".repeat(32), "c".repeat(32));
         // Not changed by the administrator, changed by the package: dpkg installs the new one.
-        assert!(installs_new(&old, Some(&old), &new));
-        // Already the new content.
-        assert!(installs_new(&old, Some(&new), &new));
+        assert_eq!(choice(&old, Some(&old), &new), Choice::Install);
         // New to the package, nothing at NAME.
-        assert!(installs_new(NEW_CONFFILE, None, &new));
-        // The administrator changed it (dpkg asked, or followed --force-conf*), or deleted it.
-        assert!(!installs_new(&old, Some(&edited), &new));
-        assert!(!installs_new(&old, None, &new));
-        assert!(!installs_new(NEW_CONFFILE, Some(&edited), &new));
+        assert_eq!(choice(NEW_CONFFILE, None, &new), Choice::Install);
+        // The same content at both (the package did not change it, or the administrator made
+        // the package's change): dpkg removes NAME.dpkg-new.
+        assert_eq!(choice(&old, Some(&new), &new), Choice::Keep);
+        assert_eq!(choice(&old, Some(&old), &old), Choice::Keep);
+        assert_eq!(choice(NEW_CONFFILE, Some(&new), &new), Choice::Keep);
+        // Changed by the administrator alone: kept.
+        assert_eq!(choice(&old, Some(&edited), &old), Choice::Keep);
+        // Changed by both (dpkg asked, or followed --force-conf*), or deleted.
+        assert_eq!(choice(&old, Some(&edited), &new), Choice::Asked);
+        assert_eq!(choice(&old, None, &new), Choice::Asked);
+        assert_eq!(choice(NEW_CONFFILE, Some(&edited), &new), Choice::Asked);
     }
 }
