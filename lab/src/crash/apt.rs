@@ -314,10 +314,12 @@ impl Apt {
 
     /// Whether `path` (a conffile of version 2, or its `NAME.dpkg-new`) of a package dpkg
     /// records as configured at version 2 is as it was before configure renamed it: the old
-    /// content at `NAME`, the new at `NAME.dpkg-new`. The unpack left it right and dpkg's
-    /// configure recorded the conffile as installed, but its rename did not reach the disk
-    /// (src/main/configure.c renames without syncing the directory; only the status is
-    /// flushed, and on btrfs an fsync flushes that file alone).
+    /// content at `NAME`, the new at `NAME.dpkg-new` (the same content for a conffile the
+    /// upgrade did not change, whose `NAME.dpkg-new` configure removes). The unpack left it
+    /// right and dpkg's configure recorded the conffile as done, but its rename (or removal)
+    /// did not reach the disk (src/main/configure.c does neither with a directory sync; only
+    /// the status is flushed, and on btrfs an fsync flushes that file alone). In the engine's
+    /// cells, `unpack --recover` redoes it from unpack-dpkg's configure guard's record.
     fn conffile_lost(&self, dir: &OwnedFd, db: &Db, place: Place, path: &Path) -> bool {
         let conffile = if is_pending_name(db, path) {
             db.new.conffiles.iter().find(|c| dpkg_new(c) == path)

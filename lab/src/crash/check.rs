@@ -27,8 +27,9 @@
 //!    package whose scripts had started counted as needing a reinstall; then the
 //!    administrator's repair (`dpkg --configure -a`, `apt-get -f install`) leaves a system
 //!    `dpkg --audit` and apt find whole (`repair-failed`: see [`super::apt`]); a conffile that
-//!    `dpkg --configure` recorded as installed while its rename from `NAME.dpkg-new` was lost
-//!    is told apart (`conffile-lost`): configure is the real dpkg's in every cell;
+//!    `dpkg --configure` recorded as installed (or kept) while its rename from `NAME.dpkg-new`
+//!    (or its removal) was lost is told apart (`conffile-lost`): configure is the real dpkg's
+//!    in every cell, under unpack-dpkg's configure guard in the engine's;
 //!
 //! and, apart from them, because it points at the filesystem rather than at the unpacker: the
 //! state mounts, and fsck (`e2fsck -fn`, `xfs_repair -n`, `btrfs check --readonly`) finds

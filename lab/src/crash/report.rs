@@ -35,7 +35,7 @@ pub fn markdown(m: &Matrix) -> String {
          (invariant 1: old or new), not-durable (2: new after exit 0), leftover-dirs, mixed, recover-failed (3: \
          entirely old or entirely new after `unpack --recover`), half-registered, db-tree, db-audit (4, with \
          dpkg's database: the database and the tree agree on one version after recovery), conffile-lost (apt: \
-         `dpkg --configure` recorded a new conffile as installed, its rename from NAME.dpkg-new lost), redo-failed (the \
+         `dpkg --configure` recorded a conffile as done, its rename from NAME.dpkg-new or its removal lost), redo-failed (the \
          bootstrap: where its second stage is absent after recovery, `unpack --bootstrap` again finishes the \
          system), repair-failed (apt: after `dpkg --configure -a` and `apt-get -f install`, the system is not \
          whole).\n",
