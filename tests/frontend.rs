@@ -542,20 +542,7 @@ fn strategy_the_log_names_and_why() {
 #[test]
 fn a_conffile_move_a_crash_lost_is_finished_from_the_guards_record() {
     let debs = tempfile::tempdir().unwrap();
-    // The postinst, run by dpkg after it moved the conffiles, keeps what the guard recorded
-    // (busybox's builtins only: the chroot has nothing else).
-    let keep = "r=/var/lib/unpack/configure\nif [ -e $r ]; then\n  while IFS= read -r l; do printf '%s\\n' \"$l\"; done < $r > /var/lib/unpack/seen\nfi\n";
-    let v1 = Pkg::new("gc", "1.0", "all")
-        .conffile("/etc/gc/plain.conf", b"one\n")
-        .conffile("/etc/gc/edited.conf", b"one\n")
-        .conffile("/etc/gc/same.conf", b"same\n")
-        .build(debs.path());
-    let v2 = Pkg::new("gc", "2.0", "all")
-        .conffile("/etc/gc/plain.conf", b"two\n")
-        .conffile("/etc/gc/edited.conf", b"two\n")
-        .conffile("/etc/gc/same.conf", b"same\n")
-        .script("postinst", &format!("#!/bin/sh\n{keep}"))
-        .build(debs.path());
+    let [v1, v2] = guarded_fixtures(debs.path());
     let pair = Pair::of(DbRoot::with_shell, |root| {
         Via::Dpkg.install(root, &[&v1], &[]);
         edit(root, "/etc/gc/edited.conf", b"mine\n");
@@ -613,4 +600,44 @@ fn a_conffile_move_a_crash_lost_is_finished_from_the_guards_record() {
     // Done once: a second recovery finds nothing.
     let again = common::unpack(["--recover".as_ref(), root.as_os_str()]);
     assert!(!again.stdout.contains("conffile"), "{}", again.stdout);
+}
+
+/// gc 1.0 and 2.0, three conffiles: one the upgrade changes, one an administrator will change
+/// too, one it leaves as it was; 2.0's postinst, run by dpkg after it moved the conffiles,
+/// keeps what the configure guard recorded in `var/lib/unpack/seen` (busybox's builtins only:
+/// the chroot has nothing else).
+fn guarded_fixtures(dir: &Path) -> [PathBuf; 2] {
+    let keep = "r=/var/lib/unpack/configure\nif [ -e $r ]; then\n  while IFS= read -r l; do printf '%s\\n' \"$l\"; done < $r > /var/lib/unpack/seen\nfi\n";
+    [
+        Pkg::new("gc", "1.0", "all")
+            .conffile("/etc/gc/plain.conf", b"one\n")
+            .conffile("/etc/gc/edited.conf", b"one\n")
+            .conffile("/etc/gc/same.conf", b"same\n")
+            .build(dir),
+        Pkg::new("gc", "2.0", "all")
+            .conffile("/etc/gc/plain.conf", b"two\n")
+            .conffile("/etc/gc/edited.conf", b"two\n")
+            .conffile("/etc/gc/same.conf", b"same\n")
+            .script("postinst", &format!("#!/bin/sh\n{keep}"))
+            .build(dir),
+    ]
+}
+
+/// The configure of `--install` runs under the guard too: the record is there while dpkg
+/// configures, and gone after.
+#[test]
+fn install_configures_under_the_guard() {
+    let debs = tempfile::tempdir().unwrap();
+    let [v1, v2] = guarded_fixtures(debs.path());
+    let root = DbRoot::with_shell();
+    Via::Dpkg.install(root.path(), &[&v1], &[]);
+    let env = [("UNPACK_DPKG_STRATEGY", "syncfs")];
+    let said = call_with(program("unpack-dpkg"), root.path(), &["-i", s(&v2)], &env);
+    assert_eq!(said.run.code, 0, "{}", said.run.stderr);
+    let state = root.path().join("var/lib/unpack");
+    let seen = std::fs::read_to_string(state.join("seen")).expect("no record while dpkg ran");
+    let old = md5_hex(b"one\n");
+    assert!(seen.contains(&format!("gc all 2.0 {old} /etc/gc/plain.conf\n")), "{seen}");
+    assert!(!state.join("configure").exists(), "the record outlived the configure");
+    assert_eq!(std::fs::read(root.path().join("etc/gc/plain.conf")).unwrap(), b"two\n");
 }
