@@ -53,9 +53,14 @@ pub fn recover_root(root: &Path, options: &Options) -> Result<Recovered> {
     let mut root_handle = Root::open(root)?;
     let _lock = root_handle.lock(options.wait)?;
     let dpkg = Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
-    let transaction = recover(&mut root_handle, options.strategy.as_ref(), &Syscalls::default())?;
-    let conffiles = match &dpkg {
-        Some(locked) => configure_guard::finish_lost(&mut root_handle, locked)?,
+    recover_all(&mut root_handle, dpkg.as_ref(), options)
+}
+
+/// The engine's recovery, then (in database mode, `dpkg` locked) the configure guard's.
+fn recover_all(root: &mut Root, dpkg: Option<&Locked>, options: &Options) -> Result<Recovered> {
+    let transaction = recover(root, options.strategy.as_ref(), &Syscalls::default())?;
+    let conffiles = match dpkg {
+        Some(locked) => configure_guard::finish_lost(root, locked)?,
         None => Finished::default(),
     };
     Ok(Recovered { transaction, conffiles })
@@ -155,15 +160,10 @@ impl<'o> Call<'o> {
         let mut root_handle = Root::open(root)?;
         let lock = root_handle.lock(options.wait)?;
         let dpkg = Locked::find(&mut root_handle, options.admindir.as_deref(), options.wait)?;
-        let transaction =
-            recover(&mut root_handle, options.strategy.as_ref(), &Syscalls::default())?;
-        let conffiles = match &dpkg {
-            Some(locked) => configure_guard::finish_lost(&mut root_handle, locked)?,
-            None => Finished::default(),
-        };
-        let recovered = match (transaction, conffiles.describe()) {
+        let recovered = recover_all(&mut root_handle, dpkg.as_ref(), options)?;
+        let recovered = match (&recovered.transaction, recovered.conffiles.describe()) {
             (Recovery::Clean, None) => None,
-            (transaction, _) => Some(Recovered { transaction, conffiles }.describe(root)),
+            _ => Some(recovered.describe(root)),
         };
         let log = match (&dpkg, &options.log) {
             (Some(_), Some(rel)) => InRoot::find(&mut root_handle, rel),

@@ -165,12 +165,16 @@ fn configure(call: &args::Configure, args: &[String]) -> u8 {
         .and_then(|(name, _)| durability::by_name(&name, 1).map_err(|e| one_line(&e)))
         .map_or(true, |s| s.is_durable());
     guarded(&call.instdir, &call.admindir, durable, || {
-        let status = Command::new(REAL_DPKG).arg0("dpkg").args(args).status();
-        match status {
-            Ok(s) => s.code().map_or(2, |c| u8::try_from(c).unwrap_or(2)),
-            Err(e) => fatal(&format!("cannot run {REAL_DPKG}: {e}")),
-        }
+        exit_code(Command::new(REAL_DPKG).arg0("dpkg").args(args).status())
     })
+}
+
+/// The exit code of a run of the real dpkg (2 when it could not be run, or was killed).
+fn exit_code(status: std::io::Result<std::process::ExitStatus>) -> u8 {
+    match status {
+        Ok(s) => s.code().map_or(2, |c| u8::try_from(c).unwrap_or(2)),
+        Err(e) => fatal(&format!("cannot run {REAL_DPKG}: {e}")),
+    }
 }
 
 /// `configure`, a run of the real dpkg that may configure packages, between the halves of the
@@ -210,10 +214,7 @@ fn real_dpkg(inv: &Invocation, reporter: &Reporter, action: &str, packages: &[St
             .args(packages)
             .status()
     });
-    match status {
-        Ok(s) => s.code().map_or(2, |c| u8::try_from(c).unwrap_or(2)),
-        Err(e) => fatal(&format!("cannot run {REAL_DPKG}: {e}")),
-    }
+    exit_code(status)
 }
 
 /// The native architecture, as the real dpkg prints it; empty when it cannot say (every
