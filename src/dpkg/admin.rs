@@ -121,11 +121,7 @@ impl Admin {
     /// (a dpkg, or this engine, that was interrupted left them: each holds a package's stanza
     /// as it was noted before a maintainer script).
     pub fn read(&self, root: &mut Root) -> Result<Installed> {
-        let status_path = self.dir.path().join("status");
-        let bytes = read_file(&self.dir, "status", MAX_STATUS)?.unwrap_or_default();
-        let mut stanzas = deb822::parse(&bytes).map_err(|e| bad_db(&status_path, e))?;
-        let records = self.read_updates(&mut stanzas)?;
-        let packages = status::packages(stanzas).map_err(|e| bad_db(&status_path, e))?;
+        let (packages, records) = self.status()?;
         let info_names = self.info_names()?;
         let mut lists = Vec::with_capacity(packages.len());
         let mut owners: HashMap<PathBuf, Vec<usize>> = HashMap::new();
@@ -177,6 +173,22 @@ impl Admin {
             ),
             info_names,
         })
+    }
+
+    /// `status` with the records of `updates/` over it: the packages, and the records' names.
+    fn status(&self) -> Result<(Vec<Package>, Vec<String>)> {
+        let status_path = self.dir.path().join("status");
+        let bytes = read_file(&self.dir, "status", MAX_STATUS)?.unwrap_or_default();
+        let mut stanzas = deb822::parse(&bytes).map_err(|e| bad_db(&status_path, e))?;
+        let records = self.read_updates(&mut stanzas)?;
+        let packages = status::packages(stanzas).map_err(|e| bad_db(&status_path, e))?;
+        Ok((packages, records))
+    }
+
+    /// What `status` and `updates/` say of each package, and nothing else of the database: for
+    /// a reader that needs no list (the configure guard, before and after each configure).
+    pub fn packages(&self) -> Result<Vec<Package>> {
+        self.status().map(|(packages, _)| packages)
     }
 
     /// `diversions`, by the path diverted. Read again after each preinst, which may add one

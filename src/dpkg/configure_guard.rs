@@ -16,8 +16,8 @@
 //!   configure may move (a package `unpacked`, its `NAME.dpkg-new` a regular file), the hash
 //!   the status records for it now, before dpkg changes it, in the state file
 //!   `var/lib/unpack/configure`, made durable before dpkg runs;
-//! - [`Guard::finish`], after dpkg: the filesystems of those conffiles synced, so every rename
-//!   dpkg made is on disk, then the record removed.
+//! - [`Guard::finish`], after dpkg: the directories of those conffiles fsynced, so every
+//!   rename dpkg made there is on disk, then the record removed.
 //!
 //! After a crash between the two, [`finish_lost`] (run by every engine call and
 //! `unpack --recover` before anything else, and by the next guard) redoes what dpkg had decided
@@ -49,6 +49,7 @@ use crate::fs::root::{
 use crate::fs::syscalls::Syscalls;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -283,9 +284,9 @@ pub(crate) fn finish_lost(root: &mut Root, locked: &Locked) -> Result<Finished> 
     };
     let mut finished = Finished { left: damaged.into_iter().collect(), ..Finished::default() };
     if !entries.is_empty() {
-        let installed = locked.admin().read(root)?;
+        let packages = locked.admin().packages()?;
         for entry in &entries {
-            match finish_one(root, &installed.packages, entry) {
+            match finish_one(root, &packages, entry) {
                 Ok(Some(path)) => finished.moved.push(path),
                 Ok(None) => {}
                 Err(why) => finished.left.push(why),
@@ -358,8 +359,8 @@ fn move_into_place(dir: &Directory, name: &OsStr) -> Result<()> {
 
 /// A configure of the real dpkg, guarded: [`Guard::prepare`] before it, [`Guard::finish`] after.
 pub struct Guard {
-    /// The directories of the conffiles the configure may move, one per filesystem, to sync.
-    filesystems: Vec<Directory>,
+    /// The directories of the conffiles the configure may move, to fsync after it.
+    dirs: Vec<Directory>,
     /// The state directory and the record's stamp, to remove it and no other.
     record: Option<(Directory, Stamp)>,
     root: Root,
@@ -377,20 +378,25 @@ impl Guard {
             return Ok((None, Finished::default()));
         };
         let finished = finish_lost(&mut root, &locked)?;
-        let installed = locked.admin().read(&mut root)?;
+        let packages = locked.admin().packages()?;
         let mut entries = Vec::new();
-        let mut filesystems: Vec<Directory> = Vec::new();
-        for package in installed.packages.iter().filter(|p| p.status.state == State::Unpacked) {
-            for (dir, entry) in pending(&mut root, package, &installed.diversions)? {
-                if !filesystems.iter().any(|d| d.dev == dir.dev) {
-                    filesystems.push(dir);
+        let mut dirs: Vec<Directory> = Vec::new();
+        let unpacked: Vec<&Package> =
+            packages.iter().filter(|p| p.status.state == State::Unpacked).collect();
+        // Diversions are read only where a conffile may move: most configure calls have none.
+        let diversions =
+            if unpacked.is_empty() { HashMap::new() } else { locked.admin().diversions()? };
+        for package in unpacked {
+            for (dir, entry) in pending(&mut root, package, &diversions)? {
+                if !dirs.iter().any(|d| d.path() == dir.path()) {
+                    dirs.push(dir);
                 }
                 entries.push(entry);
             }
         }
         if entries.is_empty() {
             drop((locked, lock));
-            return Ok((Some(Guard { filesystems, record: None, root }), finished));
+            return Ok((Some(Guard { dirs, record: None, root }), finished));
         }
         let state = root.state_dir()?;
         let path = state.path().join(CONFIGURE_RECORD);
@@ -402,15 +408,19 @@ impl Guard {
         let stamp =
             Stamp::of(&rustix::fs::fstat(&file).map_err(|e| Error::root(&path, "stat", e))?);
         drop((locked, lock));
-        Ok((Some(Guard { filesystems, record: Some((state, stamp)), root }), finished))
+        Ok((Some(Guard { dirs, record: Some((state, stamp)), root }), finished))
     }
 
-    /// After the configure: every filesystem holding a conffile it may have moved synced, then
-    /// the record removed (under the root's lock; only the record this guard wrote).
+    /// After the configure: every directory holding a conffile it may have moved fsynced
+    /// (what dpkg renamed, linked or removed there is then on disk: ext4's and XFS's journals
+    /// commit the directory's changes, btrfs logs its entries), then the record removed (under
+    /// the root's lock; only the record this guard wrote). Not a syncfs: that would flush all
+    /// the maintainer scripts wrote too, which nothing here needs.
     pub fn finish(self) -> Result<()> {
         let Some((state, stamp)) = self.record else { return Ok(()) };
-        for dir in &self.filesystems {
-            rustix::fs::syncfs(dir.fd()).map_err(|e| Error::root(dir.path(), "syncfs", e))?;
+        let calls = Syscalls::default();
+        for dir in &self.dirs {
+            dir.fsync(&calls)?;
         }
         // Waiting: dpkg's work is done and synced, only the record is left to remove.
         let _lock = self.root.lock(true)?;
@@ -427,7 +437,7 @@ impl Guard {
 fn pending(
     root: &mut Root,
     package: &Package,
-    diversions: &std::collections::HashMap<PathBuf, super::format::diversions::Diversion>,
+    diversions: &HashMap<PathBuf, super::format::diversions::Diversion>,
 ) -> Result<Vec<(Directory, Entry)>> {
     let Some(field) = package.stanza.get("Conffiles") else { return Ok(Vec::new()) };
     let Ok(conffiles) = status::parse_conffiles_field(field) else { return Ok(Vec::new()) };

@@ -406,6 +406,8 @@ impl Invocation {
 fn apply_place(o: &Opt, dirs: &mut Dirs<'_>, force: &mut BTreeSet<String>) -> Result<bool, String> {
     let value = || o.value.clone().ok_or(format!("--{} needs a value", o.name));
     match o.name.as_str() {
+        // dpkg's -G, not of the force family.
+        "refuse-downgrade" => return Ok(false),
         "root" => {
             dirs.instdir = trim_dir(&value()?);
             dirs.admindir = Some(format!("{}/var/lib/dpkg", dirs.instdir));
@@ -687,6 +689,47 @@ mod tests {
             action,
             &Sources { config_dir: dir.path(), home: None, env: &lookup },
         )
+    }
+
+    fn configure(args: &[&str], config: &[(&str, &str)]) -> Option<Configure> {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in config {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let none = |_: &str| None;
+        configure_call(&strings(args), &Sources { config_dir: dir.path(), home: None, env: &none })
+    }
+
+    #[test]
+    fn a_configure_call_is_guarded_where_it_works_and_no_other_is() {
+        let plain = |instdir: &str, admindir: &str, unsafe_io| Configure {
+            instdir: PathBuf::from(instdir),
+            admindir: PathBuf::from(admindir),
+            unsafe_io,
+        };
+        let apt = ["--status-fd", "19", "--configure", "al-00:all", "al-01:all"];
+        assert_eq!(configure(&apt, &[]), Some(plain("/", "/var/lib/dpkg", false)));
+        let pending = ["--status-fd", "19", "--configure", "--pending"];
+        assert_eq!(configure(&pending, &[]), Some(plain("/", "/var/lib/dpkg", false)));
+        let rooted = ["--root=/r/", "--configure", "-a"];
+        assert_eq!(configure(&rooted, &[]), Some(plain("/r", "/r/var/lib/dpkg", false)));
+        // The running system's dpkg.cfg.d counts, and the command line after it.
+        let cfg = [("dpkg.cfg.d/unsafe", "force-unsafe-io\n")];
+        assert_eq!(configure(&apt, &cfg), Some(plain("/", "/var/lib/dpkg", true)));
+        let refused = ["--refuse-unsafe-io", "--configure", "-a"];
+        assert_eq!(configure(&refused, &cfg), Some(plain("/", "/var/lib/dpkg", false)));
+        // Not a configure, or one dpkg will refuse or not do: the real dpkg's alone.
+        for other in [
+            &["--remove", "al-00"][..],
+            &["--configure", "--no-act", "-a"],
+            &["--configure", "--remove", "x"],
+            &["--configure", "--force-nonsense", "-a"],
+            &["--unpack", "/a.deb"],
+        ] {
+            assert_eq!(configure(other, &[]), None, "{other:?}");
+        }
     }
 
     #[test]
