@@ -61,6 +61,11 @@ const MAGIC: &str = "unpack configure guard 1";
 /// The most conffiles one record holds; a record that says more is not the engine's.
 const MAX_ENTRIES: usize = 1 << 20;
 
+/// The most bytes of a record read: a line is at most a package name, an architecture, a
+/// version, a hash and a path of dpkg's, and a record of every conffile of a large system is a
+/// few MiB; one longer is not the engine's, and is dropped without being read whole.
+const MAX_BYTES: u64 = 64 << 20;
+
 /// A conffile the configure may move: whose it is, and the hash the status recorded before.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
@@ -233,12 +238,16 @@ fn read_record(state: &Directory) -> Result<Option<(Vec<Entry>, Option<String>)>
     };
     let path = state.path().join(CONFIGURE_RECORD);
     let mut bytes = Vec::new();
-    let limit = (MAX_ENTRIES as u64) * 8192;
     (&mut file)
-        .take(limit)
+        .take(MAX_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| Error::root(&path, "reading", e))?;
-    Ok(Some(match decode(&bytes) {
+    let decoded = if bytes.len() as u64 > MAX_BYTES {
+        Err(format!("longer than {MAX_BYTES} bytes"))
+    } else {
+        decode(&bytes)
+    };
+    Ok(Some(match decoded {
         Ok(entries) => (entries, None),
         Err(why) => (Vec::new(), Some(format!("{}: dropped: {why}", escape(&path)))),
     }))
