@@ -30,7 +30,7 @@ pub struct Recovered {
     /// To the engine's interrupted transaction.
     pub transaction: Recovery,
     /// To the conffiles a configure of the real dpkg had moved into place when a crash came
-    /// (in database mode, run by `unpack-dpkg`: [`configure_guard`]).
+    /// (in database mode, run by `unpack-dpkg`: its configure guard).
     pub conffiles: Finished,
 }
 
@@ -46,7 +46,7 @@ impl Recovered {
 
 /// Finishes or rolls back a transaction that was interrupted in `root` (see [`Recovery`]), and
 /// in database mode redoes the conffile moves a configure of the real dpkg recorded and a crash
-/// lost ([`configure_guard::finish_lost`]), under the root's lock and dpkg's. [`unpack`] does
+/// lost (the configure guard's recovery), under the root's lock and dpkg's. [`unpack`] does
 /// the same before its own work.
 pub fn recover_root(root: &Path, options: &Options) -> Result<Recovered> {
     raise_fd_limit();

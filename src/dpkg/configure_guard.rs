@@ -253,7 +253,7 @@ fn read_record(state: &Directory) -> Result<Option<(Vec<Entry>, Option<String>)>
     }))
 }
 
-/// What [`finish_lost`] did: the conffiles whose move (or removal of `NAME.dpkg-new`) it
+/// What recovery of a configure guard's record did: the conffiles whose move (or removal of `NAME.dpkg-new`) it
 /// redid, and what it left and why.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Finished {

@@ -438,7 +438,7 @@ fn apply_place(o: &Opt, dirs: &mut Dirs<'_>, force: &mut BTreeSet<String>) -> Re
 }
 
 /// A `--configure` call of the real dpkg, which the front end runs under its configure guard
-/// ([`crate::dpkg::configure_guard`]): where it works and whether it forces unsafe I/O.
+/// (`src/dpkg/configure_guard.rs`): where it works and whether it forces unsafe I/O.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Configure {
     /// dpkg's instdir: the root, `/` for none.

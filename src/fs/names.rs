@@ -41,7 +41,7 @@ pub(crate) const JOURNAL_NEW: &str = "txn.new";
 pub const INTENT: &str = "intent";
 /// The conffiles a configure of the real dpkg may move, recorded before it runs, in the state
 /// directory: while it exists, a crash may have lost one of those moves
-/// ([`configure_guard`](crate::dpkg::configure_guard)).
+/// (`src/dpkg/configure_guard.rs`).
 pub const CONFIGURE_RECORD: &str = "configure";
 
 /// `NAME.unpack-new`. A name of up to 255 bytes is valid, but with the suffix it may not be:
