@@ -144,6 +144,8 @@ impl Device for Virtual {
     ) -> io::Result<DeviceFs> {
         let dir = scratch.join("vdisk");
         std::fs::create_dir_all(&dir)?;
+        // The virtual disk is made of whole sectors; a workload's estimate is any number.
+        let size = size.next_multiple_of(1 << 20);
         let disk = VDisk::start(&self.profile, size, &dir, None)
             .map_err(|e| io::Error::other(unpack::error::one_line(&e)))?;
         // The filesystem is dropped before the disk (DeviceFs's field order).
