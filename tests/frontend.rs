@@ -8,6 +8,7 @@ mod common;
 
 use common::dpkg::*;
 use common::{program, run, LockHolder, Run};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -579,11 +580,7 @@ fn a_conffile_move_a_crash_lost_is_finished_from_the_guards_record() {
     // one's .dpkg-new removed), the renames and the removal are lost, the record is there.
     let root = pair.ours.path();
     let etc = root.join("etc/gc");
-    std::fs::rename(etc.join("plain.conf"), etc.join("plain.conf.dpkg-new")).unwrap();
-    edit(root, "/etc/gc/plain.conf", b"one\n");
-    std::fs::rename(etc.join("edited.conf.dpkg-dist"), etc.join("edited.conf.dpkg-new")).unwrap();
-    edit(root, "/etc/gc/same.conf.dpkg-new", b"same\n");
-    std::fs::rename(state.join("seen"), state.join("configure")).unwrap();
+    lose_the_configures_moves(root);
     let db = std::fs::read_to_string(root.join("var/lib/dpkg/status")).unwrap();
     assert!(db.contains(&format!(" /etc/gc/plain.conf {new}")), "{db}");
     let r = common::unpack(["--recover".as_ref(), root.as_os_str()]);
@@ -600,6 +597,59 @@ fn a_conffile_move_a_crash_lost_is_finished_from_the_guards_record() {
     // Done once: a second recovery finds nothing.
     let again = common::unpack(["--recover".as_ref(), root.as_os_str()]);
     assert!(!again.stdout.contains("conffile"), "{}", again.stdout);
+}
+
+/// Undoes in `root` what btrfs can lose of a guarded configure of gc 2.0 (see
+/// `a_conffile_move_a_crash_lost_is_finished_from_the_guards_record`): the renames and the
+/// removal dpkg made, with the record the guard had written put back.
+fn lose_the_configures_moves(root: &Path) {
+    let etc = root.join("etc/gc");
+    let state = root.join("var/lib/unpack");
+    std::fs::rename(etc.join("plain.conf"), etc.join("plain.conf.dpkg-new")).unwrap();
+    edit(root, "/etc/gc/plain.conf", b"one\n");
+    std::fs::rename(etc.join("edited.conf.dpkg-dist"), etc.join("edited.conf.dpkg-new")).unwrap();
+    edit(root, "/etc/gc/same.conf.dpkg-new", b"same\n");
+    std::fs::rename(state.join("seen"), state.join("configure")).unwrap();
+}
+
+/// A `NAME.dpkg-new` that is a symlink when recovery comes (planted by someone who can write
+/// the conffile's directory, or swapped in since) is never followed: not hashed, not chmod-ed,
+/// not renamed; it is left and named, and the other conffiles are finished.
+#[test]
+fn the_guards_recovery_never_follows_a_symlinked_dpkg_new() {
+    let debs = tempfile::tempdir().unwrap();
+    let [v1, v2] = guarded_fixtures(debs.path());
+    let root = DbRoot::with_shell();
+    Via::Dpkg.install(root.path(), &[&v1], &[]);
+    edit(root.path(), "/etc/gc/edited.conf", b"mine\n");
+    dpkg_unpack(root.path(), &[&v2]);
+    let env = [("UNPACK_DPKG_STRATEGY", "syncfs")];
+    let args = ["--force-confold", "--configure", "gc"];
+    let said = call_with(program("unpack-dpkg"), root.path(), &args, &env);
+    assert_eq!(said.run.code, 0, "{}", said.run.stderr);
+    lose_the_configures_moves(root.path());
+    // Outside the root, with what the new conffile holds (so a followed link would hash as it)
+    // and a mode plain.conf's would overwrite.
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("target");
+    std::fs::write(&target, b"two\n").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let etc = root.path().join("etc/gc");
+    std::fs::remove_file(etc.join("plain.conf.dpkg-new")).unwrap();
+    std::os::unix::fs::symlink(&target, etc.join("plain.conf.dpkg-new")).unwrap();
+
+    let r = common::unpack(["--recover".as_ref(), root.path().as_os_str()]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("finished 1 conffile moves"), "{}", r.stdout);
+    assert!(r.stdout.contains("/etc/gc/plain.conf.dpkg-new: "), "{}", r.stdout);
+    assert!(r.stdout.contains("not a regular file"), "{}", r.stdout);
+    let link = std::fs::symlink_metadata(etc.join("plain.conf.dpkg-new")).unwrap();
+    assert!(link.file_type().is_symlink(), "the symlink was replaced");
+    assert_eq!(std::fs::read(etc.join("plain.conf")).unwrap(), b"one\n");
+    assert_eq!(std::fs::read(&target).unwrap(), b"two\n");
+    assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777, 0o600);
+    assert!(!etc.join("same.conf.dpkg-new").exists(), "the other conffiles were not finished");
+    assert!(!root.path().join("var/lib/unpack/configure").exists());
 }
 
 /// gc 1.0 and 2.0, three conffiles: one the upgrade changes, one an administrator will change

@@ -52,6 +52,7 @@ use rustix::io::Errno;
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -175,26 +176,37 @@ fn dpkg_new(name: &OsStr) -> OsString {
     n
 }
 
-/// The md5sum of the regular file `name` in `dir`, as dpkg hashes a conffile; `None` when there
-/// is none. A symlink, a FIFO or a device there is an error: never followed, never opened.
-fn hash_of(dir: &Directory, name: &OsStr) -> Result<Option<String>> {
+/// The regular file `name` in `dir`, opened to read, `None` when there is none. A symlink, a
+/// FIFO or a device there is an error: never followed, never opened (`O_NOFOLLOW`, and the
+/// type checked again on the descriptor, which no rename can change).
+fn open_regular(dir: &Directory, name: &OsStr) -> Result<Option<OwnedFd>> {
     let path = || dir.path().join(name);
+    let not_regular = || Error::root(path(), "a conffile that is not a regular file", Errno::INVAL);
     let st = match rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
         Err(Errno::NOENT) => return Ok(None),
         Err(e) => return Err(Error::root(path(), "stat", e)),
     };
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err(Error::root(path(), "hashing a conffile (not a regular file)", Errno::INVAL));
+        return Err(not_regular());
     }
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(dir.fd(), name, flags, Mode::empty())
         .map_err(|e| Error::root(path(), "opening", e))?;
     let st = rustix::fs::fstat(&fd).map_err(|e| Error::root(path(), "stat", e))?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err(Error::root(path(), "hashing a conffile (not a regular file)", Errno::INVAL));
+        return Err(not_regular());
     }
-    md5::of_reader(std::fs::File::from(fd)).map(Some).map_err(|e| Error::root(path(), "reading", e))
+    Ok(Some(fd))
+}
+
+/// The md5sum of the regular file `name` in `dir`, as dpkg hashes a conffile; `None` when there
+/// is none ([`open_regular`]'s checks).
+fn hash_of(dir: &Directory, name: &OsStr) -> Result<Option<String>> {
+    let Some(fd) = open_regular(dir, name)? else { return Ok(None) };
+    md5::of_reader(std::fs::File::from(fd))
+        .map(Some)
+        .map_err(|e| Error::root(dir.path().join(name), "reading", e))
 }
 
 /// What dpkg's configure does with a conffile, by its decision table (configure.c
@@ -223,10 +235,14 @@ pub(crate) fn choice(old: &str, current: Option<&str>, new: &str) -> Choice {
     if old == NEW_CONFFILE {
         return Choice::Asked;
     }
-    match (current != old, old != new) {
-        (false, true) => Choice::Install,
-        (true, false) | (false, false) => Choice::Keep,
-        (true, true) => Choice::Asked,
+    // `current` differs from `new` here: unchanged by the administrator means the upgrade's,
+    // unchanged by the upgrade means the administrator's, both changed means dpkg asks.
+    if current == old {
+        Choice::Install
+    } else if old == new {
+        Choice::Keep
+    } else {
+        Choice::Asked
     }
 }
 
@@ -344,23 +360,21 @@ fn finish_one(
 }
 
 /// `NAME.dpkg-new` renamed over `NAME`, with `NAME`'s owner and mode first, as dpkg gives it.
+/// The owner and mode go through a descriptor ([`open_regular`]): a symlink swapped in after
+/// the hash was taken is refused, never followed out of the root.
 fn move_into_place(dir: &Directory, name: &OsStr) -> Result<()> {
     let new = dpkg_new(name);
     let path = dir.path().join(&new);
+    let Some(fd) = open_regular(dir, &new)? else {
+        return Err(Error::root(&path, "renaming into place", Errno::NOENT));
+    };
     if let Ok(st) = rustix::fs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
-        let owner = (
-            Some(rustix::fs::Uid::from_raw(st.st_uid)),
-            Some(rustix::fs::Gid::from_raw(st.st_gid)),
-        );
-        rustix::fs::chownat(dir.fd(), &new, owner.0, owner.1, AtFlags::SYMLINK_NOFOLLOW)
+        let uid = rustix::fs::Uid::from_raw(st.st_uid);
+        let gid = rustix::fs::Gid::from_raw(st.st_gid);
+        rustix::fs::fchown(&fd, Some(uid), Some(gid))
             .map_err(|e| Error::root(&path, "chown", e))?;
-        rustix::fs::chmodat(
-            dir.fd(),
-            &new,
-            Mode::from_raw_mode(st.st_mode & 0o7777),
-            AtFlags::empty(),
-        )
-        .map_err(|e| Error::root(&path, "chmod", e))?;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(st.st_mode & 0o7777))
+            .map_err(|e| Error::root(&path, "chmod", e))?;
     }
     rustix::fs::renameat(dir.fd(), &new, dir.fd(), name)
         .map_err(|e| Error::root(&path, "renaming into place", e))
