@@ -19,6 +19,7 @@ use crate::error::{escape, Error, Result};
 use crate::fs::root::{Create, Pending, Root};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io::Read;
@@ -52,8 +53,8 @@ pub struct Installed {
     pub records: Vec<String>,
     /// Each package's `.list` (empty for a package not installed), by index into `packages`.
     pub lists: Vec<Vec<PathBuf>>,
-    /// Which packages list each path.
-    pub owners: HashMap<PathBuf, Vec<usize>>,
+    /// Which packages list each path: [`Installed::owners_of`].
+    owners: HashMap<PathBuf, Owners>,
     /// By the path diverted.
     pub diversions: HashMap<PathBuf, Diversion>,
     /// (uid, gid, mode) by path.
@@ -64,6 +65,38 @@ pub struct Installed {
     pub format_missing: bool,
     /// `triggers/` is missing: dpkg makes it on its first run, even one without triggers.
     pub triggers_missing: bool,
+}
+
+impl Installed {
+    /// The packages (indices into `packages`) whose lists name `path`, in the order read.
+    pub fn owners_of(&self, path: &Path) -> &[usize] {
+        self.owners.get(path).map_or(&[], Owners::as_slice)
+    }
+}
+
+/// The packages whose lists name one path. Nearly always one, so held without an allocation of
+/// its own until a second comes: a system's lists hold tens of thousands of paths, and they are
+/// read at every call.
+#[derive(Debug, Clone)]
+enum Owners {
+    One(usize),
+    Many(Vec<usize>),
+}
+
+impl Owners {
+    fn push(&mut self, i: usize) {
+        match self {
+            Owners::One(first) => *self = Owners::Many(vec![*first, i]),
+            Owners::Many(all) => all.push(i),
+        }
+    }
+
+    fn as_slice(&self) -> &[usize] {
+        match self {
+            Owners::One(one) => std::slice::from_ref(one),
+            Owners::Many(all) => all,
+        }
+    }
 }
 
 /// Finds the admin directory: `explicit` (a path that must lead inside `root`, else exit 2),
@@ -124,8 +157,7 @@ impl Admin {
         let (packages, records) = self.status()?;
         let info_names = self.info_names()?;
         let mut lists = Vec::with_capacity(packages.len());
-        let mut owners: HashMap<PathBuf, Vec<usize>> = HashMap::new();
-        for (i, p) in packages.iter().enumerate() {
+        for p in &packages {
             let name = format!("{}.list", p.info_name());
             let path = self.info.path().join(&name);
             let paths = match read_file(&self.info, &name, MAX_LIST)? {
@@ -148,10 +180,22 @@ impl Admin {
                     ))
                 }
             };
-            for path in &paths {
-                owners.entry(path.clone()).or_default().push(i);
-            }
             lists.push(paths);
+        }
+        // Sized once: a system's lists hold tens of thousands of paths, read at every call and
+        // before every archive of one, and growing the table step by step rehashed them all
+        // (a sixth of the instructions of a small unpack into a 300-package system).
+        let mut owners: HashMap<PathBuf, Owners> =
+            HashMap::with_capacity(lists.iter().map(Vec::len).sum());
+        for (i, paths) in lists.iter().enumerate() {
+            for path in paths {
+                match owners.entry(path.clone()) {
+                    Entry::Occupied(mut o) => o.get_mut().push(i),
+                    Entry::Vacant(v) => {
+                        v.insert(Owners::One(i));
+                    }
+                }
+            }
         }
         let diversions = self.diversions()?;
         let overrides = self.overrides(root)?;

@@ -92,7 +92,7 @@ impl Database {
         let mut left: Vec<PathBuf> = Vec::new();
         // On-disk paths (relative) this removal takes away, for the emptiness of directories.
         let mut going: HashSet<PathBuf> = HashSet::new();
-        let owners = |path: &Path| db.owners.get(path).map(Vec::as_slice).unwrap_or_default();
+        let owners = |path: &Path| db.owners_of(path);
         for path in db.lists[c].iter().rev() {
             if all_new.contains(path) {
                 continue;

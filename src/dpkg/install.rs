@@ -262,7 +262,7 @@ impl Database {
             _ => false,
         };
         if entry.kind != Kind::Dir && !existing_dir {
-            for &o in db.owners.get(&listed).map(Vec::as_slice).unwrap_or_default() {
+            for &o in db.owners_of(&listed) {
                 match ownership(db, inc, o, &listed) {
                     Ownership::Shared => {}
                     // As dpkg with --force-overwrite: its warning, and the path taken from the
@@ -366,7 +366,7 @@ impl Database {
             .collect();
         let in_sync = !siblings.is_empty()
             && siblings.iter().all(|&o| db.packages[o].version == inc.archive.control.version);
-        let lists = |o: &usize| db.owners.get(path).is_some_and(|owners| owners.contains(o));
+        let lists = |o: &usize| db.owners_of(path).contains(o);
         let owner = siblings.iter().find(|o| lists(o)).filter(|_| in_sync)?;
         if !inc.conffiles.iter().any(|c| c == path) {
             return Some(Shared::OnDisk);
@@ -608,7 +608,7 @@ impl Database {
     ) -> Result<()> {
         let db = &self.installed;
         for c in conffiles.iter().filter(|c| c.remove_on_upgrade) {
-            if db.owners.get(&c.path).into_iter().flatten().any(|&o| Some(o) != inc.old) {
+            if db.owners_of(&c.path).iter().any(|&o| Some(o) != inc.old) {
                 continue;
             }
             let at = relative(&divert(db, &c.path, &inc.name));
@@ -646,7 +646,7 @@ impl Database {
     /// random"), this the first in the database's order.
     fn owners_hash(&self, inc: &Incoming, path: &Path) -> Option<String> {
         let db = &self.installed;
-        db.owners.get(path)?.iter().filter(|&&o| Some(o) != inc.old).find_map(|&o| {
+        db.owners_of(path).iter().filter(|&&o| Some(o) != inc.old).find_map(|&o| {
             let field = db.packages[o].stanza.get("Conffiles")?;
             let recorded = status::parse_conffiles_field(field).ok()?;
             recorded.into_iter().find(|c| c.path == path).map(|c| c.hash)
@@ -672,7 +672,7 @@ impl Database {
         let upgraded: HashSet<usize> = self.incoming.iter().filter_map(|i| i.old).collect();
         let mut removed = 0;
         for p in db.lists[o].iter().rev().filter(|p| !inc.remove_on_upgrade.contains(*p)) {
-            let others = db.owners.get(p).into_iter().flatten().any(|&x| {
+            let others = db.owners_of(p).iter().any(|&x| {
                 x != o
                     && !upgraded.contains(&x)
                     && db.packages[x].status.state != State::NotInstalled
@@ -945,10 +945,8 @@ fn disappears(db: &Installed, o: usize, all_new: &HashSet<&PathBuf>, inc: &Incom
         if all_new.contains(p) {
             return false;
         }
-        !db.owners
-            .get(p)
-            .into_iter()
-            .flatten()
+        !db.owners_of(p)
+            .iter()
             .any(|&x| x != o && db.packages[x].status.state != State::NotInstalled)
     };
     if files.into_iter().any(saves) {
